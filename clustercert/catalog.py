@@ -1,0 +1,176 @@
+"""Reference catalogs (files in references/): hardware peaks, model shapes, baselines and rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from clustercert.bundle import Parallelism, Precision
+from clustercert.errors import CatalogError
+from clustercert.hashing import sha256_file
+from clustercert.metrics.flops import Attention, FlopsConvention, Mlp, ModelShape
+from clustercert.yamlio import load_yaml_model
+
+__all__ = ["Baseline", "Catalog", "LoadedCatalog", "Rules", "load_catalog"]
+
+_HINT = "Fix the catalog (see references/README.md)."
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Strict):
+    title: str
+    url: str | None = None
+    note: str | None = None
+
+
+class ModelSpec(_Strict):
+    name: str
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    ffn_hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    vocab: int = Field(gt=0)
+    kv_groups: int | None = Field(default=None, gt=0)
+    mlp: Mlp = Mlp.SWIGLU
+    experts: int | None = Field(default=None, gt=0)
+    top_k: int = Field(default=1, gt=0)
+    dense_layers: int = Field(default=0, ge=0)
+    moe_ffn_hidden: int | None = Field(default=None, gt=0)
+    shared_ffn_hidden: int | None = Field(default=None, gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int | None = Field(default=None, gt=0)
+    qk_head_dim: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    v_head_dim: int | None = Field(default=None, gt=0)
+    mtp_layers: int = Field(default=0, ge=0)
+    source: str
+
+    def shape(self) -> ModelShape:
+        fields = self.model_dump(exclude={"name", "source"})
+        return ModelShape(**fields)
+
+
+class Convention(_Strict):
+    attention: Attention
+    kv_groups: int | None = Field(default=None, gt=0)
+    vocab: int | None = Field(default=None, gt=0)
+    note: str | None = None
+
+    def flops(self) -> FlopsConvention:
+        return FlopsConvention(self.attention, self.kv_groups, self.vocab)
+
+
+class Window(_Strict):
+    first: int = Field(ge=0)
+    last: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Window:
+        if self.last < self.first:
+            raise ValueError(f"window last ({self.last}) is before first ({self.first})")
+        return self
+
+
+class Baseline(_Strict):
+    workload: str
+    precision: Precision
+    gpus: int = Field(gt=0)
+    gbs: int = Field(gt=0)
+    seq_len: int = Field(gt=0)
+    parallelism: Parallelism
+    step_time_s: float = Field(gt=0)
+    mfu_published: float = Field(gt=0, le=1)
+    tflops_per_gpu_published: float | None = Field(default=None, gt=0)
+    window: Window
+    flops_convention: Convention
+    source: str
+    recipe_version: str
+    date: str = Field(pattern=r"^\d{4}-\d{2}(-\d{2})?$")
+    illustrative: bool = False
+    derivation: str | None = None
+
+    @model_validator(mode="after")
+    def _illustrative_has_derivation(self) -> Baseline:
+        if self.illustrative and not self.derivation:
+            raise ValueError("an illustrative baseline needs its derivation")
+        return self
+
+
+class Rules(_Strict):
+    pass_ratio: float = Field(gt=0, le=1)
+    repeats: Literal["median", "best", "worst"] = "median"
+    validity_months: int = Field(gt=0)
+    bootstrap_resamples: int = Field(default=2000, gt=99)
+    bootstrap_seed: int = 20260101
+    step_time_cv_max: float = Field(default=0.05, gt=0)
+    goodput_min: float = Field(default=0.90, gt=0, le=1)
+    scaling_efficiency_min: float = Field(default=0.90, gt=0, le=1)
+    straggler_score_min: float = Field(default=0.90, gt=0, le=1)
+    straggler_detect_max_s: float = Field(default=600, gt=0)
+    restart_max_s: float = Field(default=900, gt=0)
+    stall_factor: float = Field(default=3.0, gt=1)
+    large_message_bytes: int = Field(default=1 << 30, gt=0)
+    collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
+class Catalog(_Strict):
+    schema_version: Literal[1]
+    id: str
+    version: str
+    title: str
+    system: str
+    peaks_tflops: dict[Precision, float]
+    nvlink_gbps_per_direction: float = Field(gt=0)
+    sources: dict[str, Source]
+    models: dict[str, ModelSpec]
+    baselines: list[Baseline]
+    rules: Rules
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Catalog:
+        for i, b in enumerate(self.baselines):
+            if b.workload not in self.models:
+                raise ValueError(f"baselines[{i}] names workload '{b.workload}' which is not under models")
+            if b.precision not in self.peaks_tflops:
+                raise ValueError(f"baselines[{i}] precision '{b.precision}' has no entry under peaks_tflops")
+            if b.source not in self.sources:
+                raise ValueError(f"baselines[{i}] source '{b.source}' is not under sources")
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedCatalog:
+    path: Path
+    sha256: str
+    spec: Catalog
+
+    def baseline_for(self, workload: str, precision: str, gpus: int) -> Baseline | None:
+        for b in self.spec.baselines:
+            if b.workload == workload and b.precision == precision and b.gpus == gpus:
+                return b
+        return None
+
+    def baselines_for(self, workload: str, precision: str) -> list[Baseline]:
+        return [b for b in self.spec.baselines if b.workload == workload and b.precision == precision]
+
+    def peak_tflops(self, precision: str) -> float:
+        return self.spec.peaks_tflops[Precision(precision)]
+
+
+def load_catalog(name_or_path: str, references_dir: Path, *, relative_to: Path | None = None) -> LoadedCatalog:
+    """A catalog by id (a file in `references_dir`) or by path (relative to `relative_to` when given)."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml"):
+        path = candidate if candidate.is_absolute() or relative_to is None else relative_to / candidate
+    else:
+        path = references_dir / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise CatalogError(f"{path}: expected a catalog file, got nothing at this path. {_HINT}")
+    spec = load_yaml_model(path, Catalog, CatalogError, hint=_HINT)
+    return LoadedCatalog(path=path, sha256=sha256_file(path), spec=spec)

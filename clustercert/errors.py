@@ -1,0 +1,74 @@
+"""The one exception tree of clustercert: every error a user can act on."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CatalogError",
+    "located",
+    "ClusterCertError",
+    "EvidenceError",
+    "RenderError",
+    "SigningError",
+    "UsageError",
+]
+
+
+class ClusterCertError(Exception):
+    """Root of every error clustercert raises on purpose; its message is one line for the user."""
+
+    exit_code = 4
+
+    def __str__(self) -> str:
+        return " ".join(str(self.args[0]).split()) if self.args else self.__class__.__name__
+
+
+class UsageError(ClusterCertError):
+    """The command line or configuration cannot be used as given."""
+
+    exit_code = 2
+
+
+class CatalogError(ClusterCertError):
+    """A reference catalog is missing, malformed or inconsistent."""
+
+    exit_code = 2
+
+
+class SigningError(ClusterCertError):
+    """A key cannot be created, read or used."""
+
+    exit_code = 2
+
+
+class EvidenceError(ClusterCertError):
+    """Evidence cannot be read or used: names the file, and the line and field where known."""
+
+    exit_code = 3
+
+    def __init__(self, file: str, message: str, *, line: int | None = None, field: str | None = None) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        self.message = message
+        super().__init__(f"{where(file, line, field)}: {message}")
+
+
+class RenderError(ClusterCertError):
+    """The report could not be rendered."""
+
+    exit_code = 4
+
+
+def where(file: str, line: int | None = None, field: str | None = None) -> str:
+    """'file line N field 'x'' as used at the start of every located message."""
+    out = file if line is None else f"{file} line {line}"
+    return out if field is None else f"{out} field '{field}'"
+
+
+def located(
+    cls: type[ClusterCertError], file: str, message: str, *, line: int | None = None, field: str | None = None
+) -> ClusterCertError:
+    """An error of kind `cls` whose message starts with file, line and field."""
+    if issubclass(cls, EvidenceError):
+        return cls(file, message, line=line, field=field)
+    return cls(f"{where(file, line, field)}: {message}")

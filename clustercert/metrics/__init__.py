@@ -1,0 +1,1 @@
+"""Pure metric functions: tables and catalog values in, numbers out; no I/O, no clock."""
