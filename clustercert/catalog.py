@@ -119,6 +119,14 @@ class Rules(_Strict):
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
+class SuiteEntry(_Strict):
+    """A workload the suite certifies: the bundle must show it, at this precision and GPU count."""
+
+    workload: str
+    precision: Precision
+    gpus: int = Field(gt=0)
+
+
 class Catalog(_Strict):
     schema_version: Literal[1]
     id: str
@@ -130,6 +138,7 @@ class Catalog(_Strict):
     sources: dict[str, Source]
     models: dict[str, ModelSpec]
     baselines: list[Baseline]
+    suite: list[SuiteEntry] = Field(min_length=1)
     rules: Rules
 
     @model_validator(mode="after")
@@ -141,6 +150,11 @@ class Catalog(_Strict):
                 raise ValueError(f"baselines[{i}] precision '{b.precision}' has no entry under peaks_tflops")
             if b.source not in self.sources:
                 raise ValueError(f"baselines[{i}] source '{b.source}' is not under sources")
+        for i, e in enumerate(self.suite):
+            if not any(
+                b.workload == e.workload and b.precision == e.precision and b.gpus == e.gpus for b in self.baselines
+            ):
+                raise ValueError(f"suite[{i}] ({e.workload} {e.precision} {e.gpus} GPUs) has no baseline")
         return self
 
 

@@ -1,0 +1,242 @@
+"""The `clustercert` command line: parse arguments, call a flow (imported lazily), print, exit."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from clustercert.errors import ClusterCertError, UsageError
+from clustercert.settings import PROJECT_ROOT, Settings, load_settings
+
+__all__ = ["app", "main"]
+
+DEFAULT_BUNDLE = PROJECT_ROOT / "evidence" / "gb200-seed"
+
+app = typer.Typer(
+    name="clustercert",
+    help="Certify a GPU training cluster from the evidence its tools wrote: parse, validate, measure, "
+    "judge against versioned references, and issue a signed, verifiable HTML/PDF report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+keys_app = typer.Typer(help="Manage the signing keys (the key directory is CLUSTERCERT_KEY_DIR).",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class Exit(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def _quiet_prefect() -> None:
+    # Findings and errors are printed by clustercert itself; Prefect's console logs would repeat them with
+    # tracebacks. Its logs still reach the Prefect API when a server is configured.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "false")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def _ensure_key(settings: Settings, now: dt.datetime) -> None:
+    from clustercert.signing import MANIFEST_KEY, init_keys
+
+    if not (settings.key_dir / MANIFEST_KEY).exists():
+        init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name="clustercert development key",
+                  dev=True, now=now)
+        err.print(f"note: no signing key in {settings.key_dir}; created a development key there. "
+                  "Run `clustercert keys init` for a real one.")
+
+
+@app.command()
+def certify(
+    bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")] = DEFAULT_BUNDLE,
+    catalog: Annotated[str | None, typer.Option(help="Catalog id in references/ or a path; default: bundle.yaml's.")] = None,
+    reports_dir: Annotated[Path | None, typer.Option(help="Where run folders go (default CLUSTERCERT_REPORTS_DIR).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2 usage/configuration error, 3 INCOMPLETE or unreadable."""
+    settings = load_settings()
+    now = _now()
+    reports = reports_dir or settings.reports_dir
+    if not bundle.exists():
+        raise UsageError(f"{bundle}: no such bundle. Give a bundle folder (default: {DEFAULT_BUNDLE}).")
+    from clustercert.hashing import sha256_file
+    from clustercert.runfolder import check_seal, load_inputs
+
+    # Unreadable input is refused here, with one line, before any flow starts.
+    inputs = load_inputs(bundle, settings.references_dir, catalog)
+    check_seal(inputs.bundle)
+    loaded = inputs.bundle
+    digest = sha256_file(loaded.root / "bundle.yaml")[:8]
+    run_id = f"{now:%Y%m%dT%H%M%SZ}-{digest}"
+    run_dir = reports / run_id
+    _ensure_key(settings, now)
+    from clustercert.signing import load_signing_key
+
+    key = load_signing_key(settings.key_dir, settings.key_passphrase)
+    meta = {"run_id": run_id, "started_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "bundle_path": str(loaded.root),
+            "signer": key.fingerprint, "dev_key": key.dev_key}
+    _quiet_prefect()
+    try:
+        from flows.certify import certify_flow
+
+        summary = certify_flow(
+            bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
+            references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir), catalog=catalog,
+            limit=settings.max_evidence_bytes,
+        )
+    except ClusterCertError:
+        raise
+    except Exception as exc:  # an internal error: one line here, the traceback in the run folder
+        log = _write_crash_log(run_dir if run_dir.exists() else reports, run_id)
+        raise InternalError(f"internal error ({exc.__class__.__name__}); traceback written to {log}") from exc
+    _print_certify(summary, run_dir, as_json)
+    from clustercert.verdicts import Outcome, exit_code_for
+
+    raise Exit(exit_code_for(Outcome(summary["outcome"])))
+
+
+class InternalError(ClusterCertError):
+    exit_code = 4
+
+
+def _write_crash_log(folder: Path, run_id: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{run_id}.error.log" if folder.name != run_id else folder / "error.log"
+    path.write_text(traceback.format_exc(), encoding="utf-8")
+    return path
+
+
+def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool) -> None:
+    results = summary["results"]
+    errors = [c for c in results["checks"] if c["status"] == "ERROR" and c["severity"] == "required"]
+    if as_json:
+        print(json.dumps({"outcome": results["outcome"], "run_id": results["run_id"], "run_dir": str(run_dir),
+                          "valid_until": results["valid_until"], "paths": summary["paths"],
+                          "checks": results["checks"], "workloads": results["workloads"]}, indent=2))
+        return
+    table = Table(title=f"{results['cluster']['name']}: {results['outcome']}")
+    for col in ("check", "status", "measured", "target", "delta"):
+        table.add_column(col)
+    for c in results["checks"]:
+        measured = "–" if c["measured"] is None else f"{c['measured']:.4g} {c['unit']}"
+        target = "–" if c["target"] is None else f"{c['target']:.4g} {c['unit']}"
+        delta = "" if c["delta_pct"] is None else f"{c['delta_pct']:+.1f} % ({c['ci_low']:+.1f} to {c['ci_high']:+.1f})"
+        table.add_row(c["id"], c["status"], measured, target, delta)
+    out.print(table)
+    out.print(f"Outcome: {results['outcome']}" + (f" (valid until {results['valid_until']})"
+                                                  if results["valid_until"] else ""))
+    for e in errors[:5]:
+        err.print(f"error: {e['message']}")
+    for name, path in summary["paths"].items():
+        out.print(f"{name}: {path}")
+
+
+@app.command()
+def verify(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder under reports/.")],
+    trust: Annotated[Path | None, typer.Option(help="Trust only this public key (PEM); default: the key directory's.")] = None,
+    bundle: Annotated[Path | None, typer.Option(help="Where the evidence bundle is now, if it moved.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Verify a run folder: the signature, every file's hash, no unlisted file. Exit 0 valid, 1 invalid."""
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: not a run folder")
+    from clustercert.attest import verify_run
+
+    settings = load_settings()
+    result = verify_run(run_dir, key_dir=settings.key_dir, trust=trust, bundle=bundle)
+    if as_json:
+        print(json.dumps({"valid": result.ok, "signer": result.signer, "checked": result.checked,
+                          "problems": result.problems}, indent=2))
+    elif result.ok:
+        out.print(f"valid: {result.checked} files match the manifest signed by {result.signer}")
+    else:
+        err.print(f"invalid: {result.problems[0]}")
+        for extra in result.problems[1:5]:
+            err.print(f"  also: {extra}")
+    raise Exit(0 if result.ok else 1)
+
+
+@keys_app.command("init")
+def keys_init(
+    common_name: Annotated[str, typer.Option(help="Subject of the PDF signing certificate.")] = "clustercert signer",
+) -> None:
+    """Create the signing keys: Ed25519 for the manifest, a P-256 key and X.509 certificate for the PDF.
+
+    The passphrase, if any, comes from CLUSTERCERT_KEY_PASSPHRASE; private files are mode 0600.
+    """
+    from clustercert.signing import init_keys
+
+    settings = load_settings()
+    pair = init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name=common_name, dev=False,
+                     now=_now())
+    out.print(f"created keys in {settings.key_dir}; manifest key {pair.fingerprint}")
+
+
+@app.command()
+def simulate(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the bundle into (must not exist).")],
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed gives byte-identical files.")] = 7,
+    repeats: Annotated[int, typer.Option(help="Repeats per workload.", min=1, max=10)] = 3,
+) -> None:
+    """Write a sealed synthetic bundle of the GB200 seed scenario (see evidence/README.md)."""
+    if out_dir.exists():
+        raise UsageError(f"{out_dir}: already exists; choose a new folder")
+    from clustercert.catalog import load_catalog
+    from clustercert.simulate.seed import write_seed_bundle
+
+    settings = load_settings()
+    catalog = load_catalog("exemplar-gb200", settings.references_dir)
+    write_seed_bundle(out_dir, catalog, seed=seed, repeats=repeats)
+    out.print(f"wrote {out_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code (never a traceback on the terminal)."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except Exit as done:
+        return done.code
+    except ClusterCertError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return exc.exit_code
+    except typer.Abort:
+        err.print("aborted")
+        return 2
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.exceptions.UsageError):
+            exc.show()
+            return 2
+        if isinstance(exc, click.exceptions.Exit):
+            return int(exc.exit_code)
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / "clustercert-error.log"
+        path.write_text(traceback.format_exc(), encoding="utf-8")
+        err.print(f"error: internal error ({exc.__class__.__name__}); traceback written to {path}", markup=False)
+        return 4
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

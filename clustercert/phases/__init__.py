@@ -1,0 +1,1 @@
+"""Per-phase judging: parsed tables + catalog -> measurements and checks (pure; flows call these)."""

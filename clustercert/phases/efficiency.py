@@ -1,0 +1,227 @@
+"""Efficiency phase: each suite workload's step time against its baseline, run validity and stability."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from clustercert.bundle import Bundle, Phase, RunKind, RunSpec
+from clustercert.catalog import Baseline, LoadedCatalog
+from clustercert.errors import EvidenceError
+from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
+from clustercert.metrics.stats import median_index
+from clustercert.metrics.throughput import (
+    RunThroughput,
+    WindowProblem,
+    compare_with_baseline,
+    measure_window,
+    mfu,
+    tflops_per_gpu,
+    tokens_per_s_per_gpu,
+)
+from clustercert.parsers.training import TrainingLog
+from clustercert.provenance import Span
+from clustercert.verdicts import Check, Severity, Status
+
+__all__ = ["EfficiencyResult", "WorkloadResult", "judge_efficiency"]
+
+PHASE = Phase.EFFICIENCY.value
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    repeat: int
+    file: str
+    throughput: RunThroughput
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    workload: str
+    precision: str
+    gpus: int
+    gbs: int
+    seq_len: int
+    used: RunResult
+    repeats: tuple[RunResult, ...]
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float
+    tflops_per_gpu_canonical: float
+    mfu: float
+    mfu_canonical: float
+    flops_convention: str
+    baseline: Baseline
+    baseline_source_title: str
+    delta_pct: float
+    ci_low_pct: float
+    ci_high_pct: float
+    status: Status
+
+    def to_json(self) -> dict[str, object]:
+        t = self.used.throughput
+        return {
+            "workload": self.workload,
+            "precision": self.precision,
+            "gpus": self.gpus,
+            "gbs": self.gbs,
+            "seq_len": self.seq_len,
+            "run_used": self.used.run_id,
+            "repeats": [
+                {"run": r.run_id, "repeat": r.repeat, "step_time_s": r.throughput.mean_s, "file": r.file}
+                for r in self.repeats
+            ],
+            "step_time_s": {
+                "mean": t.mean_s, "std": t.std_s, "ci_low": t.ci_low_s, "ci_high": t.ci_high_s,
+                "window": list(t.window), "n": len(t.step_times),
+            },
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "tflops_per_gpu_canonical": self.tflops_per_gpu_canonical,
+            "mfu": self.mfu,
+            "mfu_canonical": self.mfu_canonical,
+            "flops_convention": self.flops_convention,
+            "baseline": {
+                "step_time_s": self.baseline.step_time_s,
+                "mfu": self.baseline.mfu_published,
+                "source": self.baseline.source,
+                "source_title": self.baseline_source_title,
+                "recipe_version": self.baseline.recipe_version,
+                "illustrative": self.baseline.illustrative,
+                "derivation": self.baseline.derivation,
+            },
+            "delta_pct": self.delta_pct,
+            "ci_low_pct": self.ci_low_pct,
+            "ci_high_pct": self.ci_high_pct,
+            "status": self.status.value,
+        }
+
+
+@dataclass(frozen=True)
+class EfficiencyResult:
+    checks: list[Check]
+    workloads: list[WorkloadResult]
+
+
+def _subject(workload: str, precision: str, gpus: int) -> str:
+    return f"{workload}-{precision}-{gpus}"
+
+
+def _problem_check(run: RunSpec, file: str, problem: WindowProblem | EvidenceError) -> Check:
+    if isinstance(problem, EvidenceError):
+        message, span = str(problem), Span(problem.file, problem.line or 0, problem.line or 0, 1)
+    else:
+        located = EvidenceError(file, problem.message, line=problem.line, field=problem.field)
+        message, span = str(located), Span(file, problem.line or 0, problem.line or 0, 1)
+    return Check(
+        id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
+        severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
+        message=message, evidence=(span,),
+    )
+
+
+def judge_efficiency(
+    bundle: Bundle, catalog: LoadedCatalog, logs: Mapping[str, TrainingLog | EvidenceError]
+) -> EfficiencyResult:
+    """Judge every suite workload; `logs` maps a run id to its parsed log or the error that stopped parsing."""
+    rules = catalog.spec.rules
+    checks: list[Check] = []
+    workloads: list[WorkloadResult] = []
+    runs = [r for r in bundle.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
+    for entry in catalog.spec.suite:
+        subject = _subject(entry.workload, entry.precision, entry.gpus)
+        check_id = f"{PHASE}.{subject}_meets_baseline"
+        title = f"{entry.workload} {entry.precision.upper()} at {entry.gpus} GPUs reaches > {rules.pass_ratio:.0%} of baseline"
+        baseline = catalog.baseline_for(entry.workload, entry.precision, entry.gpus)
+        assert baseline is not None  # the catalog model guarantees a baseline per suite entry
+        mine = sorted(
+            (r for r in runs if (r.workload, r.precision, r.gpus) == (entry.workload, entry.precision, entry.gpus)),
+            key=lambda r: r.repeat,
+        )
+
+        def unusable(message: str, spans: tuple[Span, ...] = ()) -> Check:
+            return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=Status.ERROR,
+                         measured=None, target=baseline.step_time_s, unit="s", message=message, evidence=spans)
+
+        if not mine:
+            checks.append(Check(
+                id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=Status.FAIL,
+                measured=None, target=baseline.step_time_s, unit="s",
+                message=f"the bundle has no efficiency training run of {subject}: the cluster did not show it",
+            ))
+            continue
+        valid: list[RunResult] = []
+        for run in mine:
+            file = run.files[0]
+            parsed = logs[run.id]
+            if isinstance(parsed, EvidenceError):
+                checks.append(_problem_check(run, file, parsed))
+                continue
+            if (run.gbs, run.seq_len) != (baseline.gbs, baseline.seq_len):
+                checks.append(Check(
+                    id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
+                    severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
+                    message=(f"{file}: cannot be compared with the baseline: GBS {run.gbs} and sequence length "
+                             f"{run.seq_len} differ from the baseline's {baseline.gbs} and {baseline.seq_len}. "
+                             "Re-run at the baseline's configuration."),
+                ))
+                continue
+            measured = measure_window(
+                parsed.steps, parsed.nan_marks, (baseline.window.first, baseline.window.last),
+                resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed,
+            )
+            if isinstance(measured, list):
+                checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
+                continue
+            valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
+            checks.append(Check(
+                id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
+                severity=Severity.REQUIRED, status=Status.PASS, measured=float(len(measured.step_times)),
+                target=float(baseline.window.last - baseline.window.first + 1), unit="steps",
+                message=f"iterations {baseline.window.first}-{baseline.window.last} complete, no nan",
+                evidence=(Span(parsed.file, measured.lines[0], measured.lines[-1], len(measured.lines)),),
+            ))
+        if not valid:
+            checks.append(unusable(f"no valid run of {subject}: every repeat is unusable (see the run checks)"))
+            continue
+        means = [r.throughput.mean_s for r in valid]
+        pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means))}
+        used = valid[pick[rules.repeats]]
+        t = used.throughput
+        cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio)
+        spec = catalog.spec.models[entry.workload].shape()
+        f_base = model_flops_per_sequence(spec, baseline.seq_len, baseline.flops_convention.flops())
+        f_canon = model_flops_per_sequence(spec, baseline.seq_len, CANONICAL)
+        peak = catalog.peak_tflops(entry.precision)
+        status = Status.PASS if cmp.passed else Status.FAIL
+        span = Span(used.file, t.lines[0], t.lines[-1], len(t.lines))
+        checks.append(Check(
+            id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
+            measured=t.mean_s, target=baseline.step_time_s, unit="s",
+            message=(f"step time {t.mean_s:.3f} s vs baseline {baseline.step_time_s:.3f} s: "
+                     f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f}); "
+                     f"{rules.repeats} of {len(valid)} repeat(s), run {used.run_id}"),
+            delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct, evidence=(span,),
+        ))
+        cv = t.std_s / t.mean_s
+        checks.append(Check(
+            id=f"{PHASE}.{subject}_step_time_stable", title=f"{subject} step time is stable over the window",
+            phase=PHASE, severity=Severity.ADVISORY,
+            status=Status.PASS if cv <= rules.step_time_cv_max else Status.WARN,
+            measured=cv, target=rules.step_time_cv_max, unit="cv",
+            message=f"coefficient of variation {cv:.4f} (std {t.std_s:.4f} s over {len(t.step_times)} steps)",
+            evidence=(span,),
+        ))
+        workloads.append(WorkloadResult(
+            workload=entry.workload, precision=entry.precision.value, gpus=entry.gpus, gbs=baseline.gbs,
+            seq_len=baseline.seq_len, used=used, repeats=tuple(valid),
+            tokens_per_s_per_gpu=tokens_per_s_per_gpu(baseline.seq_len, baseline.gbs, t.mean_s, entry.gpus),
+            tflops_per_gpu=tflops_per_gpu(f_base, baseline.gbs, t.mean_s, entry.gpus),
+            tflops_per_gpu_canonical=tflops_per_gpu(f_canon, baseline.gbs, t.mean_s, entry.gpus),
+            mfu=mfu(f_base, baseline.gbs, t.mean_s, entry.gpus, peak),
+            mfu_canonical=mfu(f_canon, baseline.gbs, t.mean_s, entry.gpus, peak),
+            flops_convention=baseline.flops_convention.flops().describe(),
+            baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
+            delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
+        ))
+    return EfficiencyResult(checks=checks, workloads=workloads)

@@ -1,0 +1,80 @@
+"""results.json (schema_version 1): the outcome, every check and every workload measurement."""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from clustercert.bundle import LoadedBundle
+from clustercert.catalog import LoadedCatalog
+from clustercert.verdicts import Check, Outcome, decide_outcome
+
+__all__ = ["RESULTS_SCHEMA_VERSION", "RunMeta", "build_results", "dump_json", "valid_until"]
+
+RESULTS_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """What makes a run itself: recorded in the manifest and replayed by `rerun`."""
+
+    run_id: str
+    started_at: str  # ISO-8601 UTC, e.g. 2026-11-29T17:00:00Z
+    bundle_path: str  # as the user gave it
+    signer: str  # key fingerprint
+    dev_key: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
+                "signer": self.signer, "dev_key": self.dev_key}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunMeta:
+        return cls(run_id=str(data["run_id"]), started_at=str(data["started_at"]),
+                   bundle_path=str(data["bundle_path"]), signer=str(data["signer"]), dev_key=bool(data["dev_key"]))
+
+    def started(self) -> dt.datetime:
+        return dt.datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
+
+
+def valid_until(started: dt.datetime, months: int) -> dt.date:
+    """The same day `months` later (clamped to the month's last day)."""
+    month0 = started.month - 1 + months
+    year, month = started.year + month0 // 12, month0 % 12 + 1
+    day = min(started.day, calendar.monthrange(year, month)[1])
+    return dt.date(year, month, day)
+
+
+def build_results(
+    meta: RunMeta,
+    bundle: LoadedBundle,
+    catalog: LoadedCatalog,
+    checks: list[Check],
+    workloads: list[dict[str, Any]],
+) -> dict[str, Any]:
+    outcome = decide_outcome(checks)
+    until = valid_until(meta.started(), catalog.spec.rules.validity_months)
+    return {
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "run_id": meta.run_id,
+        "started_at": meta.started_at,
+        "cluster": bundle.spec.cluster.model_dump(),
+        "system": bundle.spec.system.gpu,
+        "synthetic": bundle.spec.synthetic,
+        "recipe_version": bundle.spec.recipe_version,
+        "catalog": {"id": catalog.spec.id, "version": catalog.spec.version, "sha256": catalog.sha256,
+                    "title": catalog.spec.title},
+        "outcome": outcome.value,
+        "valid_until": until.isoformat() if outcome is Outcome.CERTIFIED else None,
+        "rules": catalog.spec.rules.model_dump(),
+        "checks": [c.to_json() for c in checks],
+        "workloads": workloads,
+    }
+
+
+def dump_json(data: Any) -> str:
+    """Canonical JSON text: sorted keys are not used so the schema's order reads well; stable floats."""
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

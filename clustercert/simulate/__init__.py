@@ -1,0 +1,1 @@
+"""Synthetic clusters and workloads -> evidence bundles written in the formats real tools write."""

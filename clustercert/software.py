@@ -1,0 +1,31 @@
+"""Versions of the software a run used (recorded in the manifest and the report)."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+
+__all__ = ["software_versions"]
+
+_PACKAGES = ["clustercert", "prefect", "great-expectations", "jinja2", "weasyprint", "pydyf", "pyhanko",
+             "cryptography", "pandas", "numpy", "pyarrow", "pydantic", "matplotlib", "typer"]
+
+
+def _pango() -> str:
+    try:
+        from weasyprint.text.ffi import ffi, pango
+
+        return str(ffi.string(pango.pango_version_string()).decode())
+    except Exception:  # pragma: no cover - weasyprint without pango cannot render at all
+        return "unknown"
+
+
+def software_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    out["pango"] = _pango()
+    return out

@@ -1,0 +1,99 @@
+"""bundle.yaml is strict, and files outside the bundle are refused with the entry named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustercert.bundle import load_bundle, read_seal, seal_bundle
+from clustercert.errors import EvidenceError
+
+GOOD = """\
+schema_version: 1
+cluster: {name: c1, provider: P}
+system:
+  gpu: gb200-nvl72
+  gpus_per_node: 4
+  nodes: [n1, n2]
+catalog: exemplar-gb200
+recipe_version: "25.05.05"
+runs:
+  - id: llama3-70b-fp8-512-r1
+    phase: efficiency
+    kind: training
+    format: nemo
+    workload: llama3-70b
+    precision: fp8
+    gpus: 512
+    gbs: 2048
+    seq_len: 8192
+    files: [{file}]
+"""
+
+
+def _bundle(tmp_path: Path, text: str, file: str = "logs/r1.log") -> Path:
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    (tmp_path / "logs" / "r1.log").write_text("x\n")
+    (tmp_path / "bundle.yaml").write_text(text.replace("{file}", file))
+    return tmp_path
+
+
+def test_good_bundle_loads(tmp_path: Path) -> None:
+    b = load_bundle(_bundle(tmp_path, GOOD))
+    assert b.spec.runs[0].gpus == 512
+    assert b.evidence_files() == ["logs/r1.log"]
+
+
+def test_unknown_key_is_rejected_with_line_and_key(tmp_path: Path) -> None:
+    text = GOOD.replace("recipe_version:", "colour: blue\nrecipe_version:")
+    with pytest.raises(EvidenceError) as exc:
+        load_bundle(_bundle(tmp_path, text))
+    assert str(exc.value).startswith(f"{tmp_path / 'bundle.yaml'} line 8 field 'colour': Extra inputs are not permitted")
+
+
+def test_bad_precision_names_its_line(tmp_path: Path) -> None:
+    text = GOOD.replace("precision: fp8", "precision: fp16")
+    line = text.splitlines().index("    precision: fp16") + 1
+    with pytest.raises(EvidenceError) as exc:
+        load_bundle(_bundle(tmp_path, text))
+    message = str(exc.value)
+    assert f"line {line} field 'runs[0].precision'" in message and "got 'fp16'" in message
+
+
+def test_training_run_needs_its_configuration(tmp_path: Path) -> None:
+    with pytest.raises(EvidenceError, match="a training run needs gbs"):
+        load_bundle(_bundle(tmp_path, GOOD.replace("    gbs: 2048\n", "")))
+
+
+@pytest.mark.parametrize(
+    ("file", "why"),
+    [("/etc/passwd", "absolute path"), ("../outside.log", "uses '..'"), ("logs/missing.log", "missing")],
+)
+def test_files_outside_the_bundle_are_refused(tmp_path: Path, file: str, why: str) -> None:
+    with pytest.raises(EvidenceError) as exc:
+        load_bundle(_bundle(tmp_path, GOOD, file))
+    assert "run 'llama3-70b-fp8-512-r1' files" in str(exc.value) and why in str(exc.value)
+
+
+def test_link_leaving_the_bundle_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.log"
+    outside.write_text("secret\n")
+    inner = tmp_path / "b"
+    inner.mkdir()
+    _bundle(inner, GOOD, "logs/link.log")
+    (inner / "logs" / "link.log").symlink_to(outside)
+    with pytest.raises(EvidenceError, match="links outside it"):
+        load_bundle(inner)
+
+
+def test_seal_lists_every_file_in_sha256sum_format(tmp_path: Path) -> None:
+    import hashlib
+
+    b = load_bundle(_bundle(tmp_path, GOOD))
+    seal_bundle(b)
+    sealed = read_seal(b)
+    assert sealed == {
+        "bundle.yaml": hashlib.sha256((tmp_path / "bundle.yaml").read_bytes()).hexdigest(),
+        "logs/r1.log": hashlib.sha256(b"x\n").hexdigest(),
+    }
