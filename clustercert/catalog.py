@@ -163,7 +163,9 @@ class LoadedCatalog:
         return self.spec.peaks_tflops[Precision(precision)]
 
 
-def load_catalog(name_or_path: str, references_dir: Path, *, relative_to: Path | None = None) -> LoadedCatalog:
+def load_catalog(
+    name_or_path: str, references_dir: Path, *, relative_to: Path | None = None
+) -> LoadedCatalog:
     """A catalog by id (a file in `references_dir`) or by path (relative to `relative_to` when given)."""
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml"):

@@ -37,6 +37,7 @@ NEMOTRON4_340B = ModelShape(
 
 CAUSAL = FlopsConvention(Attention.CAUSAL)
 NON_CAUSAL = FlopsConvention(Attention.NON_CAUSAL)
+G16 = FlopsConvention(Attention.NON_CAUSAL, kv_groups=16)  # dgxc README erratum for Llama 3.1 405B
 
 
 def _mfu(flops_per_seq: float, gbs: int, step_s: float, gpus: int, peak_tflops: float) -> float:
@@ -71,8 +72,8 @@ def test_worked_flops_per_sequence(
 @pytest.mark.parametrize(
     ("shape", "seq", "convention", "gbs", "step_s", "gpus", "peak", "published"),
     [
-        (LLAMA_405B, 8192, FlopsConvention(Attention.NON_CAUSAL, kv_groups=16), 256, 6.244, 512, 4900, 0.355),
-        (LLAMA_405B, 8192, FlopsConvention(Attention.NON_CAUSAL, kv_groups=16), 256, 9.508, 512, 2450, 0.466),
+        (LLAMA_405B, 8192, G16, 256, 6.244, 512, 4900, 0.355),
+        (LLAMA_405B, 8192, G16, 256, 9.508, 512, 2450, 0.466),
         (GROK_1, 8192, CAUSAL, 1024, 7.324, 512, 2450, 0.476),
         (GROK_1, 8192, CAUSAL, 1024, 5.193, 512, 4900, 0.336),
         (DEEPSEEK_V3, 4096, CAUSAL, 4096, 34.274, 512, 2450, 0.1014),
@@ -81,8 +82,8 @@ def test_worked_flops_per_sequence(
         (LLAMA_70B, 8192, NON_CAUSAL, 1024, 14.67, 512, 989, 0.5429),
         (LLAMA_70B, 8192, NON_CAUSAL, 2048, 14.65, 1024, 989, 0.5436),
         (LLAMA_70B, 8192, NON_CAUSAL, 1024, 10.07, 512, 1979, 0.3954),
-        (LLAMA_405B, 8192, FlopsConvention(Attention.NON_CAUSAL, kv_groups=16), 256, 19.78, 512, 989, 0.5547),
-        (LLAMA_405B, 8192, FlopsConvention(Attention.NON_CAUSAL, kv_groups=16), 256, 12.37, 512, 1979, 0.4435),
+        (LLAMA_405B, 8192, G16, 256, 19.78, 512, 989, 0.5547),
+        (LLAMA_405B, 8192, G16, 256, 12.37, 512, 1979, 0.4435),
     ],
     ids=[
         "gb200-405b-fp8",
@@ -114,23 +115,17 @@ def test_published_mfu_reproduced(
 
 
 def test_domain_quoted_mfu_values() -> None:
-    # DOMAIN.md section 4 quotes the computed (unrounded) values: 35.49 %, 35.15 % (g = 8), 47.64 %, 10.146 %, 54.37 %.
-    g16 = FlopsConvention(Attention.NON_CAUSAL, kv_groups=16)
-    assert _mfu(model_flops_per_sequence(LLAMA_405B, 8192, g16), 256, 6.244, 512, 4900) == pytest.approx(
-        0.3549, rel=3e-4
-    )
-    assert _mfu(model_flops_per_sequence(LLAMA_405B, 8192, NON_CAUSAL), 256, 6.244, 512, 4900) == pytest.approx(
-        0.3515, rel=3e-4
-    )
-    assert _mfu(model_flops_per_sequence(GROK_1, 8192, CAUSAL), 1024, 7.324, 512, 2450) == pytest.approx(
-        0.4764, rel=3e-4
-    )
-    assert _mfu(model_flops_per_sequence(DEEPSEEK_V3, 4096, CAUSAL), 4096, 34.274, 512, 2450) == pytest.approx(
-        0.10146, rel=3e-4
-    )
-    assert _mfu(model_flops_per_sequence(LLAMA_70B, 8192, NON_CAUSAL), 1024, 14.67, 512, 989) == pytest.approx(
-        0.5437, rel=3e-4
-    )
+    # DOMAIN.md section 4's computed (unrounded) values: 35.49 %, 35.15 % (g = 8), 47.64 %, 10.146 %, 54.37 %.
+    flops = model_flops_per_sequence(LLAMA_405B, 8192, G16)
+    assert _mfu(flops, 256, 6.244, 512, 4900) == pytest.approx(0.3549, rel=3e-4)
+    flops = model_flops_per_sequence(LLAMA_405B, 8192, NON_CAUSAL)
+    assert _mfu(flops, 256, 6.244, 512, 4900) == pytest.approx(0.3515, rel=3e-4)
+    flops = model_flops_per_sequence(GROK_1, 8192, CAUSAL)
+    assert _mfu(flops, 1024, 7.324, 512, 2450) == pytest.approx(0.4764, rel=3e-4)
+    flops = model_flops_per_sequence(DEEPSEEK_V3, 4096, CAUSAL)
+    assert _mfu(flops, 4096, 34.274, 512, 2450) == pytest.approx(0.10146, rel=3e-4)
+    flops = model_flops_per_sequence(LLAMA_70B, 8192, NON_CAUSAL)
+    assert _mfu(flops, 1024, 14.67, 512, 989) == pytest.approx(0.5437, rel=3e-4)
 
 
 def test_deepseek_tflops_per_gpu() -> None:
