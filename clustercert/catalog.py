@@ -116,6 +116,7 @@ class Rules(_Strict):
     restart_max_s: float = Field(default=900, gt=0)
     stall_factor: float = Field(default=3.0, gt=1)
     large_message_bytes: int = Field(default=1 << 30, gt=0)
+    degraded_pair_fraction: float = Field(default=0.8, gt=0, le=1)
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
