@@ -116,6 +116,7 @@ class Rules(_Strict):
     restart_max_s: float = Field(default=900, gt=0)
     stall_factor: float = Field(default=3.0, gt=1)
     large_message_bytes: int = Field(default=1 << 30, gt=0)
+    degraded_pair_fraction: float = Field(default=0.8, gt=0, le=1)
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
@@ -177,7 +178,9 @@ class LoadedCatalog:
         return self.spec.peaks_tflops[Precision(precision)]
 
 
-def load_catalog(name_or_path: str, references_dir: Path, *, relative_to: Path | None = None) -> LoadedCatalog:
+def load_catalog(
+    name_or_path: str, references_dir: Path, *, relative_to: Path | None = None
+) -> LoadedCatalog:
     """A catalog by id (a file in `references_dir`) or by path (relative to `relative_to` when given)."""
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml"):

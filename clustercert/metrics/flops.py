@@ -75,7 +75,9 @@ class FlopsConvention:
 CANONICAL = FlopsConvention(Attention.CAUSAL)
 
 
-def model_flops_per_sequence(shape: ModelShape, seq_len: int, convention: FlopsConvention = CANONICAL) -> float:
+def model_flops_per_sequence(
+    shape: ModelShape, seq_len: int, convention: FlopsConvention = CANONICAL
+) -> float:
     """Training FLOPs for one sequence of `seq_len` tokens under `convention`."""
     if seq_len <= 0:
         raise ValueError(f"seq_len must be positive, got {seq_len}")

@@ -1,0 +1,210 @@
+"""Straggler scores per rank (nvidia-resiliency-ext style), reduced column-wise, matched to detections."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from clustercert.provenance import Span
+
+__all__ = [
+    "Detection",
+    "RankPlace",
+    "RankScore",
+    "RankTimings",
+    "StragglerReport",
+    "score_stragglers",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class RankTimings:
+    """Columns of per-rank, per-step compute time (NCCL kernels left out) and when the step ended."""
+
+    rank: IntArray
+    step: IntArray
+    compute_s: FloatArray
+    timestamp_s: FloatArray
+    evidence: tuple[Span, ...] = ()
+
+    @classmethod
+    def from_columns(
+        cls, rank: Any, step: Any, compute_s: Any, timestamp_s: Any, evidence: Sequence[Span] = ()
+    ) -> RankTimings:
+        """From numpy arrays, pyarrow arrays or chunked arrays, or sequences, all of one length."""
+        cols = (
+            np.asarray(rank, dtype=np.int64),
+            np.asarray(step, dtype=np.int64),
+            np.asarray(compute_s, dtype=np.float64),
+            np.asarray(timestamp_s, dtype=np.float64),
+        )
+        if len({c.shape for c in cols}) != 1 or cols[0].ndim != 1:
+            raise ValueError(
+                f"rank timings: expected four 1-D columns of one length, got {[c.shape for c in cols]}"
+            )
+        return cls(*cols, evidence=tuple(evidence))
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    node: str
+    gpu: int
+    domain: str  # NVLink domain
+
+
+@dataclass(frozen=True)
+class Detection:
+    """The cluster's own report of a slow GPU: a node and a local GPU index or a global rank."""
+
+    time_s: float
+    node: str
+    gpu: int | None = None
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class RankScore:
+    rank: int
+    place: RankPlace | None
+    median_compute_s: float
+    relative_score: float  # fastest rank's median / this rank's median
+    individual_score: float  # this rank's best window median / its median
+    flagged: bool
+    first_visible_s: float | None  # end of the first window whose relative score fell below the threshold
+    detection_s: float | None
+    detection_delay_s: float | None
+    detected_in_time: bool | None  # None when not flagged
+
+
+@dataclass(frozen=True)
+class StragglerReport:
+    threshold: float
+    window_steps: int
+    warmup_steps: int
+    reference_rank: int
+    ranks: tuple[RankScore, ...]  # by rank
+    evidence: tuple[Span, ...] = field(default=())
+
+    @property
+    def stragglers(self) -> tuple[RankScore, ...]:
+        return tuple(r for r in self.ranks if r.flagged)
+
+
+def _group_median(keys: IntArray, values: FloatArray) -> tuple[IntArray, FloatArray, IntArray]:
+    """Unique keys, the median of values per key, and the row order sorted by (key, value)."""
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    uniq, starts, counts = np.unique(k, return_index=True, return_counts=True)
+    med = 0.5 * (v[starts + (counts - 1) // 2] + v[starts + counts // 2])
+    return uniq, med, order
+
+
+def score_stragglers(
+    timings: RankTimings,
+    placement: Mapping[int, RankPlace],
+    detections: Sequence[Detection] = (),
+    *,
+    threshold: float = 0.90,
+    window_steps: int = 10,
+    warmup_steps: int = 0,
+    detect_max_s: float = 600.0,
+) -> StragglerReport:
+    """Relative and individual scores per rank, flagged below `threshold`, matched to detections.
+
+    Steps below the first step + `warmup_steps` are left out. Windows of `window_steps` steps give the
+    time a straggler first became visible: the last timestamp of that rank in its first window whose
+    relative score is below the threshold.
+    """
+    if not 0 < threshold <= 1:
+        raise ValueError(f"straggler threshold must lie in (0, 1], got {threshold}")
+    if window_steps < 1 or warmup_steps < 0:
+        raise ValueError(
+            f"expected window_steps >= 1 and warmup_steps >= 0, got {window_steps}, {warmup_steps}"
+        )
+    t = timings
+    if t.rank.size == 0:
+        raise ValueError("rank timings: expected rows, got none")
+    keep = t.step >= t.step.min() + warmup_steps
+    rank, step, compute, stamp = t.rank[keep], t.step[keep], t.compute_s[keep], t.timestamp_s[keep]
+    if rank.size == 0:
+        raise ValueError(f"rank timings: no rows left after excluding {warmup_steps} warm-up steps")
+    if not np.all(compute > 0):
+        raise ValueError("rank timings: expected positive compute_s, got a zero, negative or nan value")
+
+    ranks, rank_idx = np.unique(rank, return_inverse=True)
+    _, overall, _ = _group_median(rank_idx.astype(np.int64), compute)
+    ref_i = int(np.argmin(overall))
+    relative = overall[ref_i] / overall
+
+    window = (step - step.min()) // window_steps
+    n_windows = int(window.max()) + 1
+    key = rank_idx.astype(np.int64) * n_windows + window
+    wkeys, wmed, order = _group_median(key, compute)
+    medians = np.full((ranks.size, n_windows), np.nan)
+    medians[wkeys // n_windows, wkeys % n_windows] = wmed
+    ends = np.full((ranks.size, n_windows), np.nan)
+    sorted_keys = key[order]
+    starts = np.searchsorted(sorted_keys, wkeys)
+    ends[wkeys // n_windows, wkeys % n_windows] = np.maximum.reduceat(stamp[order], starts)
+
+    individual = np.nanmin(medians, axis=1) / overall
+    with np.errstate(invalid="ignore"):
+        window_scores = np.nanmin(medians, axis=0)[None, :] / medians
+    below = np.nan_to_num(window_scores, nan=1.0) < threshold
+    first_window = np.where(below.any(axis=1), below.argmax(axis=1), -1)
+
+    out = []
+    for i, r in enumerate(ranks.tolist()):
+        flagged = bool(relative[i] < threshold)
+        place = placement.get(r)
+        first: float | None = None
+        if flagged:
+            w = int(first_window[i])
+            first = float(ends[i, w]) if w >= 0 else float(np.nanmax(ends[i]))
+        det = _first_detection(r, place, detections) if flagged else None
+        delay = det - first if det is not None and first is not None else None
+        out.append(
+            RankScore(
+                rank=r,
+                place=place,
+                median_compute_s=float(overall[i]),
+                relative_score=float(relative[i]),
+                individual_score=float(individual[i]),
+                flagged=flagged,
+                first_visible_s=first,
+                detection_s=det,
+                detection_delay_s=delay,
+                detected_in_time=(delay is not None and delay <= detect_max_s) if flagged else None,
+            )
+        )
+    return StragglerReport(
+        threshold=threshold,
+        window_steps=window_steps,
+        warmup_steps=warmup_steps,
+        reference_rank=int(ranks[ref_i]),
+        ranks=tuple(out),
+        evidence=t.evidence,
+    )
+
+
+def _first_detection(rank: int, place: RankPlace | None, detections: Sequence[Detection]) -> float | None:
+    """Earliest detection naming this rank, or its node and GPU (or its node alone when no GPU is given)."""
+    times = [
+        d.time_s
+        for d in detections
+        if d.rank == rank
+        or (
+            d.rank is None
+            and place is not None
+            and d.node == place.node
+            and (d.gpu is None or d.gpu == place.gpu)
+        )
+    ]
+    return min(times) if times else None

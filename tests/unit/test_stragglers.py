@@ -1,0 +1,105 @@
+"""Straggler scores against hand-computed cases, the 1/(1+x) property, and column inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clustercert.metrics.stragglers import Detection, RankPlace, RankTimings, score_stragglers
+
+PLACES = {
+    0: RankPlace("node-a", 0, "rack1"),
+    1: RankPlace("node-a", 1, "rack1"),
+    2: RankPlace("node-b", 0, "rack2"),
+    3: RankPlace("node-b", 1, "rack2"),
+}
+
+
+def _grid(n_ranks: int, n_steps: int, compute: np.ndarray) -> RankTimings:
+    """Rows for every (rank, step); step k ends at 10 k seconds; compute has shape (ranks, steps)."""
+    rank, step = np.meshgrid(np.arange(n_ranks), np.arange(n_steps), indexing="ij")
+    return RankTimings.from_columns(rank.ravel(), step.ravel(), compute.ravel(), 10.0 * step.ravel())
+
+
+def _slow_rank3() -> RankTimings:
+    compute = np.ones((4, 20))
+    compute[3, 10:] = 1.25  # rank 3 slows by 25 % from step 10
+    return _grid(4, 20, compute)
+
+
+def test_hand_computed_scores_and_attribution() -> None:
+    # Rank 3: 10 steps at 1.0 s and 10 at 1.25 s -> median 1.125 s; relative 1.0 / 1.125 = 0.8889.
+    # Its best window median is 1.0 -> individual 0.8889. Window 2 (steps 10-19) scores 1 / 1.25 = 0.8,
+    # first visible at that window's last timestamp, 190 s. The cluster reported node-b GPU 1 at 400 s.
+    detections = [Detection(100.0, "node-a", gpu=0), Detection(400.0, "node-b", gpu=1)]
+    report = score_stragglers(_slow_rank3(), PLACES, detections, threshold=0.9, window_steps=10)
+    (s,) = report.stragglers
+    assert s.rank == 3 and s.place == RankPlace("node-b", 1, "rack2")
+    assert s.median_compute_s == pytest.approx(1.125)
+    assert s.relative_score == pytest.approx(1 / 1.125)
+    assert s.individual_score == pytest.approx(1 / 1.125)
+    assert s.first_visible_s == 190.0
+    assert s.detection_s == 400.0 and s.detection_delay_s == 210.0 and s.detected_in_time is True
+    others = [r for r in report.ranks if r.rank != 3]
+    assert all(r.relative_score == 1.0 and not r.flagged and r.detected_in_time is None for r in others)
+
+
+def test_late_or_missing_detection() -> None:
+    late = score_stragglers(_slow_rank3(), PLACES, [Detection(800.0, "node-b")], detect_max_s=600)
+    (s,) = late.stragglers
+    assert s.detection_delay_s == 610.0 and s.detected_in_time is False  # node-only detection matches
+    (s,) = score_stragglers(_slow_rank3(), PLACES, [Detection(300.0, "x", rank=2)]).stragglers
+    assert s.detection_s is None and s.detected_in_time is False
+    (s,) = score_stragglers(_slow_rank3(), PLACES, [Detection(300.0, "x", rank=3)]).stragglers
+    assert s.detection_delay_s == 110.0
+
+
+def test_warmup_is_excluded() -> None:
+    compute = np.ones((4, 20))
+    compute[2, :12] = 2.0  # rank 2 is slow for its first 12 steps only
+    timings = _grid(4, 20, compute)
+    assert [s.rank for s in score_stragglers(timings, PLACES).stragglers] == [2]  # median 2.0 -> 0.5
+    assert score_stragglers(timings, PLACES, warmup_steps=12).stragglers == ()
+
+
+def test_pyarrow_columns() -> None:
+    t = _slow_rank3()
+    chunked = pa.chunked_array([t.compute_s[:40], t.compute_s[40:]])
+    timings = RankTimings.from_columns(pa.array(t.rank), pa.array(t.step), chunked, pa.array(t.timestamp_s))
+    (s,) = score_stragglers(timings, PLACES).stragglers
+    assert s.rank == 3 and s.relative_score == pytest.approx(1 / 1.125)
+
+
+def test_large_input_is_reduced_column_wise() -> None:
+    # 1024 ranks x 1000 steps = 1,024,000 rows; rank 777 is 20 % slow throughout -> 1 / 1.2 = 0.8333
+    rng = np.random.default_rng(7)
+    compute = 1.0 + rng.uniform(-0.001, 0.001, size=(1024, 1000))
+    compute[777] *= 1.2
+    report = score_stragglers(_grid(1024, 1000, compute), {}, window_steps=50)
+    (s,) = report.stragglers
+    assert s.rank == 777 and s.place is None
+    assert s.relative_score == pytest.approx(1 / 1.2, rel=3e-3)
+    assert s.first_visible_s == 490.0  # end of the first 50-step window
+
+
+def test_bad_inputs_raise() -> None:
+    with pytest.raises(ValueError, match="expected four 1-D columns of one length"):
+        RankTimings.from_columns([0, 1], [0], [1.0], [0.0])
+    with pytest.raises(ValueError, match=r"straggler threshold must lie in \(0, 1\], got 0"):
+        score_stragglers(_slow_rank3(), PLACES, threshold=0)
+    zero = RankTimings.from_columns([0], [0], [0.0], [0.0])
+    with pytest.raises(ValueError, match="expected positive compute_s"):
+        score_stragglers(zero, PLACES)
+
+
+@settings(max_examples=50, deadline=None)
+@given(x=st.floats(min_value=0.0, max_value=1.0), slow=st.integers(0, 7), seed=st.integers(0, 1000))
+def test_rank_slowed_by_x_scores_one_over_one_plus_x(x: float, slow: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    compute = 1.0 + rng.uniform(-0.001, 0.001, size=(8, 30))
+    compute[slow] *= 1.0 + x
+    report = score_stragglers(_grid(8, 30, compute), {})
+    assert report.ranks[slow].relative_score == pytest.approx(1.0 / (1.0 + x), rel=3e-3)
