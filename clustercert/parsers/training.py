@@ -26,6 +26,7 @@ class TrainingStep:
     max_iteration: int | None = None
     global_batch_size: int | None = None
     consumed_samples: int | None = None
+    samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)
