@@ -21,7 +21,8 @@ def check_size(path: Path, display: str, limit: int) -> int:
         raise EvidenceError(display, f"expected a readable file, got {exc.strerror}") from None
     if size > limit:
         raise EvidenceError(
-            display, f"expected at most {limit} bytes, got {size}. Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES"
+            display,
+            f"expected at most {limit} bytes, got {size}. Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES",
         )
     return size
 
@@ -37,9 +38,13 @@ def read_json(path: Path, display: str, *, limit: int) -> object:
     except UnicodeDecodeError:
         raise EvidenceError(display, "expected UTF-8 JSON text, got binary data") from None
     except json.JSONDecodeError as exc:
-        raise EvidenceError(display, f"expected valid JSON, got {exc.msg}. Re-export the file", line=exc.lineno) from None
+        raise EvidenceError(
+            display, f"expected valid JSON, got {exc.msg}. Re-export the file", line=exc.lineno
+        ) from None
     except RecursionError:
-        raise EvidenceError(display, "expected JSON of reasonable depth, got a too deeply nested document") from None
+        raise EvidenceError(
+            display, "expected JSON of reasonable depth, got a too deeply nested document"
+        ) from None
 
 
 def to_float(
@@ -58,14 +63,16 @@ def to_float(
                 file, f"expected a number, got {value.strip()[:40]!r}. {hint}", line=line, field=field
             ) from None
     else:
-        raise EvidenceError(file, f"expected a number, got {str(value)[:40]!r}. {hint}", line=line, field=field)
+        raise EvidenceError(
+            file, f"expected a number, got {str(value)[:40]!r}. {hint}", line=line, field=field
+        )
     if not allow_nan and not math.isfinite(out):
         raise EvidenceError(file, f"expected a finite number, got {out}. {hint}", line=line, field=field)
     return out
 
 
 def to_int(value: object, *, file: str, line: int | None, field: str, hint: str) -> int:
-    """An integer from a text or JSON value (exponent notation allowed when whole), or a located EvidenceError."""
+    """An integer from a text or JSON value (exponent notation allowed when whole), or an EvidenceError."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():

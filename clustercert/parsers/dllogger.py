@@ -27,7 +27,7 @@ _INTS = {"global_batch_size", "consumed_samples"}
 
 
 def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
-    """Every DLLogger step record that carries `train_step_timing in s`, with its line; the step as printed."""
+    """Every DLLogger step record that carries `train_step_timing in s`, with its line."""
     lines = read_text_lines(path, display, limit=limit)
     steps: list[TrainingStep] = []
     nans: list[NanMark] = []
@@ -36,13 +36,21 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
         if at < 0:
             continue
         try:
-            record = json.loads(raw[at + len(_MARK):])
+            record = json.loads(raw[at + len(_MARK) :])
         except (json.JSONDecodeError, RecursionError):
-            raise EvidenceError(display, f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
-                                line=number, field="DLLL") from None
+            raise EvidenceError(
+                display,
+                f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
+                line=number,
+                field="DLLL",
+            ) from None
         if not isinstance(record, dict):
-            raise EvidenceError(display, f"expected a JSON object after 'DLLL', got {type(record).__name__}. {_HINT}",
-                                line=number, field="DLLL")
+            raise EvidenceError(
+                display,
+                f"expected a JSON object after 'DLLL', got {type(record).__name__}. {_HINT}",
+                line=number,
+                field="DLLL",
+            )
         data = record.get("data")
         step = record.get("step")
         if step == "PARAMETER" or record.get("type") == "PARAMETER" or not isinstance(data, dict):
@@ -62,9 +70,15 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
             values[name] = int(value) if name in _INTS and value.is_integer() else value
         step_time = float(values.pop("step_time_s"))
         if not step_time >= 0:
-            raise EvidenceError(display, f"expected a non-negative step time in seconds, got {step_time}. {_HINT}",
-                                line=number, field="train_step_timing in s")
+            raise EvidenceError(
+                display,
+                f"expected a non-negative step time in seconds, got {step_time}. {_HINT}",
+                line=number,
+                field="train_step_timing in s",
+            )
         steps.append(TrainingStep(iteration=iteration, step_time_s=step_time, line=number, **values))  # type: ignore[arg-type]
     if not steps:
-        raise EvidenceError(display, f"expected 'DLLL {{...}}' step lines with 'train_step_timing in s', found none. {_HINT}")
+        raise EvidenceError(
+            display, f"expected 'DLLL {{...}}' step lines with 'train_step_timing in s', found none. {_HINT}"
+        )
     return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=len(lines))

@@ -4,7 +4,7 @@ Schema, one JSON object per line (blank lines and lines starting with `#` are sk
 
 | key | type | required | meaning |
 |---|---|---|---|
-| `ts` | string, ISO-8601 **with offset** (`2025-03-07T22:39:36.177+00:00` or `...Z`) | yes | when it happened |
+| `ts` | string, ISO-8601 **with offset** (`2025-03-07T22:39:36+00:00`, `...Z`) | yes | when it happened |
 | `type` | one of `EventType` below | yes | what happened |
 | `node` | string | no | node concerned (a fault's node, an excluded or added node) |
 | `gpu` | integer >= 0 | no | GPU index on that node |
@@ -71,9 +71,18 @@ class Event:
     extra: dict[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
-        return {"ts": self.ts.isoformat(), "type": self.type.value, "node": self.node, "gpu": self.gpu,
-                "rank": self.rank, "by": self.by, "step": self.step, "job_id": self.job_id, "detail": self.detail,
-                "line": self.line}
+        return {
+            "ts": self.ts.isoformat(),
+            "type": self.type.value,
+            "node": self.node,
+            "gpu": self.gpu,
+            "rank": self.rank,
+            "by": self.by,
+            "step": self.step,
+            "job_id": self.job_id,
+            "detail": self.detail,
+            "line": self.line,
+        }
 
 
 @dataclass(frozen=True)
@@ -102,10 +111,13 @@ def parse_events(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> Eve
         try:
             record = json.loads(text)
         except (json.JSONDecodeError, RecursionError):
-            raise EvidenceError(display, f"expected one JSON object per line, got invalid JSON. {_HINT}",
-                                line=number) from None
+            raise EvidenceError(
+                display, f"expected one JSON object per line, got invalid JSON. {_HINT}", line=number
+            ) from None
         if not isinstance(record, dict):
-            raise EvidenceError(display, f"expected a JSON object, got {type(record).__name__}. {_HINT}", line=number)
+            raise EvidenceError(
+                display, f"expected a JSON object, got {type(record).__name__}. {_HINT}", line=number
+            )
         events.append(_event(record, number, display))
     if not events:
         raise EvidenceError(display, f"expected event lines, found none. {_HINT}")
@@ -115,33 +127,55 @@ def parse_events(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> Eve
 def _event(record: dict[str, object], number: int, display: str) -> Event:
     ts_raw = record.get("ts")
     if not isinstance(ts_raw, str):
-        raise EvidenceError(display, f"expected an ISO-8601 time with offset, got {str(ts_raw)[:40]!r}. {_HINT}",
-                            line=number, field="ts")
+        raise EvidenceError(
+            display,
+            f"expected an ISO-8601 time with offset, got {str(ts_raw)[:40]!r}. {_HINT}",
+            line=number,
+            field="ts",
+        )
     try:
         ts = datetime.fromisoformat(ts_raw)
     except ValueError:
-        raise EvidenceError(display, f"expected an ISO-8601 time with offset, got {ts_raw[:40]!r}. {_HINT}",
-                            line=number, field="ts") from None
+        raise EvidenceError(
+            display,
+            f"expected an ISO-8601 time with offset, got {ts_raw[:40]!r}. {_HINT}",
+            line=number,
+            field="ts",
+        ) from None
     if ts.tzinfo is None:
-        raise EvidenceError(display, f"expected a time with an offset (+00:00 or Z), got {ts_raw[:40]!r}. {_HINT}",
-                            line=number, field="ts")
+        raise EvidenceError(
+            display,
+            f"expected a time with an offset (+00:00 or Z), got {ts_raw[:40]!r}. {_HINT}",
+            line=number,
+            field="ts",
+        )
     kind = record.get("type")
     try:
         event_type = EventType(str(kind))
     except ValueError:
-        raise EvidenceError(display, f"expected a type in ({', '.join(t.value for t in EventType)}), got "
-                            f"{str(kind)[:40]!r}. {_HINT}", line=number, field="type") from None
+        raise EvidenceError(
+            display,
+            f"expected a type in ({', '.join(t.value for t in EventType)}), got {str(kind)[:40]!r}. {_HINT}",
+            line=number,
+            field="type",
+        ) from None
     values: dict[str, object] = {}
     for key in _STRINGS:
         value = record.get(key)
         if value is not None and not isinstance(value, str):
-            raise EvidenceError(display, f"expected a string, got {str(value)[:40]!r}. {_HINT}", line=number, field=key)
+            raise EvidenceError(
+                display, f"expected a string, got {str(value)[:40]!r}. {_HINT}", line=number, field=key
+            )
         values[key] = value
     for key in _INTS:
         value = record.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise EvidenceError(display, f"expected a whole number >= 0, got {str(value)[:40]!r}. {_HINT}",
-                                line=number, field=key)
+            raise EvidenceError(
+                display,
+                f"expected a whole number >= 0, got {str(value)[:40]!r}. {_HINT}",
+                line=number,
+                field=key,
+            )
         values[key] = value
     extra = {k: v for k, v in record.items() if k not in {"ts", "type", *_STRINGS, *_INTS}}
     return Event(ts=ts, type=event_type, line=number, extra=extra, **values)  # type: ignore[arg-type]

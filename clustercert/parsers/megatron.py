@@ -1,4 +1,4 @@
-"""Megatron-LM and Megatron-Bridge console logs: `iteration N/ M | key: value | ...` lines and `Step Time` lines."""
+"""Megatron-LM and Megatron-Bridge logs: `iteration N/ M | key: value |` lines and `Step Time` lines."""
 
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ __all__ = ["parse_megatron", "parse_pipe_log"]
 FORMAT = "megatron"
 HINT = "Re-run the job or remove the file from bundle.yaml."
 _ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
-_STEP_TIME = re.compile(
-    r"Step Time\s*:\s*(\S+?)s\s+GPU utilization:\s*(\S+?)\s*MODEL_TFLOP/s/GPU"
-)
+_STEP_TIME = re.compile(r"Step Time\s*:\s*(\S+?)s\s+GPU utilization:\s*(\S+?)\s*MODEL_TFLOP/s/GPU")
 _NAN = re.compile(r"\b(grad norm|lm loss)\s*:\s*(nan|-?inf)\b", re.IGNORECASE)
 # printed key -> (TrainingStep field, divisor to seconds or 1)
 MEGATRON_FIELDS: dict[str, tuple[str, float]] = {
@@ -47,16 +45,20 @@ def parse_pipe_log(
         timing = _STEP_TIME.search(raw)
         if timing is not None and steps:
             seconds = parse_number(timing.group(1), file=display, line=number, field="Step Time", hint=HINT)
-            tflops = parse_number(timing.group(2), file=display, line=number, field="GPU utilization", hint=HINT)
+            tflops = parse_number(
+                timing.group(2), file=display, line=number, field="GPU utilization", hint=HINT
+            )
             last = steps[-1]
             steps[-1] = replace(
-                last, tflops_per_gpu=tflops, step_time_s=last.step_time_s if last.step_time_s is not None else seconds
+                last,
+                tflops_per_gpu=tflops,
+                step_time_s=last.step_time_s if last.step_time_s is not None else seconds,
             )
         matches = list(_ITER.finditer(raw))
         for index, match in enumerate(matches):
             # a print may run into the next one without a newline: a record ends where the next begins
             end = matches[index + 1].start() if index + 1 < len(matches) else len(raw)
-            steps.append(_record(raw[match.end():end], match, number, display, fields))
+            steps.append(_record(raw[match.end() : end], match, number, display, fields))
     if not steps:
         raise EvidenceError(display, f"expected {what} 'iteration N/ M |' lines, found none. {HINT}")
     return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=nans, line_count=len(lines))
@@ -77,12 +79,16 @@ def _record(
     step_time = values.pop("step_time_s", None)
     if step_time is None:
         raise EvidenceError(
-            display, f"expected 'elapsed time per iteration (ms)' or '(s)' on an iteration line. {HINT}",
-            line=number, field="elapsed time per iteration",
+            display,
+            f"expected 'elapsed time per iteration (ms)' or '(s)' on an iteration line. {HINT}",
+            line=number,
+            field="elapsed time per iteration",
         )
     if step_time < 0:
         raise EvidenceError(
-            display, f"expected a non-negative step time, got {step_time}. {HINT}", line=number,
+            display,
+            f"expected a non-negative step time, got {step_time}. {HINT}",
+            line=number,
             field="elapsed time per iteration",
         )
     return TrainingStep(

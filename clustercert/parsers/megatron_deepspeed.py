@@ -14,5 +14,7 @@ FORMAT = "megatron-deepspeed"
 
 
 def parse_megatron_deepspeed(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
-    """Every Megatron-DeepSpeed iteration record with its line; step time in seconds whatever the unit printed."""
-    return parse_pipe_log(path, display, fmt=FORMAT, fields=MEGATRON_FIELDS, what="Megatron-DeepSpeed", limit=limit)
+    """Every Megatron-DeepSpeed iteration record with its line; step time in seconds."""
+    return parse_pipe_log(
+        path, display, fmt=FORMAT, fields=MEGATRON_FIELDS, what="Megatron-DeepSpeed", limit=limit
+    )

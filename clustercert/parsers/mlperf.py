@@ -1,4 +1,4 @@
-"""MLPerf Training result folders: `result_*.txt` `:::MLLOG` runs, `scaling.json`, the system JSON, and the score."""
+"""MLPerf Training result folders: `:::MLLOG` runs, `scaling.json`, the system JSON, and the score."""
 
 from __future__ import annotations
 
@@ -37,13 +37,21 @@ class MlperfRun:
         return (self.stop_ms - self.start_ms) / 60000.0
 
     def to_json(self) -> dict[str, object]:
-        return {"file": self.file, "status": self.status, "minutes": self.minutes, "start_ms": self.start_ms,
-                "stop_ms": self.stop_ms, "start_line": self.start_line, "stop_line": self.stop_line, "seed": self.seed}
+        return {
+            "file": self.file,
+            "status": self.status,
+            "minutes": self.minutes,
+            "start_ms": self.start_ms,
+            "stop_ms": self.stop_ms,
+            "start_line": self.start_line,
+            "stop_line": self.stop_line,
+            "seed": self.seed,
+        }
 
 
 @dataclass(frozen=True)
 class MlperfResult:
-    """A result folder with its score (DOMAIN.md section 8); `score_minutes` is None when the result is invalid."""
+    """A result folder with its score (DOMAIN.md section 8); `score_minutes` None when invalid."""
 
     folder: str
     benchmark: str | None
@@ -55,20 +63,30 @@ class MlperfResult:
     error: str | None
 
     def to_json(self) -> dict[str, object]:
-        return {"format": FORMAT, "folder": self.folder, "benchmark": self.benchmark, "ruleset": self.ruleset,
-                "runs": [r.to_json() for r in self.runs], "scaling_factor": self.scaling_factor,
-                "system_name": self.system_name, "score_minutes": self.score_minutes, "error": self.error}
+        return {
+            "format": FORMAT,
+            "folder": self.folder,
+            "benchmark": self.benchmark,
+            "ruleset": self.ruleset,
+            "runs": [r.to_json() for r in self.runs],
+            "scaling_factor": self.scaling_factor,
+            "system_name": self.system_name,
+            "score_minutes": self.score_minutes,
+            "error": self.error,
+        }
 
 
 def olympic_score(minutes: list[float], scaling_factor: float | None) -> float:
-    """Drop the fastest and the slowest run, average the rest, times the scaling factor (inf counts as a run)."""
+    """Drop the fastest and the slowest run, average the rest, times the scaling factor."""
     ordered = sorted(minutes)
     kept = ordered[1:-1]
     return sum(kept) / len(kept) * (scaling_factor if scaling_factor is not None else 1.0)
 
 
-def parse_mlperf(path: Path, display: str, *, ruleset: str | None = None, limit: int = DEFAULT_LIMIT) -> MlperfResult:
-    """Every `result_*.txt` of the folder (or one result file), its `scaling.json` and system JSON, and the score."""
+def parse_mlperf(
+    path: Path, display: str, *, ruleset: str | None = None, limit: int = DEFAULT_LIMIT
+) -> MlperfResult:
+    """Every `result_*.txt` of the folder (or one file), `scaling.json`, the system JSON, the score."""
     folder = path if path.is_dir() else path.parent
     files = sorted(folder.glob("result_*.txt"), key=_run_order) if path.is_dir() else [path]
     if not files:
@@ -76,25 +94,41 @@ def parse_mlperf(path: Path, display: str, *, ruleset: str | None = None, limit:
     runs: list[MlperfRun] = []
     benchmark: str | None = None
     for file in files:
-        run, bench = _parse_run(file, f"{display.rstrip('/')}/{file.name}" if path.is_dir() else display, limit)
+        run, bench = _parse_run(
+            file, f"{display.rstrip('/')}/{file.name}" if path.is_dir() else display, limit
+        )
         runs.append(run)
         if bench is not None:
             if benchmark is not None and bench != benchmark:
-                raise EvidenceError(f"{display}/{file.name}", f"expected benchmark '{benchmark}' as in the other runs, "
-                                    f"got '{bench}'. {_HINT}", field="submission_benchmark")
+                raise EvidenceError(
+                    f"{display}/{file.name}",
+                    f"expected benchmark '{benchmark}' as in the other runs, got '{bench}'. {_HINT}",
+                    field="submission_benchmark",
+                )
             benchmark = bench
     scaling: float | None = None
     scaling_file = folder / "scaling.json"
     if path.is_dir() and scaling_file.exists():
         doc = read_json(scaling_file, f"{display}/scaling.json", limit=limit)
         if not isinstance(doc, dict) or "scaling_factor" not in doc:
-            raise EvidenceError(f"{display}/scaling.json", f"expected an object with 'scaling_factor'. {_HINT}",
-                                field="scaling_factor")
-        scaling = to_float(doc["scaling_factor"], file=f"{display}/scaling.json", line=None, field="scaling_factor",
-                           hint=_HINT)
+            raise EvidenceError(
+                f"{display}/scaling.json",
+                f"expected an object with 'scaling_factor'. {_HINT}",
+                field="scaling_factor",
+            )
+        scaling = to_float(
+            doc["scaling_factor"],
+            file=f"{display}/scaling.json",
+            line=None,
+            field="scaling_factor",
+            hint=_HINT,
+        )
         if scaling <= 0:
-            raise EvidenceError(f"{display}/scaling.json", f"expected a positive scaling factor, got {scaling}. {_HINT}",
-                                field="scaling_factor")
+            raise EvidenceError(
+                f"{display}/scaling.json",
+                f"expected a positive scaling factor, got {scaling}. {_HINT}",
+                field="scaling_factor",
+            )
     system_name: str | None = None
     if path.is_dir():
         for candidate in sorted(folder.glob("*.json")):
@@ -114,8 +148,16 @@ def parse_mlperf(path: Path, display: str, *, ruleset: str | None = None, limit:
         error = f"invalid: the olympic mean needs at least 3 runs, got {len(times)}"
     else:
         score = olympic_score(times, scaling)
-    return MlperfResult(folder=display, benchmark=benchmark, ruleset=ruleset, runs=runs, scaling_factor=scaling,
-                        system_name=system_name, score_minutes=score, error=error)
+    return MlperfResult(
+        folder=display,
+        benchmark=benchmark,
+        ruleset=ruleset,
+        runs=runs,
+        scaling_factor=scaling,
+        system_name=system_name,
+        score_minutes=score,
+        error=error,
+    )
 
 
 def _run_order(file: Path) -> tuple[int, str]:
@@ -136,12 +178,18 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
             continue
         seen = True
         try:
-            record = json.loads(raw[at + len(_MARK):])
+            record = json.loads(raw[at + len(_MARK) :])
         except (json.JSONDecodeError, RecursionError):
-            raise EvidenceError(display, f"expected a JSON object after ':::MLLOG', got invalid JSON. {_HINT}",
-                                line=number, field="MLLOG") from None
+            raise EvidenceError(
+                display,
+                f"expected a JSON object after ':::MLLOG', got invalid JSON. {_HINT}",
+                line=number,
+                field="MLLOG",
+            ) from None
         if not isinstance(record, dict):
-            raise EvidenceError(display, f"expected a JSON object after ':::MLLOG'. {_HINT}", line=number, field="MLLOG")
+            raise EvidenceError(
+                display, f"expected a JSON object after ':::MLLOG'. {_HINT}", line=number, field="MLLOG"
+            )
         key = record.get("key")
         if key not in ("run_start", "run_stop", "submission_benchmark", "seed"):
             continue
@@ -154,12 +202,20 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
             continue
         time_ms = record.get("time_ms")
         if not isinstance(time_ms, int | float) or isinstance(time_ms, bool) or not math.isfinite(time_ms):
-            raise EvidenceError(display, f"expected a numeric 'time_ms', got {str(time_ms)[:40]!r}. {_HINT}",
-                                line=number, field="time_ms")
+            raise EvidenceError(
+                display,
+                f"expected a numeric 'time_ms', got {str(time_ms)[:40]!r}. {_HINT}",
+                line=number,
+                field="time_ms",
+            )
         if key == "run_start":
             if start is not None:
-                raise EvidenceError(display, f"expected one run_start, got a second (first at line {start[1]}). "
-                                    f"{_HINT}", line=number, field="run_start")
+                raise EvidenceError(
+                    display,
+                    f"expected one run_start, got a second (first at line {start[1]}). {_HINT}",
+                    line=number,
+                    field="run_start",
+                )
             start = (int(time_ms), number)
         else:
             meta = record.get("metadata")
@@ -170,11 +226,22 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
     if start is None:
         raise EvidenceError(display, f"expected a 'run_start' record, found none. {_HINT}", field="run_start")
     if stop is not None and stop[0] < start[0]:
-        raise EvidenceError(display, f"expected run_stop after run_start, got {stop[0]} < {start[0]}. {_HINT}",
-                            line=stop[1], field="time_ms")
+        raise EvidenceError(
+            display,
+            f"expected run_stop after run_start, got {stop[0]} < {start[0]}. {_HINT}",
+            line=stop[1],
+            field="time_ms",
+        )
     status = stop[2] if stop is not None else "missing"
     return (
-        MlperfRun(file=file.name, status=status, start_ms=start[0], stop_ms=stop[0] if stop else None,
-                  start_line=start[1], stop_line=stop[1] if stop else None, seed=seed),
+        MlperfRun(
+            file=file.name,
+            status=status,
+            start_ms=start[0],
+            stop_ms=stop[0] if stop else None,
+            start_line=start[1],
+            stop_line=stop[1] if stop else None,
+            seed=seed,
+        ),
         benchmark,
     )

@@ -1,4 +1,4 @@
-"""Resilience lines in NeMo 2 logs: in-job restarts, checkpoint saves and loads, straggler-detection reports."""
+"""Resilience lines in NeMo 2 logs: in-job restarts, checkpoints saved and loaded, straggler reports."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.training import parse_number, read_text_lines
 
-__all__ = ["LogEvent", "LogEventKind", "RankScore", "ResilienceLog", "StragglerReport", "parse_nemo_resilience"]
+__all__ = [
+    "LogEvent",
+    "LogEventKind",
+    "RankScore",
+    "ResilienceLog",
+    "StragglerReport",
+    "parse_nemo_resilience",
+]
 
 _HINT = "Re-run the job or remove the file from bundle.yaml."
 _STEP = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)\s*\|")
@@ -55,8 +62,15 @@ class LogEvent:
     nodes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind.value, "line": self.line, "step": self.step, "ts": self.ts, "detail": self.detail,
-                "ranks": self.ranks, "nodes": self.nodes}
+        return {
+            "kind": self.kind.value,
+            "line": self.line,
+            "step": self.step,
+            "ts": self.ts,
+            "detail": self.detail,
+            "ranks": self.ranks,
+            "nodes": self.nodes,
+        }
 
 
 @dataclass(frozen=True)
@@ -78,8 +92,13 @@ class StragglerReport:
     scores: list[RankScore]
 
     def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind, "line": self.line,
-                "scores": [{"rank": s.rank, "node": s.node, "score": s.score, "line": s.line} for s in self.scores]}
+        return {
+            "kind": self.kind,
+            "line": self.line,
+            "scores": [
+                {"rank": s.rank, "node": s.node, "score": s.score, "line": s.line} for s in self.scores
+            ],
+        }
 
 
 @dataclass(frozen=True)
@@ -91,8 +110,10 @@ class ResilienceLog:
     straggler_reports: list[StragglerReport]
 
     def to_json(self) -> dict[str, object]:
-        return {"events": [e.to_json() for e in self.events],
-                "straggler_reports": [r.to_json() for r in self.straggler_reports]}
+        return {
+            "events": [e.to_json() for e in self.events],
+            "straggler_reports": [r.to_json() for r in self.straggler_reports],
+        }
 
 
 def parse_nemo_resilience(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> ResilienceLog:
@@ -118,8 +139,15 @@ def parse_nemo_resilience(path: Path, display: str, *, limit: int = DEFAULT_LIMI
             printed = _GLOBAL.search(raw)
             current = int(printed.group(1)) if printed else int(step.group(2))
             if last_step is not None and current <= last_step:
-                events.append(LogEvent(LogEventKind.RESTART, number, step=current, ts=ts,
-                                       detail=f"step went back from {last_step} to {current}"))
+                events.append(
+                    LogEvent(
+                        LogEventKind.RESTART,
+                        number,
+                        step=current,
+                        ts=ts,
+                        detail=f"step went back from {last_step} to {current}",
+                    )
+                )
             last_step = current
             continue
         head = _REPORT.search(raw)
@@ -129,40 +157,77 @@ def parse_nemo_resilience(path: Path, display: str, *, limit: int = DEFAULT_LIMI
         warning = _WARNING.search(raw)
         if warning:
             affected = _AFFECTED.findall(raw)
-            events.append(LogEvent(LogEventKind.STRAGGLER_WARNING, number, step=last_step, ts=ts,
-                                   detail=warning.group(1)[:200], ranks=sorted(int(r) for r, _ in affected),
-                                   nodes=sorted({n for _, n in affected})))
+            events.append(
+                LogEvent(
+                    LogEventKind.STRAGGLER_WARNING,
+                    number,
+                    step=last_step,
+                    ts=ts,
+                    detail=warning.group(1)[:200],
+                    ranks=sorted(int(r) for r, _ in affected),
+                    nodes=sorted({n for _, n in affected}),
+                )
+            )
             continue
         if _TERMINATE.search(raw):
             events.append(LogEvent(LogEventKind.STRAGGLER_TERMINATION, number, step=last_step, ts=ts))
             continue
         failed = _WG_FAILED.search(raw)
         if failed:
-            events.append(LogEvent(LogEventKind.WORKER_GROUP_FAILED, number, step=last_step, ts=ts,
-                                   detail=failed.group(1).strip()[:200]))
+            events.append(
+                LogEvent(
+                    LogEventKind.WORKER_GROUP_FAILED,
+                    number,
+                    step=last_step,
+                    ts=ts,
+                    detail=failed.group(1).strip()[:200],
+                )
+            )
             continue
         if _WG_OK.search(raw):
             events.append(LogEvent(LogEventKind.WORKER_GROUP_SUCCEEDED, number, step=last_step, ts=ts))
             continue
         exited = _WORKER_EXIT.search(raw)
         if exited:
-            events.append(LogEvent(LogEventKind.WORKER_FAILED, number, step=last_step, ts=ts,
-                                   detail=f"exitcode {exited.group(1)}", ranks=[int(exited.group(2))]))
+            events.append(
+                LogEvent(
+                    LogEventKind.WORKER_FAILED,
+                    number,
+                    step=last_step,
+                    ts=ts,
+                    detail=f"exitcode {exited.group(1)}",
+                    ranks=[int(exited.group(2))],
+                )
+            )
             continue
         loaded = _LOADED.search(raw)
         if loaded:
             ckpt = _CKPT_STEP.search(loaded.group(1))
-            events.append(LogEvent(LogEventKind.CHECKPOINT_LOADED, number, step=int(ckpt.group(1)) if ckpt else None,
-                                   ts=ts, detail=loaded.group(1)[:200]))
+            events.append(
+                LogEvent(
+                    LogEventKind.CHECKPOINT_LOADED,
+                    number,
+                    step=int(ckpt.group(1)) if ckpt else None,
+                    ts=ts,
+                    detail=loaded.group(1)[:200],
+                )
+            )
             continue
         if "Async checkpoint save for step" in raw or "Saved checkpoint" in raw:
             ckpt = _CKPT_STEP.search(raw)
-            events.append(LogEvent(LogEventKind.CHECKPOINT_SAVED, number, step=int(ckpt.group(1)) if ckpt else None,
-                                   ts=ts))
+            events.append(
+                LogEvent(
+                    LogEventKind.CHECKPOINT_SAVED, number, step=int(ckpt.group(1)) if ckpt else None, ts=ts
+                )
+            )
     if report is not None:
         reports.append(StragglerReport(report[0], report[1], report[2]))
     for item in reports:
         if not item.scores:
-            raise EvidenceError(display, f"expected 'Rank=N Node=X Score=S' lines after the report header, got none. "
-                                f"{_HINT}", line=item.line, field="Score")
+            raise EvidenceError(
+                display,
+                f"expected 'Rank=N Node=X Score=S' lines after the report header, got none. {_HINT}",
+                line=item.line,
+                field="Score",
+            )
     return ResilienceLog(file=display, events=events, straggler_reports=reports)
