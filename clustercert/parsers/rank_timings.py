@@ -138,15 +138,28 @@ def _read(path: Path, display: str) -> pa.Table:
         magic = handle.read(4)
     try:
         if magic == b"PAR1":
-            return pq.read_table(path)
-        options = pacsv.ConvertOptions(
-            strings_can_be_null=True,
-            column_types={"node": pa.string(), "timestamp": pa.timestamp("us", "UTC")},
-        )
-        return pacsv.read_csv(path, convert_options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as exc:
+            table = pq.read_table(path)
+        else:
+            table = _read_csv(path)
+        table.column_names  # noqa: B018  (decodes the names: a bad header fails here, not later)
+        return table
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowNotImplementedError,
+        pa.ArrowTypeError,
+        OSError,
+        UnicodeDecodeError,
+    ) as exc:
         message = " ".join(str(exc).split())[:160]
         raise EvidenceError(display, f"expected a Parquet or CSV table, got: {message}. {_HINT}") from None
+
+
+def _read_csv(path: Path) -> pa.Table:
+    options = pacsv.ConvertOptions(
+        strings_can_be_null=True,
+        column_types={"node": pa.string(), "timestamp": pa.timestamp("us", "UTC")},
+    )
+    return pacsv.read_csv(path, convert_options=options)
 
 
 def _cast(values: pa.ChunkedArray, name: str, kind: str, display: str) -> pa.ChunkedArray:

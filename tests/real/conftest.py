@@ -15,8 +15,10 @@ def real_samples() -> Path:
     """The samples folder; skips when absent, fails instead under CLUSTERCERT_REQUIRE_REAL_SAMPLES=1."""
     root = Path(os.environ.get("CLUSTERCERT_REAL_SAMPLES") or _DEFAULT)
     if not (root / "SOURCES.md").is_file():
-        reason = (f"real samples not found at {root} (set CLUSTERCERT_REAL_SAMPLES or place them at "
-                  f"<repo>/../shared/samples/real)")
+        reason = (
+            f"real samples not found at {root} (set CLUSTERCERT_REAL_SAMPLES or place them at "
+            f"<repo>/../shared/samples/real)"
+        )
         if os.environ.get("CLUSTERCERT_REQUIRE_REAL_SAMPLES") == "1":
             pytest.fail(reason + "; CLUSTERCERT_REQUIRE_REAL_SAMPLES=1 requires them")
         pytest.skip(reason)

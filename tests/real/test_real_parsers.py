@@ -24,9 +24,11 @@ NCCL = {
     "nccl_N10_G1.log": (FIVE, 10),
     "nccl_N2_G1_cnode2-001_cnode2-002.log": (["alltoall", "sendrecv"], 2),
 }
-SACCT_FIELDS = ("State,JobID,ReqCPUS,ReqMem,ReqNodes,Constraints,Submit,Eligible,Start,Elapsed,Suspended,End,ExitCode,"
-                "DerivedExitCode,AllocNodes,NCPUS,MaxDiskRead,MaxDiskWrite,MaxPages,MaxRSS,MaxVMSize,CPUTime,UserCPU,"
-                "SystemCPU,TotalCPU").split(",")
+SACCT_FIELDS = (
+    "State,JobID,ReqCPUS,ReqMem,ReqNodes,Constraints,Submit,Eligible,Start,Elapsed,Suspended,End,ExitCode,"
+    "DerivedExitCode,AllocNodes,NCPUS,MaxDiskRead,MaxDiskWrite,MaxPages,MaxRSS,MaxVMSize,CPUTime,UserCPU,"
+    "SystemCPU,TotalCPU"
+).split(",")
 
 
 @pytest.mark.parametrize("name", sorted(NCCL))
@@ -93,11 +95,21 @@ def test_sacct_jobs_steps_states(real_samples: Path) -> None:
     path = real_samples / "slurm" / "sacct-multi-node.txt"
     result = parse_sacct(path, "sacct", fields=SACCT_FIELDS, timezone="UTC")
     (job,) = result.jobs
-    assert (job.job_id, job.state, job.state_raw, job.elapsed_s, job.line) == ("845", "OUT_OF_MEMORY", "OUT_OF_MEMORY",
-                                                                               301, 4)
-    assert (job.start, job.end, job.submit) == ("2022-07-05T16:17:52+00:00", "2022-07-05T16:22:53+00:00",
-                                                "2022-07-05T16:16:09+00:00")
-    assert [(s.step_id, s.state, s.elapsed_s, s.line) for s in job.steps] == [("845.batch", "OUT_OF_MEMORY", 301, 5)]
+    assert (job.job_id, job.state, job.state_raw, job.elapsed_s, job.line) == (
+        "845",
+        "OUT_OF_MEMORY",
+        "OUT_OF_MEMORY",
+        301,
+        4,
+    )
+    assert (job.start, job.end, job.submit) == (
+        "2022-07-05T16:17:52+00:00",
+        "2022-07-05T16:22:53+00:00",
+        "2022-07-05T16:16:09+00:00",
+    )
+    assert [(s.step_id, s.state, s.elapsed_s, s.line) for s in job.steps] == [
+        ("845.batch", "OUT_OF_MEMORY", 301, 5)
+    ]
     assert detect_format(path) == "sacct"
 
 
@@ -105,9 +117,15 @@ def test_sacct_jobs_steps_states(real_samples: Path) -> None:
     ("machine", "count", "first", "last"),
     [("h100", 12, (2, 7.90648), (24, 1.15105)), ("gb200", 12, (2, 8.5543), (24, 0.7843))],
 )
-def test_golden_values(real_samples: Path, machine: str, count: int, first: tuple[int, float],
-                       last: tuple[int, float]) -> None:
-    path = real_samples / "megatron-lm" / "gpt3_7b_tp1_pp4_memory_speed" / f"golden_values_dev_dgx_{machine}.json"
+def test_golden_values(
+    real_samples: Path, machine: str, count: int, first: tuple[int, float], last: tuple[int, float]
+) -> None:
+    path = (
+        real_samples
+        / "megatron-lm"
+        / "gpt3_7b_tp1_pp4_memory_speed"
+        / f"golden_values_dev_dgx_{machine}.json"
+    )
     log = parse_megatron_golden(path, machine)
     assert len(log.steps) == count
     assert (log.steps[0].iteration, log.steps[0].step_time_s) == first
@@ -119,11 +137,17 @@ def test_golden_values(real_samples: Path, machine: str, count: int, first: tupl
     ("name", "count", "first", "last"),
     [
         ("megatron-bridge-llama3-8b-8gpu-bf16-20iters.log", 20, (1, 12.953, 8404), (20, 0.4492, 8450)),
-        ("megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log", 12, (10, 8.1959, 565), (120, 0.7172, 578)),
+        (
+            "megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log",
+            12,
+            (10, 8.1959, 565),
+            (120, 0.7172, 578),
+        ),
     ],
 )
-def test_megatron_logs(real_samples: Path, name: str, count: int, first: tuple[int, float, int],
-                       last: tuple[int, float, int]) -> None:
+def test_megatron_logs(
+    real_samples: Path, name: str, count: int, first: tuple[int, float, int], last: tuple[int, float, int]
+) -> None:
     path = real_samples / "training-logs" / name
     log = parse_megatron(path, name)
     assert len(log.steps) == count
@@ -142,8 +166,9 @@ def test_megatron_logs(real_samples: Path, name: str, count: int, first: tuple[i
         ("nemo2-nemorun-llama-54m-8gpu-straggler-terminated.log", 16, (0, 10.4, 139), (15, 7.611, 157)),
     ],
 )
-def test_nemo_logs(real_samples: Path, name: str, count: int, first: tuple[int, float, int],
-                   last: tuple[int, float, int]) -> None:
+def test_nemo_logs(
+    real_samples: Path, name: str, count: int, first: tuple[int, float, int], last: tuple[int, float, int]
+) -> None:
     path = real_samples / "training-logs" / name
     log = parse_nemo(path, name)
     assert len(log.steps) == count
@@ -154,14 +179,18 @@ def test_nemo_logs(real_samples: Path, name: str, count: int, first: tuple[int, 
 
 def test_nemo_crash_and_restart_events(real_samples: Path) -> None:
     log = parse_nemo_resilience(
-        real_samples / "training-logs" / "nemo2-nemorun-llama-54m-8gpu-crash-and-in-job-restart.log", "crash")
+        real_samples / "training-logs" / "nemo2-nemorun-llama-54m-8gpu-crash-and-in-job-restart.log", "crash"
+    )
     kinds = [(e.kind, e.line, e.step) for e in log.events]
     # read by hand: save of step=9 at 154, worker exit at 614, group FAILED at 615, restore at 758,
     # iteration 10 printed again at 763, save of step=19 at 776, SUCCEEDED at 778
     assert kinds == [
-        (LogEventKind.CHECKPOINT_SAVED, 154, 9), (LogEventKind.WORKER_FAILED, 614, 15),
-        (LogEventKind.WORKER_GROUP_FAILED, 615, 15), (LogEventKind.CHECKPOINT_LOADED, 758, 9),
-        (LogEventKind.RESTART, 763, 10), (LogEventKind.CHECKPOINT_SAVED, 776, 19),
+        (LogEventKind.CHECKPOINT_SAVED, 154, 9),
+        (LogEventKind.WORKER_FAILED, 614, 15),
+        (LogEventKind.WORKER_GROUP_FAILED, 615, 15),
+        (LogEventKind.CHECKPOINT_LOADED, 758, 9),
+        (LogEventKind.RESTART, 763, 10),
+        (LogEventKind.CHECKPOINT_SAVED, 776, 19),
         (LogEventKind.WORKER_GROUP_SUCCEEDED, 778, 19),
     ]
     assert log.straggler_reports == []
@@ -169,7 +198,8 @@ def test_nemo_crash_and_restart_events(real_samples: Path) -> None:
 
 def test_nemo_straggler_report(real_samples: Path) -> None:
     log = parse_nemo_resilience(
-        real_samples / "training-logs" / "nemo2-nemorun-llama-54m-8gpu-straggler-terminated.log", "strag")
+        real_samples / "training-logs" / "nemo2-nemorun-llama-54m-8gpu-straggler-terminated.log", "strag"
+    )
     relative, individual = log.straggler_reports
     assert relative.kind == "relative" and relative.line == 159
     assert [(s.rank, s.score, s.line) for s in relative.scores][:2] == [(5, 0.97, 160), (4, 0.97, 161)]

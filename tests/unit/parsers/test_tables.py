@@ -30,8 +30,10 @@ def mlperf_folder(tmp_path: Path, minutes: list[float | None]) -> Path:
     folder = tmp_path / "res"
     folder.mkdir()
     for index, value in enumerate(minutes):
-        lines = [':::MLLOG {"time_ms": 1, "key": "submission_benchmark", "value": "bert", "metadata": {}}',
-                 mllog("run_start", 1000)]
+        lines = [
+            ':::MLLOG {"time_ms": 1, "key": "submission_benchmark", "value": "bert", "metadata": {}}',
+            mllog("run_start", 1000),
+        ]
         if value is not None:
             lines.append(mllog("run_stop", 1000 + int(value * 60000), status="success"))
         else:
@@ -46,7 +48,12 @@ def test_mlperf_olympic_score(tmp_path: Path) -> None:
     result = parse_mlperf(folder, "res", ruleset="4.0.0")
     assert [r.minutes for r in result.runs] == [10.0, 12.0, 11.0, 30.0, 9.0]
     assert result.score_minutes == pytest.approx((10 + 11 + 12) / 3 * 2.0)
-    assert (result.benchmark, result.ruleset, result.scaling_factor, result.error) == ("bert", "4.0.0", 2.0, None)
+    assert (result.benchmark, result.ruleset, result.scaling_factor, result.error) == (
+        "bert",
+        "4.0.0",
+        2.0,
+        None,
+    )
     assert detect_format(folder) == "mlperf"
     out = inspect_evidence(folder, None, display="res", ruleset="4.0.0")
     assert out["score_minutes"] == pytest.approx(22.0)
@@ -85,11 +92,18 @@ def test_sacct_header_states_elapsed_timezone(tmp_path: Path) -> None:
     path.write_text(SACCT_HEADER)
     result = parse_sacct(path, "s.txt", timezone="Europe/Paris")
     job = result.jobs[0]
-    assert (job.job_id, job.state, job.state_raw, job.elapsed_s, job.line) == ("101", "CANCELLED", "CANCELLED by 1234",
-                                                                               93784, 4)
+    assert (job.job_id, job.state, job.state_raw, job.elapsed_s, job.line) == (
+        "101",
+        "CANCELLED",
+        "CANCELLED by 1234",
+        93784,
+        4,
+    )
     assert job.start == "2024-01-02T03:04:05+01:00" and job.end is None
-    assert [(s.step_id, s.state, s.elapsed_s) for s in job.steps] == [("101.batch", "CANCELLED", 5.5),
-                                                                      ("101.0", "NODE_FAIL", 300)]
+    assert [(s.step_id, s.state, s.elapsed_s) for s in job.steps] == [
+        ("101.batch", "CANCELLED", 5.5),
+        ("101.0", "NODE_FAIL", 300),
+    ]
     assert result.jobs[1].state == "REQUEUED"
     assert detect_format(path) == "sacct"
     out = inspect_evidence(path, "sacct", display="s.txt")
@@ -99,7 +113,9 @@ def test_sacct_header_states_elapsed_timezone(tmp_path: Path) -> None:
 def test_sacct_field_count_and_state_errors(tmp_path: Path) -> None:
     path = tmp_path / "s.txt"
     path.write_text("FAILED|7|00:01\n")
-    with pytest.raises(EvidenceError, match=r"s line 1 field 'row': expected 2 fields as the field list names, got 3"):
+    with pytest.raises(
+        EvidenceError, match=r"s line 1 field 'row': expected 2 fields as the field list names, got 3"
+    ):
         parse_sacct(path, "s", fields=["State", "JobID"])
     assert parse_sacct(path, "s", fields=["State", "JobID", "Elapsed"]).jobs[0].elapsed_s == 1
     path.write_text("BOGUS|7|00:01\n")
@@ -124,8 +140,10 @@ def test_events_schema(tmp_path: Path) -> None:
         '{"ts": "2025-03-07T22:40:00Z", "type": "node_excluded", "node": "n1", "by": "scheduler", "why": "x"}\n'
     )
     log = parse_events(path, "e")
-    assert [(e.type, e.line, e.node) for e in log.events] == [(EventType.FAULT_INJECTED, 1, "n1"),
-                                                              (EventType.NODE_EXCLUDED, 3, "n1")]
+    assert [(e.type, e.line, e.node) for e in log.events] == [
+        (EventType.FAULT_INJECTED, 1, "n1"),
+        (EventType.NODE_EXCLUDED, 3, "n1"),
+    ]
     assert log.events[1].extra == {"why": "x"} and log.events[0].gpu == 3
     assert detect_format(path) == "events"
     path.write_text('{"ts": "2025-03-07T22:39:36", "type": "fault_injected"}\n')
@@ -138,8 +156,10 @@ def test_events_schema(tmp_path: Path) -> None:
 
 def test_rank_timings_csv_and_parquet(tmp_path: Path) -> None:
     csv = tmp_path / "t.csv"
-    csv.write_text("rank,node,gpu,step,compute_s,comm_s,timestamp\n0,n1,0,1,0.5,0.1,2025-03-07T22:39:36+00:00\n"
-                   "1,n2,0,2,0.6,0.2,2025-03-07T22:39:37+00:00\n")
+    csv.write_text(
+        "rank,node,gpu,step,compute_s,comm_s,timestamp\n0,n1,0,1,0.5,0.1,2025-03-07T22:39:36+00:00\n"
+        "1,n2,0,2,0.6,0.2,2025-03-07T22:39:37+00:00\n"
+    )
     result = parse_rank_timings(csv, "t.csv")
     assert (result.ranks, result.nodes, result.first_step, result.last_step) == (2, 2, 1, 2)
     assert detect_format(csv) == "rank-timings"
@@ -148,8 +168,10 @@ def test_rank_timings_csv_and_parquet(tmp_path: Path) -> None:
     assert parse_rank_timings(parquet, "t.parquet").table.num_rows == 2
     assert detect_format(parquet) == "rank-timings"
     bad = tmp_path / "b.csv"
-    bad.write_text("rank,node,gpu,step,compute_s,comm_s,timestamp\n0,n1,0,1,0.5,0.1,2025-03-07T22:39:36+00:00\n"
-                   "1,n2,0,2,-0.6,0.2,2025-03-07T22:39:37+00:00\n")
+    bad.write_text(
+        "rank,node,gpu,step,compute_s,comm_s,timestamp\n0,n1,0,1,0.5,0.1,2025-03-07T22:39:36+00:00\n"
+        "1,n2,0,2,-0.6,0.2,2025-03-07T22:39:37+00:00\n"
+    )
     with pytest.raises(EvidenceError, match="b.csv line 2 field 'compute_s': expected values >= 0"):
         parse_rank_timings(bad, "b.csv")
     table = pa.table({"rank": [0]})
@@ -160,23 +182,38 @@ def test_rank_timings_csv_and_parquet(tmp_path: Path) -> None:
 
 def test_dcgm_prometheus_and_dmon(tmp_path: Path) -> None:
     prom = tmp_path / "d.prom"
-    prom.write_text('# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
-                    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="n1"} 97 1700000000000\n')
+    prom.write_text(
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="n1"} 97 1700000000000\n'
+    )
     telemetry = parse_dcgm(prom, "d")
     (sample,) = telemetry.samples
     assert (sample.metric, sample.gpu, sample.host, sample.value, sample.time_ms, sample.line) == (
-        "DCGM_FI_DEV_GPU_UTIL", "0", "n1", 97.0, 1700000000000, 3)
+        "DCGM_FI_DEV_GPU_UTIL",
+        "0",
+        "n1",
+        97.0,
+        1700000000000,
+        3,
+    )
     assert detect_format(prom) == "dcgm"
     prom.write_text('DCGM_FI_DEV_GPU_UTIL{gpu="0"} 97\n')
     with pytest.raises(EvidenceError, match="d line 1 field 'timestamp'"):
         parse_dcgm(prom, "d")
     dmon = tmp_path / "dmon.txt"
-    dmon.write_text("#Entity   GPUTL  POWER\nID\nGPU 0     10     63.5\nGPU 1     N/A    61.0\nGPU 0     20     64.0\n")
+    dmon.write_text(
+        "#Entity   GPUTL  POWER\nID\nGPU 0     10     63.5\nGPU 1     N/A    61.0\nGPU 0     20     64.0\n"
+    )
     start = datetime(2025, 1, 1, tzinfo=UTC)
     result = parse_dcgm(dmon, "dmon", start_time=start, interval_s=2.0)
     assert [(s.metric, s.gpu, s.value, s.time_ms - 1735689600000) for s in result.samples] == [
-        ("GPUTL", "0", 10.0, 0), ("POWER", "0", 63.5, 0), ("GPUTL", "1", None, 0), ("POWER", "1", 61.0, 0),
-        ("GPUTL", "0", 20.0, 2000), ("POWER", "0", 64.0, 2000)]
+        ("GPUTL", "0", 10.0, 0),
+        ("POWER", "0", 63.5, 0),
+        ("GPUTL", "1", None, 0),
+        ("POWER", "1", 61.0, 0),
+        ("GPUTL", "0", 20.0, 2000),
+        ("POWER", "0", 64.0, 2000),
+    ]
     with pytest.raises(EvidenceError, match="field 'start_time'"):
         parse_dcgm(dmon, "dmon")
 
@@ -201,12 +238,19 @@ def test_nemo_resilience_lines(tmp_path: Path) -> None:
     )
     log = parse_nemo_resilience(path, "n")
     assert [(e.kind, e.line, e.step) for e in log.events] == [
-        (LogEventKind.WORKER_GROUP_FAILED, 3, 1), (LogEventKind.CHECKPOINT_LOADED, 4, 0), (LogEventKind.RESTART, 5, 1),
-        (LogEventKind.STRAGGLER_WARNING, 11, 1), (LogEventKind.STRAGGLER_TERMINATION, 12, 1)]
+        (LogEventKind.WORKER_GROUP_FAILED, 3, 1),
+        (LogEventKind.CHECKPOINT_LOADED, 4, 0),
+        (LogEventKind.RESTART, 5, 1),
+        (LogEventKind.STRAGGLER_WARNING, 11, 1),
+        (LogEventKind.STRAGGLER_TERMINATION, 12, 1),
+    ]
     assert log.events[3].ranks == [1] and log.events[3].nodes == ["h"]
     (report,) = log.straggler_reports
     assert (report.kind, report.line, [(s.rank, s.score, s.line) for s in report.scores]) == (
-        "relative", 7, [(1, 0.5, 8), (0, 1.0, 9)])
+        "relative",
+        7,
+        [(1, 0.5, 8), (0, 1.0, 9)],
+    )
     out = inspect_evidence(path, "nemo", display="n")
     assert len(out["events"]) == 5 and not math.isnan(out["steps"][0]["step_time_s"])  # type: ignore[index,arg-type]
 
@@ -215,6 +259,15 @@ def test_nemo_resilience_lines(tmp_path: Path) -> None:
 def test_every_text_parser_refuses_empty_and_binary(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "bad"
     path.write_bytes(content)
-    for fmt in ("nemo", "megatron", "megatron-deepspeed", "dllogger", "nccl-tests", "sacct", "events", "dcgm"):
+    for fmt in (
+        "nemo",
+        "megatron",
+        "megatron-deepspeed",
+        "dllogger",
+        "nccl-tests",
+        "sacct",
+        "events",
+        "dcgm",
+    ):
         with pytest.raises(EvidenceError, match="^bad: expected"):
             inspect_evidence(path, fmt, display="bad", **({"fields": ["State"]} if fmt == "sacct" else {}))

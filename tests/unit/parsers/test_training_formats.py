@@ -35,7 +35,12 @@ def test_megatron_steps_prefixes_step_time_and_run_in_lines(tmp_path: Path) -> N
     log = parse_megatron(write(tmp_path, MEGATRON), "x.log")
     assert [s.iteration for s in log.steps] == [1, 2, 3]
     first, second, third = log.steps
-    assert (first.step_time_s, first.tflops_per_gpu, first.loss, first.grad_norm) == (12.953, 663.5, 10.56832, 20.435)
+    assert (first.step_time_s, first.tflops_per_gpu, first.loss, first.grad_norm) == (
+        12.953,
+        663.5,
+        10.56832,
+        20.435,
+    )
     assert (first.line, first.max_iteration, first.global_batch_size, first.consumed_samples) == (2, 20, 8, 8)
     assert second.step_time_s == pytest.approx(0.7514) and second.line == 4
     assert third.step_time_s == 0.45 and third.line == 4
@@ -52,7 +57,12 @@ def test_megatron_deepspeed_seconds_and_tflops(tmp_path: Path) -> None:
     )
     log = parse_megatron_deepspeed(write(tmp_path, text), "x.log")
     step = log.steps[0]
-    assert (step.iteration, step.step_time_s, step.samples_per_s, step.tflops_per_gpu) == (10, 1.25, 6.4, 150.25)
+    assert (step.iteration, step.step_time_s, step.samples_per_s, step.tflops_per_gpu) == (
+        10,
+        1.25,
+        6.4,
+        150.25,
+    )
     assert log.format == "megatron-deepspeed"
 
 
@@ -60,7 +70,9 @@ def test_megatron_bad_number_names_line_and_field(tmp_path: Path) -> None:
     text = " iteration 1/ 2 | elapsed time per iteration (ms): 4.2e+ |\n"
     with pytest.raises(EvidenceError) as info:
         parse_megatron(write(tmp_path, text), "x.log")
-    assert str(info.value).startswith("x.log line 1 field 'elapsed time per iteration (ms)': expected a number")
+    assert str(info.value).startswith(
+        "x.log line 1 field 'elapsed time per iteration (ms)': expected a number"
+    )
 
 
 def test_megatron_missing_step_time_and_no_steps(tmp_path: Path) -> None:
@@ -91,8 +103,18 @@ def test_dllogger_bad_json(tmp_path: Path) -> None:
 
 def test_golden_values_skip_nan(tmp_path: Path) -> None:
     doc = {
-        "lm loss": {"start_step": 1, "end_step": 3, "step_interval": 1, "values": {"1": 10.0, "2": 9.5, "3": 9.0}},
-        "iteration-time": {"start_step": 1, "end_step": 3, "step_interval": 1, "values": {"1": "nan", "2": 1.5, "3": 1.25}},
+        "lm loss": {
+            "start_step": 1,
+            "end_step": 3,
+            "step_interval": 1,
+            "values": {"1": 10.0, "2": 9.5, "3": 9.0},
+        },
+        "iteration-time": {
+            "start_step": 1,
+            "end_step": 3,
+            "step_interval": 1,
+            "values": {"1": "nan", "2": 1.5, "3": 1.25},
+        },
     }
     log = parse_megatron_golden(write(tmp_path, json.dumps(doc), "g.json"), "g.json")
     assert [(s.iteration, s.step_time_s, s.loss) for s in log.steps] == [(2, 1.5, 9.5), (3, 1.25, 9.0)]
@@ -107,7 +129,13 @@ def test_inspect_training_contract(tmp_path: Path) -> None:
     out = inspect_evidence(write(tmp_path, MEGATRON), None, display="x.log")
     assert out["format"] == "megatron"
     step = out["steps"][0]  # type: ignore[index]
-    assert {k: step[k] for k in ("iteration", "step_time_s", "tflops_per_gpu", "loss", "grad_norm", "line")} == {
-        "iteration": 1, "step_time_s": 12.953, "tflops_per_gpu": 663.5, "loss": 10.56832, "grad_norm": 20.435,
+    assert {
+        k: step[k] for k in ("iteration", "step_time_s", "tflops_per_gpu", "loss", "grad_norm", "line")
+    } == {
+        "iteration": 1,
+        "step_time_s": 12.953,
+        "tflops_per_gpu": 663.5,
+        "loss": 10.56832,
+        "grad_norm": 20.435,
         "line": 2,
     }
