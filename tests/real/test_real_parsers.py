@@ -1,4 +1,4 @@
-"""Every real sample parses; oracles are numbers read from the files by hand or recomputed here independently."""
+"""Every real sample parses; oracles are numbers read from the files by hand or recomputed here."""
 
 from __future__ import annotations
 

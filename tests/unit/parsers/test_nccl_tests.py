@@ -1,4 +1,5 @@
 """nccl-tests text and JSON output: every quirk on small hand-written files."""
+# ruff: noqa: E501  (test data lines are copied as the tools print them)
 
 from __future__ import annotations
 

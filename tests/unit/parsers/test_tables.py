@@ -1,4 +1,5 @@
 """MLPerf, sacct, events, rank timings, DCGM and NeMo resilience parsers on small hand-written inputs."""
+# ruff: noqa: E501  (test data lines are copied as the tools print them)
 
 from __future__ import annotations
 
@@ -172,7 +173,7 @@ def test_rank_timings_csv_and_parquet(tmp_path: Path) -> None:
         "rank,node,gpu,step,compute_s,comm_s,timestamp\n0,n1,0,1,0.5,0.1,2025-03-07T22:39:36+00:00\n"
         "1,n2,0,2,-0.6,0.2,2025-03-07T22:39:37+00:00\n"
     )
-    with pytest.raises(EvidenceError, match="b.csv line 2 field 'compute_s': expected values >= 0"):
+    with pytest.raises(EvidenceError, match=r"b.csv line 2 field 'compute_s': expected values >= 0"):
         parse_rank_timings(bad, "b.csv")
     table = pa.table({"rank": [0]})
     pq.write_table(table, tmp_path / "m.parquet")
@@ -269,5 +270,5 @@ def test_every_text_parser_refuses_empty_and_binary(tmp_path: Path, content: byt
         "events",
         "dcgm",
     ):
-        with pytest.raises(EvidenceError, match="^bad: expected"):
+        with pytest.raises(EvidenceError, match=r"^bad: expected"):
             inspect_evidence(path, fmt, display="bad", **({"fields": ["State"]} if fmt == "sacct" else {}))
