@@ -302,7 +302,7 @@ def _parse_json(path: Path, display: str, limit: int) -> NcclTestsResult:
                     line=row_index,
                     field="results",
                 )
-            sides = []
+            sides: list[tuple[float, float, float, int | None]] = []
             for key in ("out_of_place", "in_place"):
                 side = res.get(key)
                 if not isinstance(side, dict):
@@ -312,27 +312,27 @@ def _parse_json(path: Path, display: str, limit: int) -> NcclTestsResult:
                         line=row_index,
                         field=key,
                     )
-                sides.append(
-                    [
-                        to_float(side.get(k), file=display, line=row_index, field=f"{key}.{k}", hint=_HINT)
-                        for k in ("time", "algbw", "busbw")
-                    ]
-                    + [side.get("wrong")]
+                t, a, b = (
+                    to_float(side.get(k), file=display, line=row_index, field=f"{key}.{k}", hint=_HINT)
+                    for k in ("time", "algbw", "busbw")
                 )
+                wrong = side.get("wrong")
+                whole = isinstance(wrong, int) and not isinstance(wrong, bool)
+                sides.append((t, a, b, wrong if whole else None))
             o, i = sides
             rows.append(
                 NcclRow(
                     size_bytes=to_int(
                         res.get("size"), file=display, line=row_index, field="size", hint=_HINT
                     ),
-                    time_us_oop=float(o[0]),
-                    algbw_oop=float(o[1]),
-                    busbw_oop=float(o[2]),
-                    wrong_oop=o[3] if isinstance(o[3], int) else None,
-                    time_us_ip=float(i[0]),
-                    algbw_ip=float(i[1]),
-                    busbw_ip=float(i[2]),
-                    wrong_ip=i[3] if isinstance(i[3], int) else None,
+                    time_us_oop=o[0],
+                    algbw_oop=o[1],
+                    busbw_oop=o[2],
+                    wrong_oop=o[3],
+                    time_us_ip=i[0],
+                    algbw_ip=i[1],
+                    busbw_ip=i[2],
+                    wrong_ip=i[3],
                     line=row_index,
                 )
             )
