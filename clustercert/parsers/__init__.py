@@ -2,25 +2,148 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from clustercert.errors import EvidenceError
+from clustercert.errors import EvidenceError, UsageError
+from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.dcgm import parse_dcgm
+from clustercert.parsers.dllogger import parse_dllogger
+from clustercert.parsers.events import parse_events
+from clustercert.parsers.megatron import parse_megatron
+from clustercert.parsers.megatron_deepspeed import parse_megatron_deepspeed
+from clustercert.parsers.megatron_golden import parse_megatron_golden
+from clustercert.parsers.mlperf import parse_mlperf
+from clustercert.parsers.nccl_tests import parse_nccl_tests
 from clustercert.parsers.nemo import parse_nemo
+from clustercert.parsers.nemo_resilience import parse_nemo_resilience
+from clustercert.parsers.rank_timings import parse_rank_timings
+from clustercert.parsers.sacct import parse_sacct
 from clustercert.parsers.training import TrainingLog, TrainingStep
 
-__all__ = ["TRAINING_FORMATS", "TrainingLog", "TrainingStep", "parse_training_log"]
+__all__ = [
+    "FORMATS",
+    "TRAINING_FORMATS",
+    "TrainingLog",
+    "TrainingStep",
+    "detect_format",
+    "inspect_evidence",
+    "parse_training_log",
+]
 
 TrainingParser = Callable[..., TrainingLog]
 
 TRAINING_FORMATS: dict[str, TrainingParser] = {
     "nemo": parse_nemo,
+    "megatron": parse_megatron,
+    "megatron-deepspeed": parse_megatron_deepspeed,
+    "dllogger": parse_dllogger,
+    "megatron-golden": parse_megatron_golden,
 }
 
+# every parser returns an object with to_json(); options are passed by keyword
+FORMATS: dict[str, Callable[..., Any]] = {
+    **TRAINING_FORMATS,
+    "nccl-tests": parse_nccl_tests,
+    "mlperf": parse_mlperf,
+    "sacct": parse_sacct,
+    "rank-timings": parse_rank_timings,
+    "dcgm": parse_dcgm,
+    "events": parse_events,
+}
 
-def parse_training_log(path: Path, display: str, fmt: str, *, limit: int = 2 * 1024**3) -> TrainingLog:
+_SNIFF_BYTES = 64 * 1024 * 1024
+_DETECT: list[tuple[str, re.Pattern[str]]] = [
+    ("mlperf", re.compile(r":::MLLOG \{")),
+    ("dllogger", re.compile(r"DLLL \{")),
+    ("nccl-tests", re.compile(r"^\S*?#\s*(?:Collective test starting|nThread \d+ nGpus)", re.MULTILINE)),
+    ("nemo", re.compile(r"Training epoch \d+, iteration \d+/\d+")),
+    ("megatron-deepspeed", re.compile(r"elapsed time per iteration \(s\)")),
+    ("megatron", re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration \(ms\)")),
+    ("rank-timings", re.compile(r"\A\ufeff?[^\n]*\brank\b[^\n]*\bcompute_s\b[^\n]*\bcomm_s\b")),
+    ("dcgm", re.compile(r"^(?:DCGM_FI_\w+\{|#\s?Entity\b)", re.MULTILINE)),
+    ("events", re.compile(r'^\s*\{[^\n]*"ts"\s*:[^\n]*"type"\s*:', re.MULTILINE)),
+    (
+        "sacct",
+        re.compile(
+            r"^(?=[^\n]*\b(?:COMPLETED|FAILED|CANCELLED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|REQUEUED|RUNNING|"
+            r"PENDING|PREEMPTED|State)\b)(?:[^|\n]*\|){3,}",
+            re.MULTILINE,
+        ),
+    ),
+]
+
+
+def parse_training_log(path: Path, display: str, fmt: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
     """Parse a training log with the parser `fmt`; an unknown format is an EvidenceError."""
     parser = TRAINING_FORMATS.get(fmt)
     if parser is None:
-        raise EvidenceError(display, f"expected a training format ({', '.join(sorted(TRAINING_FORMATS))}), got '{fmt}'")
+        raise EvidenceError(
+            display, f"expected a training format ({', '.join(sorted(TRAINING_FORMATS))}), got '{fmt}'"
+        )
     return parser(path, display, limit=limit)
+
+
+def detect_format(path: Path, display: str | None = None) -> str:
+    """The format name of a file or result folder, sniffed from its content; an EvidenceError when unknown."""
+    shown = display or str(path)
+    if path.is_dir():
+        if any(path.glob("result_*.txt")):
+            return "mlperf"
+        raise EvidenceError(
+            shown, "expected a file, or an MLPerf result folder with result_*.txt, got a folder"
+        )
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_SNIFF_BYTES)
+    except OSError as exc:
+        raise EvidenceError(shown, f"expected a readable file, got {exc.strerror}") from None
+    if data[:4] == b"PAR1":
+        return "rank-timings"
+    text = data.decode("utf-8", errors="replace")
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"iteration-time"' in text:
+        return "megatron-golden"
+    if stripped.startswith(("{", "[")) and '"results"' in text and "busbw" in text:
+        return "nccl-tests"
+    for name, pattern in _DETECT:
+        if pattern.search(text):
+            return name
+    raise EvidenceError(
+        shown,
+        f"expected a known evidence format, could not detect one. Pass --format "
+        f"({', '.join(sorted(FORMATS))})",
+    )
+
+
+def inspect_evidence(path: Path, fmt: str | None = None, **options: Any) -> dict[str, object]:
+    """What a parser read from one file, as the JSON object `evidence parse --json` prints (format named).
+
+    Options go to the parser by keyword (`display`, `limit`, `ruleset`, `fields`, `timezone`, `start_time`,
+    `interval_s`); an option the parser does not take is a UsageError.
+    """
+    display = str(options.pop("display", None) or path)
+    name = fmt or detect_format(path, display)
+    parser = FORMATS.get(name)
+    if parser is None:
+        raise UsageError(f"unknown format '{name}': expected one of {', '.join(sorted(FORMATS))}")
+    accepted = set(inspect.signature(parser).parameters) - {"path", "display"}
+    options = {k: v for k, v in options.items() if v is not None}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise UsageError(
+            f"format '{name}' takes no option {', '.join(unknown)} (it takes {', '.join(sorted(accepted))})"
+        )
+    result = parser(path, display, **options)
+    out: dict[str, object] = {"format": name, **result.to_json()}
+    if name == "nemo":
+        out.update(
+            parse_nemo_resilience(
+                path, display, **{k: v for k, v in options.items() if k == "limit"}
+            ).to_json()
+        )
+    out["format"] = name
+    return out

@@ -60,5 +60,7 @@ def parse_nemo(path: Path, display: str, *, limit: int = 2 * 1024**3) -> Trainin
             )
         )
     if not steps:
-        raise EvidenceError(display, f"expected NeMo 'Training epoch E, iteration N/M' lines, found none. {_HINT}")
+        raise EvidenceError(
+            display, f"expected NeMo 'Training epoch E, iteration N/M' lines, found none. {_HINT}"
+        )
     return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=len(lines))

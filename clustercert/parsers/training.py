@@ -26,6 +26,7 @@ class TrainingStep:
     max_iteration: int | None = None
     global_batch_size: int | None = None
     consumed_samples: int | None = None
+    samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ def parse_number(text: str, *, file: str, line: int, field: str, hint: str) -> f
     try:
         return float(text.strip())
     except ValueError:
-        raise EvidenceError(file, f"expected a number, got {text.strip()[:40]!r}. {hint}", line=line, field=field) from None
+        message = f"expected a number, got {text.strip()[:40]!r}. {hint}"
+        raise EvidenceError(file, message, line=line, field=field) from None
 
 
 def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
@@ -76,7 +78,8 @@ def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
         raise EvidenceError(display, f"expected a readable file, got {exc.strerror}") from None
     if size > limit:
         raise EvidenceError(
-            display, f"expected at most {limit} bytes, got {size}. Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES"
+            display,
+            f"expected at most {limit} bytes, got {size}. Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES",
         )
     data = path.read_bytes()
     if not data.strip():

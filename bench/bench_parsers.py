@@ -1,0 +1,188 @@
+"""Parsing throughput (MB/s) of each text parser on a large generated file, written to bench/results."""
+# ruff: noqa: E501  (generated lines mirror the tools' long log lines)
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from clustercert.parsers import FORMATS
+
+
+def nemo(i: int) -> str:
+    return (
+        f"ining-demo/0 [default0]:Training epoch 0, iteration {i}/999999 | lr: 1.499e-07 | global_batch_size: 512 | "
+        f"global_step: {i} | reduced_train_loss: 11.03 | train_step_timing in s: 7.6{i % 10} | consumed_samples: {i * 512}\n"
+        "ining-demo/0 [default0]:[NeMo I 2025-03-07 22:38:36 nemo_logging:381] some other line the parser skips\n"
+    )
+
+
+def megatron(i: int) -> str:
+    return (
+        f" [2025-08-29 17:02:51] iteration {i:8d}/ 9999999 | consumed samples: {i * 8:12d} | elapsed time per "
+        f"iteration (ms): 751.{i % 10} | learning rate: 5.000000E-05 | global batch size:     8 | lm loss: "
+        f"1.057679E+01 | loss scale: 1.0 | grad norm: 16.560 | number of skipped iterations:   0 | number of nan "
+        "iterations:   0 |\nStep Time : 0.75s GPU utilization: 663.5MODEL_TFLOP/s/GPU\n"
+    )
+
+
+def deepspeed(i: int) -> str:
+    return (
+        f" iteration {i:8d}/ 9999999 | consumed samples: {i * 8} | elapsed time per iteration (s): 1.2{i % 10} | "
+        "learning rate: 1.0E-04 | global batch size: 8 | lm loss: 7.5E+00 | grad norm: 2.0 | samples per second: "
+        "6.4 | TFLOPs: 150.25 |\n"
+    )
+
+
+def dllogger(i: int) -> str:
+    return (
+        f'DLLL {{"timestamp": "1700000000.{i}", "type": "LOG", "step": {i}, "data": {{"train_step_timing in s": '
+        f'1.{i % 10}, "reduced_train_loss": 2.0, "grad_norm": 0.5, "TFLOPS_per_GPU": 400.0}}}}\n'
+    )
+
+
+def nccl(i: int) -> str:
+    head = (
+        "# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor)\n"
+        "#  Rank  0 Group  0 Pid   6899 on host-a device  0 [0000:04:00] NVIDIA H100 80GB HBM3\n"
+        "#  Rank  1 Group  0 Pid   6900 on host-b device  0 [0000:05:00] NVIDIA H100 80GB HBM3\n"
+    )
+    row = "    33554432       4194304    double     sum      -1   182.87  183.49  321.10       0   182.88  183.48  321.08       0\n"
+    debug = "host-a:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[0] via NET/IB\n"
+    return (
+        head
+        + (row + debug) * 20
+        + "# Avg bus bandwidth    : 321.09 \n# Collective test concluded: all_reduce_perf\n"
+    )
+
+
+def sacct(i: int) -> str:
+    return (
+        f"COMPLETED|{i}|2024-01-02T03:04:05|2024-01-02T03:04:05|1-02:03:04|2024-01-03T05:07:09\n"
+        f"COMPLETED|{i}.batch|2024-01-02T03:04:05|2024-01-02T03:04:05|1-02:03:04|2024-01-03T05:07:09\n"
+    )
+
+
+def events(i: int) -> str:
+    return (
+        f'{{"ts": "2025-03-07T22:39:36+00:00", "type": "checkpoint_saved", "step": {i}, "node": "n{i % 128}", '
+        '"by": "trainer", "detail": "async save"}\n'
+    )
+
+
+def dcgm(i: int) -> str:
+    return "".join(
+        f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",UUID="GPU-{g}",device="nvidia{g}",Hostname="node{i % 64}"}} 97 '
+        f"{1700000000000 + i * 1000}\n"
+        for g in range(8)
+    )
+
+
+def mlperf(i: int) -> str:
+    line = (
+        f':::MLLOG {{"namespace": "", "time_ms": {1713994395504 + i}, "event_type": "POINT_IN_TIME", "key": '
+        f'"train_loss", "value": 0.9, "metadata": {{"file": "x.py", "lineno": 1}}}}\n'
+    )
+    if i == 0:
+        return line.replace('"train_loss"', '"run_start"')
+    return line
+
+
+def rank_timings(i: int) -> str:
+    head = "rank,node,gpu,step,compute_s,comm_s,timestamp\n" if i == 0 else ""
+    return head + "".join(
+        f"{r},node{r // 8},{r % 8},{i},0.5{r % 10},0.1,2025-03-07T22:39:36+00:00\n" for r in range(16)
+    )
+
+
+GENERATORS: dict[str, Callable[[int], str]] = {
+    "nemo": nemo,
+    "megatron": megatron,
+    "megatron-deepspeed": deepspeed,
+    "dllogger": dllogger,
+    "nccl-tests": nccl,
+    "sacct": sacct,
+    "events": events,
+    "dcgm": dcgm,
+    "mlperf": mlperf,
+    "rank-timings": rank_timings,
+}
+OPTIONS: dict[str, dict[str, object]] = {
+    "sacct": {"fields": ["State", "JobID", "Submit", "Start", "Elapsed", "End"]},
+    "mlperf": {"ruleset": "4.0.0"},
+}
+
+
+def generate(path: Path, make: Callable[[int], str], megabytes: float) -> None:
+    target = int(megabytes * 1e6)
+    written = 0
+    index = 0
+    with path.open("w") as handle:
+        while written < target:
+            chunk = "".join(make(i) for i in range(index, index + 1000))
+            handle.write(chunk)
+            written += len(chunk)
+            index += 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--mb", type=float, default=100.0, help="size of each generated file in MB (1e6 bytes)"
+    )
+    parser.add_argument("--only", nargs="*", default=None, help="formats to run (default: all)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "parsers.json")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as folder:
+        for fmt, make in GENERATORS.items():
+            if args.only and fmt not in args.only:
+                continue
+            path = Path(folder) / f"{fmt}.txt"
+            generate(path, make, args.mb)
+            size = path.stat().st_size
+            start = time.perf_counter()
+            result = FORMATS[fmt](path, path.name, **OPTIONS.get(fmt, {}))
+            seconds = time.perf_counter() - start
+            if fmt == "mlperf":
+                assert (
+                    result.runs[0].status == "missing"
+                )  # no run_stop in the generated file: read, not scored
+            results.append(
+                {
+                    "format": fmt,
+                    "bytes": size,
+                    "seconds": round(seconds, 3),
+                    "mb_per_s": round(size / 1e6 / seconds, 1),
+                }
+            )
+            print(
+                f"{fmt:20s} {size / 1e6:8.1f} MB {seconds:7.2f} s {size / 1e6 / seconds:8.1f} MB/s",
+                flush=True,
+            )
+            path.unlink()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "schema_version": 1,
+        "benchmark": "parsers",
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor_count": __import__("os").cpu_count(),
+        "file_mb": args.mb,
+        "results": results,
+    }
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Helpers every parser shares: guarded reads, numbers with located errors, size limits."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from clustercert.errors import EvidenceError
+
+__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "read_json", "to_float", "to_int"]
+
+DEFAULT_LIMIT = 2 * 1024**3
+
+
+def check_size(path: Path, display: str, limit: int) -> int:
+    """The file's size in bytes; refuses missing, unreadable or oversized files."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise EvidenceError(display, f"expected a readable file, got {exc.strerror}") from None
+    if size > limit:
+        raise EvidenceError(
+            display,
+            f"expected at most {limit} bytes, got {size}. Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES",
+        )
+    return size
+
+
+def read_json(path: Path, display: str, *, limit: int) -> object:
+    """A whole JSON document; any decoding problem is a located EvidenceError."""
+    check_size(path, display, limit)
+    data = path.read_bytes()
+    if not data.strip():
+        raise EvidenceError(display, "expected a JSON document, got an empty file")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise EvidenceError(display, "expected UTF-8 JSON text, got binary data") from None
+    except json.JSONDecodeError as exc:
+        raise EvidenceError(
+            display, f"expected valid JSON, got {exc.msg}. Re-export the file", line=exc.lineno
+        ) from None
+    except RecursionError:
+        raise EvidenceError(
+            display, "expected JSON of reasonable depth, got a too deeply nested document"
+        ) from None
+
+
+def to_float(
+    value: object, *, file: str, line: int | None, field: str, hint: str, allow_nan: bool = False
+) -> float:
+    """A float from a text or JSON value, or a located EvidenceError."""
+    if isinstance(value, bool):
+        raise EvidenceError(file, f"expected a number, got {value!r}. {hint}", line=line, field=field)
+    if isinstance(value, int | float):
+        out = float(value)
+    elif isinstance(value, str):
+        try:
+            out = float(value.strip())
+        except ValueError:
+            raise EvidenceError(
+                file, f"expected a number, got {value.strip()[:40]!r}. {hint}", line=line, field=field
+            ) from None
+    else:
+        raise EvidenceError(
+            file, f"expected a number, got {str(value)[:40]!r}. {hint}", line=line, field=field
+        )
+    if not allow_nan and not math.isfinite(out):
+        raise EvidenceError(file, f"expected a finite number, got {out}. {hint}", line=line, field=field)
+    return out
+
+
+def to_int(value: object, *, file: str, line: int | None, field: str, hint: str) -> int:
+    """An integer from a text or JSON value (exponent notation allowed when whole), or an EvidenceError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    number = to_float(value, file=file, line=line, field=field, hint=hint)
+    if not number.is_integer():
+        raise EvidenceError(file, f"expected a whole number, got {number}. {hint}", line=line, field=field)
+    return int(number)
+
+
+def finite(value: float | None) -> float | None:
+    """None for nan/inf so JSON output stays valid."""
+    return None if value is None or not math.isfinite(value) else value

@@ -1,0 +1,105 @@
+"""Megatron-LM and Megatron-Bridge logs: `iteration N/ M | key: value |` lines and `Step Time` lines."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from clustercert.errors import EvidenceError
+from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.training import NanMark, TrainingLog, TrainingStep, parse_number, read_text_lines
+
+__all__ = ["parse_megatron", "parse_pipe_log"]
+
+FORMAT = "megatron"
+HINT = "Re-run the job or remove the file from bundle.yaml."
+_ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_STEP_TIME = re.compile(r"Step Time\s*:\s*(\S+?)s\s+GPU utilization:\s*(\S+?)\s*MODEL_TFLOP/s/GPU")
+_NAN = re.compile(r"\b(grad norm|lm loss)\s*:\s*(nan|-?inf)\b", re.IGNORECASE)
+# printed key -> (TrainingStep field, divisor to seconds or 1)
+MEGATRON_FIELDS: dict[str, tuple[str, float]] = {
+    "elapsed time per iteration (ms)": ("step_time_s", 1000.0),
+    "elapsed time per iteration (s)": ("step_time_s", 1.0),
+    "throughput per GPU (TFLOP/s/GPU)": ("tflops_per_gpu", 1.0),
+    "TFLOPs": ("tflops_per_gpu", 1.0),
+    "lm loss": ("loss", 1.0),
+    "grad norm": ("grad_norm", 1.0),
+    "global batch size": ("global_batch_size", 1.0),
+    "consumed samples": ("consumed_samples", 1.0),
+    "samples per second": ("samples_per_s", 1.0),
+}
+_INTS = {"global_batch_size", "consumed_samples"}
+
+
+def parse_pipe_log(
+    path: Path, display: str, *, fmt: str, fields: dict[str, tuple[str, float]], what: str, limit: int
+) -> TrainingLog:
+    """Every `iteration N/ M | key: value |` record of a Megatron-style log, with its line."""
+    lines = read_text_lines(path, display, limit=limit)
+    steps: list[TrainingStep] = []
+    nans: list[NanMark] = []
+    for number, raw in enumerate(lines, start=1):
+        for mark in _NAN.finditer(raw):
+            nans.append(NanMark(number, mark.group(1)))
+        timing = _STEP_TIME.search(raw)
+        if timing is not None and steps:
+            seconds = parse_number(timing.group(1), file=display, line=number, field="Step Time", hint=HINT)
+            tflops = parse_number(
+                timing.group(2), file=display, line=number, field="GPU utilization", hint=HINT
+            )
+            last = steps[-1]
+            steps[-1] = replace(
+                last,
+                tflops_per_gpu=tflops,
+                step_time_s=last.step_time_s if last.step_time_s is not None else seconds,
+            )
+        matches = list(_ITER.finditer(raw))
+        for index, match in enumerate(matches):
+            # a print may run into the next one without a newline: a record ends where the next begins
+            end = matches[index + 1].start() if index + 1 < len(matches) else len(raw)
+            steps.append(_record(raw[match.end() : end], match, number, display, fields))
+    if not steps:
+        raise EvidenceError(display, f"expected {what} 'iteration N/ M |' lines, found none. {HINT}")
+    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=nans, line_count=len(lines))
+
+
+def _record(
+    text: str, match: re.Match[str], number: int, display: str, fields: dict[str, tuple[str, float]]
+) -> TrainingStep:
+    values: dict[str, float | int | None] = {}
+    for part in text.split("|"):
+        key, sep, value = part.partition(":")
+        spec = fields.get(key.strip())
+        if not sep or spec is None:
+            continue
+        name, factor = spec
+        parsed = parse_number(value, file=display, line=number, field=key.strip(), hint=HINT) / factor
+        values[name] = int(parsed) if name in _INTS and parsed.is_integer() else parsed
+    step_time = values.pop("step_time_s", None)
+    if step_time is None:
+        raise EvidenceError(
+            display,
+            f"expected 'elapsed time per iteration (ms)' or '(s)' on an iteration line. {HINT}",
+            line=number,
+            field="elapsed time per iteration",
+        )
+    if step_time < 0:
+        raise EvidenceError(
+            display,
+            f"expected a non-negative step time, got {step_time}. {HINT}",
+            line=number,
+            field="elapsed time per iteration",
+        )
+    return TrainingStep(
+        iteration=int(match.group(1)),
+        max_iteration=int(match.group(2)),
+        step_time_s=float(step_time),
+        line=number,
+        **values,  # type: ignore[arg-type]
+    )
+
+
+def parse_megatron(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
+    """Every Megatron-LM / Megatron-Bridge iteration record, with `Step Time` throughput attached."""
+    return parse_pipe_log(path, display, fmt=FORMAT, fields=MEGATRON_FIELDS, what="Megatron", limit=limit)

@@ -1,0 +1,247 @@
+"""MLPerf Training result folders: `:::MLLOG` runs, `scaling.json`, the system JSON, and the score."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from clustercert.errors import EvidenceError
+from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float
+from clustercert.parsers.training import read_text_lines
+
+__all__ = ["MlperfResult", "MlperfRun", "olympic_score", "parse_mlperf"]
+
+FORMAT = "mlperf"
+_HINT = "Use the submission's results folder as MLCommons publishes it."
+_MARK = ":::MLLOG"
+
+
+@dataclass(frozen=True)
+class MlperfRun:
+    """One result file: `run_start` to `run_stop`; status is `success` only when run_stop says so."""
+
+    file: str
+    status: str
+    start_ms: int | None
+    stop_ms: int | None
+    start_line: int | None
+    stop_line: int | None
+    seed: int | None = None
+
+    @property
+    def minutes(self) -> float | None:
+        if self.status != "success" or self.start_ms is None or self.stop_ms is None:
+            return None
+        return (self.stop_ms - self.start_ms) / 60000.0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "status": self.status,
+            "minutes": self.minutes,
+            "start_ms": self.start_ms,
+            "stop_ms": self.stop_ms,
+            "start_line": self.start_line,
+            "stop_line": self.stop_line,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class MlperfResult:
+    """A result folder with its score (DOMAIN.md section 8); `score_minutes` None when invalid."""
+
+    folder: str
+    benchmark: str | None
+    ruleset: str | None
+    runs: list[MlperfRun]
+    scaling_factor: float | None
+    system_name: str | None
+    score_minutes: float | None
+    error: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "folder": self.folder,
+            "benchmark": self.benchmark,
+            "ruleset": self.ruleset,
+            "runs": [r.to_json() for r in self.runs],
+            "scaling_factor": self.scaling_factor,
+            "system_name": self.system_name,
+            "score_minutes": self.score_minutes,
+            "error": self.error,
+        }
+
+
+def olympic_score(minutes: list[float], scaling_factor: float | None) -> float:
+    """Drop the fastest and the slowest run, average the rest, times the scaling factor."""
+    ordered = sorted(minutes)
+    kept = ordered[1:-1]
+    return sum(kept) / len(kept) * (scaling_factor if scaling_factor is not None else 1.0)
+
+
+def parse_mlperf(
+    path: Path, display: str, *, ruleset: str | None = None, limit: int = DEFAULT_LIMIT
+) -> MlperfResult:
+    """Every `result_*.txt` of the folder (or one file), `scaling.json`, the system JSON, the score."""
+    folder = path if path.is_dir() else path.parent
+    files = sorted(folder.glob("result_*.txt"), key=_run_order) if path.is_dir() else [path]
+    if not files:
+        raise EvidenceError(display, f"expected result_*.txt files in the folder, found none. {_HINT}")
+    runs: list[MlperfRun] = []
+    benchmark: str | None = None
+    for file in files:
+        run, bench = _parse_run(
+            file, f"{display.rstrip('/')}/{file.name}" if path.is_dir() else display, limit
+        )
+        runs.append(run)
+        if bench is not None:
+            if benchmark is not None and bench != benchmark:
+                raise EvidenceError(
+                    f"{display}/{file.name}",
+                    f"expected benchmark '{benchmark}' as in the other runs, got '{bench}'. {_HINT}",
+                    field="submission_benchmark",
+                )
+            benchmark = bench
+    scaling: float | None = None
+    scaling_file = folder / "scaling.json"
+    if path.is_dir() and scaling_file.exists():
+        doc = read_json(scaling_file, f"{display}/scaling.json", limit=limit)
+        if not isinstance(doc, dict) or "scaling_factor" not in doc:
+            raise EvidenceError(
+                f"{display}/scaling.json",
+                f"expected an object with 'scaling_factor'. {_HINT}",
+                field="scaling_factor",
+            )
+        scaling = to_float(
+            doc["scaling_factor"],
+            file=f"{display}/scaling.json",
+            line=None,
+            field="scaling_factor",
+            hint=_HINT,
+        )
+        if scaling <= 0:
+            raise EvidenceError(
+                f"{display}/scaling.json",
+                f"expected a positive scaling factor, got {scaling}. {_HINT}",
+                field="scaling_factor",
+            )
+    system_name: str | None = None
+    if path.is_dir():
+        for candidate in sorted(folder.glob("*.json")):
+            if candidate.name == "scaling.json":
+                continue
+            doc = read_json(candidate, f"{display}/{candidate.name}", limit=limit)
+            if isinstance(doc, dict) and isinstance(doc.get("system_name"), str):
+                system_name = doc["system_name"]
+                break
+    times = [r.minutes if r.minutes is not None else math.inf for r in runs]
+    failed = sum(1 for t in times if math.isinf(t))
+    score: float | None = None
+    error: str | None = None
+    if failed > 1:
+        error = f"invalid: {failed} runs did not finish with status success (at most one may)"
+    elif len(times) < 3:
+        error = f"invalid: the olympic mean needs at least 3 runs, got {len(times)}"
+    else:
+        score = olympic_score(times, scaling)
+    return MlperfResult(
+        folder=display,
+        benchmark=benchmark,
+        ruleset=ruleset,
+        runs=runs,
+        scaling_factor=scaling,
+        system_name=system_name,
+        score_minutes=score,
+        error=error,
+    )
+
+
+def _run_order(file: Path) -> tuple[int, str]:
+    digits = file.stem.removeprefix("result_")
+    return (int(digits), file.name) if digits.isdigit() else (1 << 30, file.name)
+
+
+def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | None]:
+    lines = read_text_lines(file, display, limit=limit)
+    start: tuple[int, int] | None = None
+    stop: tuple[int, int, str] | None = None
+    benchmark: str | None = None
+    seed: int | None = None
+    seen = False
+    for number, raw in enumerate(lines, start=1):
+        at = raw.find(_MARK)
+        if at < 0:
+            continue
+        seen = True
+        try:
+            record = json.loads(raw[at + len(_MARK) :])
+        except (json.JSONDecodeError, RecursionError):
+            raise EvidenceError(
+                display,
+                f"expected a JSON object after ':::MLLOG', got invalid JSON. {_HINT}",
+                line=number,
+                field="MLLOG",
+            ) from None
+        if not isinstance(record, dict):
+            raise EvidenceError(
+                display, f"expected a JSON object after ':::MLLOG'. {_HINT}", line=number, field="MLLOG"
+            )
+        key = record.get("key")
+        if key not in ("run_start", "run_stop", "submission_benchmark", "seed"):
+            continue
+        if key == "submission_benchmark":
+            benchmark = str(record.get("value"))
+            continue
+        if key == "seed":
+            value = record.get("value")
+            seed = value if isinstance(value, int) and not isinstance(value, bool) else None
+            continue
+        time_ms = record.get("time_ms")
+        if not isinstance(time_ms, int | float) or isinstance(time_ms, bool) or not math.isfinite(time_ms):
+            raise EvidenceError(
+                display,
+                f"expected a numeric 'time_ms', got {str(time_ms)[:40]!r}. {_HINT}",
+                line=number,
+                field="time_ms",
+            )
+        if key == "run_start":
+            if start is not None:
+                raise EvidenceError(
+                    display,
+                    f"expected one run_start, got a second (first at line {start[1]}). {_HINT}",
+                    line=number,
+                    field="run_start",
+                )
+            start = (int(time_ms), number)
+        else:
+            meta = record.get("metadata")
+            status = str(meta.get("status", "unknown")) if isinstance(meta, dict) else "unknown"
+            stop = (int(time_ms), number, status)
+    if not seen:
+        raise EvidenceError(display, f"expected ':::MLLOG' lines, found none. {_HINT}")
+    if start is None:
+        raise EvidenceError(display, f"expected a 'run_start' record, found none. {_HINT}", field="run_start")
+    if stop is not None and stop[0] < start[0]:
+        raise EvidenceError(
+            display,
+            f"expected run_stop after run_start, got {stop[0]} < {start[0]}. {_HINT}",
+            line=stop[1],
+            field="time_ms",
+        )
+    status = stop[2] if stop is not None else "missing"
+    return (
+        MlperfRun(
+            file=file.name,
+            status=status,
+            start_ms=start[0],
+            stop_ms=stop[0] if stop else None,
+            start_line=start[1],
+            stop_line=stop[1] if stop else None,
+            seed=seed,
+        ),
+        benchmark,
+    )

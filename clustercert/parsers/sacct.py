@@ -1,0 +1,273 @@
+"""Slurm `sacct --parsable2` dumps (with or without a header): jobs and their steps, states normalised."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from clustercert.errors import EvidenceError
+from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.training import read_text_lines
+
+__all__ = ["STATES", "SacctJob", "SacctResult", "SacctStep", "parse_elapsed", "parse_sacct"]
+
+FORMAT = "sacct"
+_HINT = "Dump with `sacct --parsable2 --format ...` and pass the same field list."
+STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PENDING",
+        "PREEMPTED",
+        "RUNNING",
+        "REQUEUED",
+        "RESIZING",
+        "REVOKED",
+        "SUSPENDED",
+        "TIMEOUT",
+    }
+)
+_ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.(\d+))?$")
+_NO_TIME = {"", "Unknown", "None", "N/A"}
+
+
+@dataclass(frozen=True)
+class SacctStep:
+    """A step row (`JobID` with a `.`), with its line."""
+
+    step_id: str
+    state: str
+    state_raw: str
+    elapsed_s: float | None
+    start: str | None
+    end: str | None
+    line: int
+    fields: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "step_id": self.step_id,
+            "state": self.state,
+            "state_raw": self.state_raw,
+            "elapsed_s": self.elapsed_s,
+            "start": self.start,
+            "end": self.end,
+            "line": self.line,
+        }
+
+
+@dataclass(frozen=True)
+class SacctJob:
+    """A job row and the step rows that follow it."""
+
+    job_id: str
+    state: str
+    state_raw: str
+    elapsed_s: float | None
+    start: str | None
+    end: str | None
+    submit: str | None
+    line: int
+    steps: list[SacctStep] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "job_id": self.job_id,
+            "state": self.state,
+            "state_raw": self.state_raw,
+            "elapsed_s": self.elapsed_s,
+            "start": self.start,
+            "end": self.end,
+            "submit": self.submit,
+            "line": self.line,
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+@dataclass(frozen=True)
+class SacctResult:
+    """Every job of one dump, with the field list used."""
+
+    file: str
+    fields: list[str]
+    timezone: str
+    jobs: list[SacctJob]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "file": self.file,
+            "fields": self.fields,
+            "timezone": self.timezone,
+            "jobs": [j.to_json() for j in self.jobs],
+        }
+
+
+def parse_elapsed(text: str, *, file: str, line: int, field: str = "Elapsed") -> float:
+    """Seconds from Slurm's `[D-][HH:]MM:SS[.mmm]`."""
+    match = _ELAPSED.match(text.strip())
+    if match is None:
+        raise EvidenceError(
+            file,
+            f"expected a duration like 1-02:03:04, got {text.strip()[:40]!r}. {_HINT}",
+            line=line,
+            field=field,
+        )
+    days, hours, minutes, seconds, frac = match.groups()
+    total = int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds)
+    return total + float(f"0.{frac}") if frac else total
+
+
+def parse_sacct(
+    path: Path,
+    display: str,
+    *,
+    fields: list[str] | None = None,
+    timezone: str = "UTC",
+    limit: int = DEFAULT_LIMIT,
+) -> SacctResult:
+    """Job and step rows of a `--parsable2` dump; a header line wins over `fields`, one is required.
+
+    States are normalised to their first word (`CANCELLED by 1234` is CANCELLED; the raw text is kept);
+    times without an offset are read in `timezone` and written as ISO-8601 with offset.
+    """
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise EvidenceError(
+            display,
+            f"expected an IANA timezone such as UTC, got {timezone!r}. Fix bundle.yaml",
+            field="timezone",
+        ) from None
+    lines = read_text_lines(path, display, limit=limit)
+    columns = list(fields) if fields else None
+    jobs: list[SacctJob] = []
+    by_id: dict[str, int] = {}
+    header_seen = False
+    for number, raw in enumerate(lines, start=1):
+        text = raw.rstrip("\r\n")
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        cells = text.split("|")
+        if not header_seen and {"JobID", "State"} <= {c.strip() for c in cells}:
+            columns = [c.strip() for c in cells]
+            header_seen = True
+            continue
+        header_seen = True
+        if columns is None:
+            raise EvidenceError(
+                display,
+                f"expected a header line or a field list (--fields State,JobID,...), got neither. {_HINT}",
+                line=number,
+            )
+        if len(cells) == len(columns) + 1 and cells[-1] == "":
+            cells = cells[:-1]  # --parsable (not 2) ends every row with a '|'
+        if len(cells) != len(columns):
+            raise EvidenceError(
+                display,
+                f"expected {len(columns)} fields as the field list names, got {len(cells)}. {_HINT}",
+                line=number,
+                field="row",
+            )
+        row = dict(zip(columns, cells, strict=True))
+        for required in ("JobID", "State"):
+            if required not in row:
+                raise EvidenceError(
+                    display,
+                    f"expected a '{required}' column, got {', '.join(columns)[:80]}. {_HINT}",
+                    line=number,
+                    field=required,
+                )
+        job_id = row["JobID"].strip()
+        if not job_id:
+            raise EvidenceError(
+                display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID"
+            )
+        state_raw = row["State"].strip()
+        state = state_raw.split(" ")[0].rstrip("+").upper() if state_raw else ""
+        if state not in STATES:
+            raise EvidenceError(
+                display,
+                f"expected a Slurm state ({', '.join(sorted(STATES))}), got {state_raw[:40]!r}. {_HINT}",
+                line=number,
+                field="State",
+            )
+        elapsed = (
+            parse_elapsed(row["Elapsed"], file=display, line=number)
+            if row.get("Elapsed", "").strip()
+            else None
+        )
+        start = _time(row.get("Start"), zone, display, number, "Start")
+        end = _time(row.get("End"), zone, display, number, "End")
+        parent, dot, _ = job_id.partition(".")
+        if dot:
+            step = SacctStep(
+                step_id=job_id,
+                state=state,
+                state_raw=state_raw,
+                elapsed_s=elapsed,
+                start=start,
+                end=end,
+                line=number,
+                fields=row,
+            )
+            if parent not in by_id:
+                raise EvidenceError(
+                    display,
+                    f"expected job {parent} before its step {job_id}, got none. {_HINT}",
+                    line=number,
+                    field="JobID",
+                )
+            jobs[by_id[parent]].steps.append(step)
+            continue
+        if job_id in by_id:
+            raise EvidenceError(
+                display,
+                f"expected each job once, got {job_id} again (first at line "
+                f"{jobs[by_id[job_id]].line}). {_HINT}",
+                line=number,
+                field="JobID",
+            )
+        by_id[job_id] = len(jobs)
+        jobs.append(
+            SacctJob(
+                job_id=job_id,
+                state=state,
+                state_raw=state_raw,
+                elapsed_s=elapsed,
+                start=start,
+                end=end,
+                submit=_time(row.get("Submit"), zone, display, number, "Submit"),
+                line=number,
+                fields=row,
+            )
+        )
+    if not jobs:
+        raise EvidenceError(display, f"expected sacct job rows, found none. {_HINT}")
+    return SacctResult(file=display, fields=columns or [], timezone=timezone, jobs=jobs)
+
+
+def _time(text: str | None, zone: ZoneInfo, display: str, number: int, name: str) -> str | None:
+    if text is None or text.strip() in _NO_TIME:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise EvidenceError(
+            display,
+            f"expected a time like 2022-07-05T16:17:52, got {text.strip()[:40]!r}. {_HINT}",
+            line=number,
+            field=name,
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=zone)
+    return moment.isoformat()

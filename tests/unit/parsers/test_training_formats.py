@@ -1,0 +1,142 @@
+"""Megatron, Megatron-DeepSpeed, DLLogger and golden-values parsers on small hand-written inputs."""
+# ruff: noqa: E501  (test data lines are copied as the tools print them)
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clustercert.errors import EvidenceError
+from clustercert.parsers import inspect_evidence
+from clustercert.parsers.dllogger import parse_dllogger
+from clustercert.parsers.megatron import parse_megatron
+from clustercert.parsers.megatron_deepspeed import parse_megatron_deepspeed
+from clustercert.parsers.megatron_golden import parse_megatron_golden
+
+MEGATRON = """\
+some prose before
+ining-demo/0 [default0]: [2025-08-29 17:02:50] iteration        1/      20 | consumed samples:   8 | \
+elapsed time per iteration (ms): 12953.0 | learning rate: 2.5E-05 | global batch size:     8 | lm loss: 1.056832E+01 \
+| grad norm: 20.435 | number of nan iterations:   0 | > padded vocab (size: 32000)
+Step Time : 9.09s GPU utilization: 663.5MODEL_TFLOP/s/GPU
+ [2025-08-29 17:02:51] iteration        2/      20 | elapsed time per iteration (ms): 751.4 | lm loss: 9.5 | \
+grad norm: nan | [t] iteration        3/      20 | elapsed time per iteration (ms): 450.0 | lm loss: 9.1 |
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "x.log") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_megatron_steps_prefixes_step_time_and_run_in_lines(tmp_path: Path) -> None:
+    log = parse_megatron(write(tmp_path, MEGATRON), "x.log")
+    assert [s.iteration for s in log.steps] == [1, 2, 3]
+    first, second, third = log.steps
+    assert (first.step_time_s, first.tflops_per_gpu, first.loss, first.grad_norm) == (
+        12.953,
+        663.5,
+        10.56832,
+        20.435,
+    )
+    assert (first.line, first.max_iteration, first.global_batch_size, first.consumed_samples) == (2, 20, 8, 8)
+    assert second.step_time_s == pytest.approx(0.7514) and second.line == 4
+    assert third.step_time_s == 0.45 and third.line == 4
+    assert [(m.line, m.field) for m in log.nan_marks] == [(4, "grad norm")]
+    out = log.to_json()
+    assert out["steps"][1]["grad_norm"] is None  # type: ignore[index]
+
+
+def test_megatron_deepspeed_seconds_and_tflops(tmp_path: Path) -> None:
+    text = (
+        " iteration       10/     100 | consumed samples: 80 | elapsed time per iteration (s): 1.25 | "
+        "learning rate: 1.0E-04 | global batch size: 8 | lm loss: 7.5E+00 | grad norm: 2.0 | "
+        "samples per second: 6.4 | TFLOPs: 150.25 |\n"
+    )
+    log = parse_megatron_deepspeed(write(tmp_path, text), "x.log")
+    step = log.steps[0]
+    assert (step.iteration, step.step_time_s, step.samples_per_s, step.tflops_per_gpu) == (
+        10,
+        1.25,
+        6.4,
+        150.25,
+    )
+    assert log.format == "megatron-deepspeed"
+
+
+def test_megatron_bad_number_names_line_and_field(tmp_path: Path) -> None:
+    text = " iteration 1/ 2 | elapsed time per iteration (ms): 4.2e+ |\n"
+    with pytest.raises(EvidenceError) as info:
+        parse_megatron(write(tmp_path, text), "x.log")
+    assert str(info.value).startswith(
+        "x.log line 1 field 'elapsed time per iteration (ms)': expected a number"
+    )
+
+
+def test_megatron_missing_step_time_and_no_steps(tmp_path: Path) -> None:
+    with pytest.raises(EvidenceError, match="line 1 field 'elapsed time per iteration'"):
+        parse_megatron(write(tmp_path, " iteration 1/ 2 | lm loss: 3.0 |\n"), "x.log")
+    with pytest.raises(EvidenceError, match="found none"):
+        parse_megatron(write(tmp_path, "hello\n"), "x.log")
+
+
+def test_dllogger_parameter_then_steps(tmp_path: Path) -> None:
+    lines = [
+        'DLLL {"timestamp": "1", "type": "PARAMETER", "step": "PARAMETER", "data": {"gbs": 8}}',
+        "noise",
+        'DLLL {"type": "LOG", "step": 5, "data": {"train_step_timing in s": 1.5, "reduced_train_loss": 2.0, '
+        '"grad_norm": 0.5, "TFLOPS_per_GPU": 400.0}}',
+        '[rank0] DLLL {"type": "LOG", "step": [0, 6], "data": {"train_step_timing in s": 1.25, "grad_norm": "nan"}}',
+    ]
+    log = parse_dllogger(write(tmp_path, "\n".join(lines)), "d.json")
+    assert [(s.iteration, s.step_time_s, s.line) for s in log.steps] == [(5, 1.5, 3), (6, 1.25, 4)]
+    assert (log.steps[0].loss, log.steps[0].grad_norm, log.steps[0].tflops_per_gpu) == (2.0, 0.5, 400.0)
+    assert [(m.line, m.field) for m in log.nan_marks] == [(4, "grad_norm")]
+
+
+def test_dllogger_bad_json(tmp_path: Path) -> None:
+    with pytest.raises(EvidenceError, match="d line 1 field 'DLLL'"):
+        parse_dllogger(write(tmp_path, 'DLLL {"type": \n'), "d")
+
+
+def test_golden_values_skip_nan(tmp_path: Path) -> None:
+    doc = {
+        "lm loss": {
+            "start_step": 1,
+            "end_step": 3,
+            "step_interval": 1,
+            "values": {"1": 10.0, "2": 9.5, "3": 9.0},
+        },
+        "iteration-time": {
+            "start_step": 1,
+            "end_step": 3,
+            "step_interval": 1,
+            "values": {"1": "nan", "2": 1.5, "3": 1.25},
+        },
+    }
+    log = parse_megatron_golden(write(tmp_path, json.dumps(doc), "g.json"), "g.json")
+    assert [(s.iteration, s.step_time_s, s.loss) for s in log.steps] == [(2, 1.5, 9.5), (3, 1.25, 9.0)]
+
+
+def test_golden_values_missing_metric(tmp_path: Path) -> None:
+    with pytest.raises(EvidenceError, match="field 'iteration-time'"):
+        parse_megatron_golden(write(tmp_path, '{"lm loss": {}}', "g.json"), "g.json")
+
+
+def test_inspect_training_contract(tmp_path: Path) -> None:
+    out = inspect_evidence(write(tmp_path, MEGATRON), None, display="x.log")
+    assert out["format"] == "megatron"
+    step = out["steps"][0]  # type: ignore[index]
+    assert {
+        k: step[k] for k in ("iteration", "step_time_s", "tflops_per_gpu", "loss", "grad_norm", "line")
+    } == {
+        "iteration": 1,
+        "step_time_s": 12.953,
+        "tflops_per_gpu": 663.5,
+        "loss": 10.56832,
+        "grad_norm": 20.435,
+        "line": 2,
+    }
