@@ -69,8 +69,12 @@ def _ensure_key(settings: Settings, now: dt.datetime) -> None:
 @app.command()
 def certify(
     bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")] = DEFAULT_BUNDLE,
-    catalog: Annotated[str | None, typer.Option(help="Catalog id in references/ or a path; default: bundle.yaml's.")] = None,
-    reports_dir: Annotated[Path | None, typer.Option(help="Where run folders go (default CLUSTERCERT_REPORTS_DIR).")] = None,
+    catalog: Annotated[
+        str | None, typer.Option(help="Catalog id in references/ or a path; default: bundle.yaml's.")
+    ] = None,
+    reports_dir: Annotated[
+        Path | None, typer.Option(help="Where run folders go (default CLUSTERCERT_REPORTS_DIR).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2 usage/configuration error, 3 INCOMPLETE or unreadable."""
@@ -135,8 +139,9 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool) -> Non
                           "checks": results["checks"], "workloads": results["workloads"]}, indent=2))
         return
     table = Table(title=f"{results['cluster']['name']}: {results['outcome']}")
-    for col in ("check", "status", "measured", "target", "delta"):
-        table.add_column(col)
+    table.add_column("check", overflow="fold", min_width=30)
+    for col in ("status", "measured", "target", "delta"):
+        table.add_column(col, no_wrap=True)
     for c in results["checks"]:
         measured = "–" if c["measured"] is None else f"{c['measured']:.4g} {c['unit']}"
         target = "–" if c["target"] is None else f"{c['target']:.4g} {c['unit']}"
@@ -154,7 +159,9 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool) -> Non
 @app.command()
 def verify(
     run_dir: Annotated[Path, typer.Argument(help="A run folder under reports/.")],
-    trust: Annotated[Path | None, typer.Option(help="Trust only this public key (PEM); default: the key directory's.")] = None,
+    trust: Annotated[
+        Path | None, typer.Option(help="Trust only this public key (PEM); default: the key directory's.")
+    ] = None,
     bundle: Annotated[Path | None, typer.Option(help="Where the evidence bundle is now, if it moved.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

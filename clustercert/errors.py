@@ -4,12 +4,12 @@ from __future__ import annotations
 
 __all__ = [
     "CatalogError",
-    "located",
     "ClusterCertError",
     "EvidenceError",
     "RenderError",
     "SigningError",
     "UsageError",
+    "located",
 ]
 
 

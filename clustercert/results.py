@@ -54,7 +54,9 @@ def build_results(
     catalog: LoadedCatalog,
     checks: list[Check],
     workloads: list[dict[str, Any]],
+    sections: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
+    """results.json; `sections` holds each phase's own data by phase name (chart series included)."""
     outcome = decide_outcome(checks)
     until = valid_until(meta.started(), catalog.spec.rules.validity_months)
     return {
@@ -72,6 +74,7 @@ def build_results(
         "rules": catalog.spec.rules.model_dump(),
         "checks": [c.to_json() for c in checks],
         "workloads": workloads,
+        "phases": sections,
     }
 
 

@@ -101,6 +101,11 @@ class WorkloadResult:
 class EfficiencyResult:
     checks: list[Check]
     workloads: list[WorkloadResult]
+    step_series: list[dict[str, object]]
+
+    def section(self) -> dict[str, object]:
+        """The phase's part of results.json beyond its checks (chart data included)."""
+        return {"step_series": self.step_series}
 
 
 def _subject(workload: str, precision: str, gpus: int) -> str:
@@ -127,21 +132,19 @@ def judge_efficiency(
     rules = catalog.spec.rules
     checks: list[Check] = []
     workloads: list[WorkloadResult] = []
+    series: list[dict[str, object]] = []
     runs = [r for r in bundle.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
     for entry in catalog.spec.suite:
         subject = _subject(entry.workload, entry.precision, entry.gpus)
         check_id = f"{PHASE}.{subject}_meets_baseline"
-        title = f"{entry.workload} {entry.precision.upper()} at {entry.gpus} GPUs reaches > {rules.pass_ratio:.0%} of baseline"
+        title = (f"{entry.workload} {entry.precision.upper()} at {entry.gpus} GPUs reaches "
+                 f"> {rules.pass_ratio:.0%} of baseline")
         baseline = catalog.baseline_for(entry.workload, entry.precision, entry.gpus)
         assert baseline is not None  # the catalog model guarantees a baseline per suite entry
         mine = sorted(
             (r for r in runs if (r.workload, r.precision, r.gpus) == (entry.workload, entry.precision, entry.gpus)),
             key=lambda r: r.repeat,
         )
-
-        def unusable(message: str, spans: tuple[Span, ...] = ()) -> Check:
-            return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=Status.ERROR,
-                         measured=None, target=baseline.step_time_s, unit="s", message=message, evidence=spans)
 
         if not mine:
             checks.append(Check(
@@ -174,6 +177,11 @@ def judge_efficiency(
                 checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
                 continue
             valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
+            series.append({
+                "run": run.id, "workload": run.workload, "precision": entry.precision.value, "gpus": run.gpus,
+                "iterations": [s.iteration for s in parsed.steps], "step_time_s": [s.step_time_s for s in parsed.steps],
+                "window": [baseline.window.first, baseline.window.last],
+            })
             checks.append(Check(
                 id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
                 severity=Severity.REQUIRED, status=Status.PASS, measured=float(len(measured.step_times)),
@@ -182,7 +190,11 @@ def judge_efficiency(
                 evidence=(Span(parsed.file, measured.lines[0], measured.lines[-1], len(measured.lines)),),
             ))
         if not valid:
-            checks.append(unusable(f"no valid run of {subject}: every repeat is unusable (see the run checks)"))
+            checks.append(Check(
+                id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=Status.ERROR,
+                measured=None, target=baseline.step_time_s, unit="s",
+                message=f"no valid run of {subject}: every repeat is unusable (see the run checks)",
+            ))
             continue
         means = [r.throughput.mean_s for r in valid]
         pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means))}
@@ -224,4 +236,4 @@ def judge_efficiency(
             baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
             delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
         ))
-    return EfficiencyResult(checks=checks, workloads=workloads)
+    return EfficiencyResult(checks=checks, workloads=workloads, step_series=series)

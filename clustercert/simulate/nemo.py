@@ -62,5 +62,5 @@ def render_nemo_log(run: NemoRun) -> str:
             fields.append(f"consumed_samples: {(it + 1) * run.gbs}")
         fields.append(f"TFLOPS_per_GPU: {tflops:.2f}")
         lines.append(f"Training epoch 0, iteration {it}/{max_it} | " + " | ".join(fields))
-    lines.append("`Trainer.fit` stopped: `max_steps={}` reached.".format(run.steps))
+    lines.append(f"`Trainer.fit` stopped: `max_steps={run.steps}` reached.")
     return "\n".join(lines) + "\n"

@@ -180,7 +180,8 @@ def test_changed_evidence_of_a_sealed_bundle_is_refused(tmp_path: Path) -> None:
     _flip_byte(victim)
     proc = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "reports"))
     assert proc.returncode == 3
-    assert proc.stderr.strip() == f"error: {victim}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)"
+    assert proc.stderr.strip() == (
+        f"error: {victim}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
 
 
 def test_bad_catalog_is_a_configuration_error(tmp_path: Path) -> None:

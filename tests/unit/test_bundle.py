@@ -49,7 +49,8 @@ def test_unknown_key_is_rejected_with_line_and_key(tmp_path: Path) -> None:
     text = GOOD.replace("recipe_version:", "colour: blue\nrecipe_version:")
     with pytest.raises(EvidenceError) as exc:
         load_bundle(_bundle(tmp_path, text))
-    assert str(exc.value).startswith(f"{tmp_path / 'bundle.yaml'} line 8 field 'colour': Extra inputs are not permitted")
+    where = f"{tmp_path / 'bundle.yaml'} line 8 field 'colour'"
+    assert str(exc.value).startswith(f"{where}: Extra inputs are not permitted")
 
 
 def test_bad_precision_names_its_line(tmp_path: Path) -> None:

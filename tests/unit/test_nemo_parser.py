@@ -1,3 +1,4 @@
+# ruff: noqa: E501
 """NeMo 2 step lines are found wherever they sit, with their line numbers; bad fields are located errors."""
 
 from __future__ import annotations

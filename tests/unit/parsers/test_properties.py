@@ -1,5 +1,5 @@
 """Property tests: mangled lines of every format only ever raise EvidenceError (hand-written seed lines)."""
-# ruff: noqa: E501  (test data lines are copied as the tools print them)
+
 
 from __future__ import annotations
 

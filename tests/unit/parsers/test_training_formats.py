@@ -1,5 +1,5 @@
 """Megatron, Megatron-DeepSpeed, DLLogger and golden-values parsers on small hand-written inputs."""
-# ruff: noqa: E501  (test data lines are copied as the tools print them)
+
 
 from __future__ import annotations
 

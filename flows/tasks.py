@@ -1,0 +1,48 @@
+"""Prefect tasks: each a few lines around one clustercert domain function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from clustercert.errors import EvidenceError
+from clustercert.parsers import TrainingLog
+from clustercert.results import RunMeta, build_results
+from clustercert.runfolder import Inputs, check_seal, load_inputs, parse_training_run, write_run_folder
+from clustercert.settings import load_settings
+from clustercert.signing import load_signing_key
+from clustercert.verdicts import Check
+
+__all__ = ["judge_task", "load_task", "parse_training_task", "write_task"]
+
+
+@task(name="load-inputs", retries=2, retry_delay_seconds=1)
+def load_task(bundle_path: str, references_dir: str, catalog: str | None) -> Inputs:
+    inputs = load_inputs(Path(bundle_path), Path(references_dir), catalog)
+    check_seal(inputs.bundle)
+    return inputs
+
+
+@task(name="parse-training-log", retries=2, retry_delay_seconds=1)
+def parse_training_task(inputs: Inputs, run_id: str, limit: int) -> TrainingLog | EvidenceError:
+    run = next(r for r in inputs.bundle.spec.runs if r.id == run_id)
+    return parse_training_run(inputs.bundle, run, limit)
+
+
+@task(name="judge")
+def judge_task(
+    meta: RunMeta, inputs: Inputs, checks: list[Check], workloads: list[dict[str, Any]],
+    sections: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    return build_results(meta, inputs.bundle, inputs.catalog, checks, workloads, sections)
+
+
+@task(name="render-and-sign")
+def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
+               templates_dir: str) -> dict[str, str]:
+    # The passphrase is read here, never passed as a parameter (Prefect records parameters).
+    key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
+    paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir))
+    return {k: str(v) for k, v in paths.items()}
