@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -222,12 +221,3 @@ def read_seal(bundle: LoadedBundle) -> dict[str, str] | None:
         out[rel] = digest
     return out
 
-
-def file_size_ok(path: Path, limit: int, display: str) -> None:
-    """Refuse a file bigger than `limit` bytes before reading it."""
-    size = os.stat(path).st_size
-    if size > limit:
-        raise EvidenceError(
-            display,
-            f"expected at most {limit} bytes, got {size}. Split the file or raise CLUSTERCERT_MAX_EVIDENCE_BYTES",
-        )

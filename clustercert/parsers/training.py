@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
+from clustercert.parsers.common import check_size
 
 __all__ = ["TrainingLog", "TrainingStep", "parse_number", "read_text_lines"]
 
@@ -72,15 +73,7 @@ def parse_number(text: str, *, file: str, line: int, field: str, hint: str) -> f
 
 def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
     """The file's lines as text; refuses empty, binary or oversized files with a located error."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise EvidenceError(display, f"expected a readable file, got {exc.strerror}") from None
-    if size > limit:
-        raise EvidenceError(
-            display,
-            f"expected at most {limit} bytes, got {size}. Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES",
-        )
+    check_size(path, display, limit)
     data = path.read_bytes()
     if not data.strip():
         raise EvidenceError(display, "expected log text, got an empty file")
