@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     templates_dir: Path = PROJECT_ROOT / "templates"
     key_passphrase: str | None = None
     max_evidence_bytes: int = 2 * 1024**3
+    alert_webhook: str | None = None  # scheduled runs POST their alerts here (issue 7)
+    dask_workers: int = 0  # > 0: `certify` runs the phase tasks on a local Dask cluster of this many workers
 
 
 def load_settings() -> Settings:
