@@ -34,6 +34,7 @@ def dask_address(workers: int) -> Iterator[str | None]:
     from flows.runners import local_dask_cluster
 
     with local_dask_cluster(workers) as address:
+        err.print(f"note: the phase tasks run on the local Dask cluster at {address} ({workers} workers)")
         yield address
 
 
@@ -91,7 +92,7 @@ def rerun(
     settings = load_settings()
     from clustercert.signing import load_signing_key
 
-    key = load_signing_key(settings.key_dir, settings.key_passphrase)
+    load_signing_key(settings.key_dir, settings.key_passphrase)  # refuse an unusable key before any flow runs
     os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result is used
     _quiet()
     from flows.certify import certify_flow
@@ -103,18 +104,19 @@ def rerun(
                      key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
                      templates_dir=str(settings.templates_dir), catalog=str((run_dir / "catalog.yaml").resolve()),
                      limit=settings.max_evidence_bytes)
-        del key
         diffs = compare_run_folders(run_dir, replay)
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
+    from clustercert.cli import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
+
     if not diffs:
         out.print(f"identical: results.json, report.html and the unsigned report.pdf of {run_dir} reproduced")
-        raise typer.Exit(0)
+        raise Exit(0)
     err.print(f"differs: {len(diffs)} difference(s) from {run_dir}", markup=False)
     for line in diffs:
         err.print(f"  {line}", markup=False)
-    raise typer.Exit(1)
+    raise Exit(1)
 
 
 def schedule(
@@ -152,7 +154,7 @@ def _quiet() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Mount the commands on `app` (exit codes travel as typer.Exit, which the CLI's main() returns)."""
+    """Mount the commands on `app`."""
     app.command()(runs)
     app.command()(rerun)
     app.command()(schedule)
