@@ -240,3 +240,15 @@ def test_rerun_prints_the_difference_of_a_changed_results_json(scheduled: dict[s
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"results.json.workloads[0].mfu: 0.5 -> {json.dumps(old)}" in proc.stderr
     assert "report.html" not in proc.stderr and "report.pdf" not in proc.stderr
+
+
+def test_runs_lists_both_runs_and_marks_the_regression(scheduled: dict[str, Any]) -> None:
+    reports = str(scheduled["reports"])
+    listed = json.loads(run_cli("runs", "--reports-dir", reports, "--cluster", CLUSTER, "--json").stdout)
+    assert [r["run_id"] for r in listed] == ["20200106T030000Z-previous", _run_dir(scheduled).name]
+    assert listed[1]["bundle_path"] == str(scheduled["bundles"] / "a-new") and listed[1]["outcome"] == "CERTIFIED"
+    assert set(listed[1]["headline"]) == {"deepseek-v3/bf16", "grok1-314b/bf16", "llama3.1-405b/fp8",
+                                          "llama3-70b/fp8"}
+    table = run_cli("runs", "--reports-dir", reports).stdout
+    assert table.count("REGRESSED") == 1 and "llama3-70b/fp8" in table
+    assert "no runs of cluster nowhere" in run_cli("runs", "--reports-dir", reports, "--cluster", "nowhere").stdout
