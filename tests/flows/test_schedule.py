@@ -229,17 +229,23 @@ def test_rerun_refuses_missing_evidence_naming_the_file(scheduled: dict[str, Any
     assert proc.stderr.startswith(f"error: {victim}: missing; the run's manifest lists it.")
 
 
-def test_rerun_prints_the_difference_of_a_changed_results_json(scheduled: dict[str, Any], tmp_path: Path) -> None:
+def test_rerun_warns_of_other_software_and_names_a_changed_result(scheduled: dict[str, Any], tmp_path: Path) -> None:
     run_dir = tmp_path / _run_dir(scheduled).name
     shutil.copytree(_run_dir(scheduled), run_dir)
     results = json.loads((run_dir / "results.json").read_text())
     old = results["workloads"][0]["mfu"]
     results["workloads"][0]["mfu"] = 0.5
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    now = manifest["predicate"]["software"]["pandas"]
+    manifest["predicate"]["software"]["pandas"] = "0.0.1"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     proc = run_cli("rerun", str(run_dir), env=scheduled["server"].env())
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"results.json.workloads[0].mfu: 0.5 -> {json.dumps(old)}" in proc.stderr
-    assert "report.html" not in proc.stderr and "report.pdf" not in proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"warning: software differs from the manifest's: pandas: recorded 0.0.1, now {now}",
+        f"differs: 1 difference(s) from {run_dir}",
+        f"  results.json.workloads[0].mfu: 0.5 -> {json.dumps(old)}"]
 
 
 def test_runs_lists_both_runs_and_marks_the_regression(scheduled: dict[str, Any]) -> None:
