@@ -37,7 +37,7 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def evidence_digest(inputs: Inputs) -> str:
-    """sha256 over bundle.yaml and every evidence file's sha256 (by relative path), independent of where it lies."""
+    """sha256 over bundle.yaml and every evidence file's sha256 (by relative path)."""
     digest = hashlib.sha256()
     for rel in [BUNDLE_FILE, *inputs.bundle.evidence_files()]:
         path = inputs.bundle.root / rel
@@ -48,7 +48,9 @@ def evidence_digest(inputs: Inputs) -> str:
 
 def _stable(value: Any) -> Any:
     if isinstance(value, Inputs):
-        return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256}
+        # The bundle's location is part of the key: parsed rows and findings name their files by path.
+        return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256,
+                "bundle": str(value.bundle.root.resolve())}
     if isinstance(value, dict):
         return {str(k): _stable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -60,7 +62,7 @@ def _stable(value: Any) -> Any:
 
 def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     """The task's name and code version with its parameters, an `Inputs` replaced by its evidence and catalog
-    hashes (so a copied bundle hits the same cache)."""
+    hashes and the bundle's location (results name evidence files by path)."""
     payload = {"task": context.task.name, "code": code_version(), "parameters": _stable(parameters)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, allow_nan=True).encode()).hexdigest()
 

@@ -64,7 +64,16 @@ def _previous_run(reports: Path) -> None:
 
 async def _api(server: PrefectServer, deployment: str) -> dict[str, Any]:
     from prefect.client.orchestration import PrefectClient
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterDeploymentId,
+        FlowRunFilterId,
+        FlowRunFilterParentFlowRunId,
+        FlowRunFilterState,
+        FlowRunFilterStateName,
+    )
 
     async with PrefectClient(api=server.api_url) as client:
         deadline = time.monotonic() + 60
@@ -83,11 +92,22 @@ async def _api(server: PrefectServer, deployment: str) -> dict[str, Any]:
             assert time.monotonic() < deadline, "the scheduled run did not finish in 180 s"
             await asyncio.sleep(0.5)
             run = await client.read_flow_run(run.id)
-        flow_runs = await client.read_flow_runs()
+        # The triggered run and its subflow runs (the server is shared with other tests), and the runs the cron
+        # schedule has put on the server.
+        flow_runs, frontier = [run], [run.id]
+        while frontier:
+            children = await client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=frontier)))
+            flow_runs += children
+            frontier = [c.id for c in children]
+        flow_runs += await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            deployment_id=FlowRunFilterDeploymentId(any_=[found.id]), state=FlowRunFilterState(
+                name=FlowRunFilterStateName(any_=["Scheduled"]))))
         names = {r.id: (await client.read_flow(r.flow_id)).name for r in flow_runs}
         ids = [r.id for r in flow_runs]
         task_runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)))
-        artifacts = await client.read_artifacts()
+        artifacts = await client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in flow_runs])))
         events: list[dict[str, Any]] = []
         deadline = time.monotonic() + 30
         while not events and time.monotonic() < deadline:
