@@ -105,7 +105,8 @@ def certify(
     try:
         from flows.certify import certify_flow
 
-        with cli_ops.dask_address((settings.dask_workers or 2) if dask else settings.dask_workers) as address:
+        workers = (settings.dask_workers or 2) if dask else settings.dask_workers
+        with cli_ops.dask_address(workers, settings.dask_address) as address:
             summary = certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
                 references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),

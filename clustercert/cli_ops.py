@@ -25,8 +25,13 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @contextmanager
-def dask_address(workers: int) -> Iterator[str | None]:
-    """The address of a local Dask cluster of `workers` workers for the flow's phase tasks; None when 0."""
+def dask_address(workers: int, address: str | None = None) -> Iterator[str | None]:
+    """The Dask scheduler for the flow's phase tasks: `address` (a running cluster) when given, else a local
+    cluster of `workers` workers started here; None (the default runner) when neither."""
+    if address:
+        err.print(f"note: the phase tasks run on the Dask cluster at {address}")
+        yield address
+        return
     if workers <= 0:
         with nullcontext():
             yield None
