@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustercert import cli_ops
 from clustercert.errors import ClusterCertError, UsageError
 from clustercert.settings import PROJECT_ROOT, Settings, load_settings
 
@@ -33,6 +34,7 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Manage the signing keys (the key directory is CLUSTERCERT_KEY_DIR).",
                        no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+cli_ops.register(app)  # schedule, rerun, runs (issue 7)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -76,6 +78,8 @@ def certify(
         Path | None, typer.Option(help="Where run folders go (default CLUSTERCERT_REPORTS_DIR).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    dask: Annotated[bool, typer.Option("--dask", help="Run the phase tasks on a local Dask cluster "
+                                       "(CLUSTERCERT_DASK_WORKERS workers, default 2).")] = False,
 ) -> None:
     """Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2 usage/configuration error, 3 INCOMPLETE or unreadable."""
     settings = load_settings()
@@ -83,31 +87,31 @@ def certify(
     reports = reports_dir or settings.reports_dir
     if not bundle.exists():
         raise UsageError(f"{bundle}: no such bundle. Give a bundle folder (default: {DEFAULT_BUNDLE}).")
-    from clustercert.hashing import sha256_file
     from clustercert.runfolder import check_seal, load_inputs
 
     # Unreadable input is refused here, with one line, before any flow starts.
     inputs = load_inputs(bundle, settings.references_dir, catalog)
     check_seal(inputs.bundle)
     loaded = inputs.bundle
-    digest = sha256_file(loaded.root / "bundle.yaml")[:8]
-    run_id = f"{now:%Y%m%dT%H%M%SZ}-{digest}"
-    run_dir = reports / run_id
     _ensure_key(settings, now)
+    from clustercert.runmeta import new_run_meta
     from clustercert.signing import load_signing_key
 
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
-    meta = {"run_id": run_id, "started_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "bundle_path": str(loaded.root),
-            "signer": key.fingerprint, "dev_key": key.dev_key}
+    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports)
+    run_id = meta["run_id"]
+    run_dir = reports / run_id
     _quiet_prefect()
     try:
         from flows.certify import certify_flow
 
-        summary = certify_flow(
-            bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
-            references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir), catalog=catalog,
-            limit=settings.max_evidence_bytes,
-        )
+        workers = (settings.dask_workers or 2) if dask else settings.dask_workers
+        with cli_ops.dask_address(workers, settings.dask_address) as address:
+            summary = certify_flow(
+                bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
+                references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
+                catalog=catalog, limit=settings.max_evidence_bytes, dask_address=address,
+            )
     except ClusterCertError:
         raise
     except Exception as exc:  # an internal error: one line here, the traceback in the run folder

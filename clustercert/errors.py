@@ -52,6 +52,14 @@ class EvidenceError(ClusterCertError):
         self.message = message
         super().__init__(f"{where(file, line, field)}: {message}")
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled when a task result is persisted or crosses to a Dask worker: rebuild from the parts.
+        return (_rebuild_evidence_error, (self.file, self.message, self.line, self.field))
+
+
+def _rebuild_evidence_error(file: str, message: str, line: int | None, field: str | None) -> EvidenceError:
+    return EvidenceError(file, message, line=line, field=field)
+
 
 class RenderError(ClusterCertError):
     """The report could not be rendered."""

@@ -10,9 +10,10 @@ from typing import Any
 
 from clustercert.bundle import LoadedBundle
 from clustercert.catalog import LoadedCatalog
+from clustercert.history import compare_headlines, headline
 from clustercert.verdicts import Check, Outcome, decide_outcome
 
-__all__ = ["RESULTS_SCHEMA_VERSION", "RunMeta", "build_results", "dump_json", "valid_until"]
+__all__ = ["RESULTS_SCHEMA_VERSION", "RunMeta", "build_results", "dump_json", "previous_run_section", "valid_until"]
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -26,15 +27,18 @@ class RunMeta:
     bundle_path: str  # as the user gave it
     signer: str  # key fingerprint
     dev_key: bool
+    previous_run: dict[str, Any] | None = None  # history.RunRecord.summary() of the cluster's previous run
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
-                "signer": self.signer, "dev_key": self.dev_key}
+                "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
+        previous = data.get("previous_run")
         return cls(run_id=str(data["run_id"]), started_at=str(data["started_at"]),
-                   bundle_path=str(data["bundle_path"]), signer=str(data["signer"]), dev_key=bool(data["dev_key"]))
+                   bundle_path=str(data["bundle_path"]), signer=str(data["signer"]), dev_key=bool(data["dev_key"]),
+                   previous_run=dict(previous) if previous else None)
 
     def started(self) -> dt.datetime:
         return dt.datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
@@ -75,7 +79,17 @@ def build_results(
         "checks": [c.to_json() for c in checks],
         "workloads": workloads,
         "phases": sections,
+        "previous_run": previous_run_section(meta.previous_run, workloads),
     }
+
+
+def previous_run_section(previous: dict[str, Any] | None, workloads: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The previous run of the same cluster and the change of each headline figure since (None for a first run)."""
+    if previous is None:
+        return None
+    changes = compare_headlines(previous["headline"], headline({"workloads": workloads}))
+    return {"run_id": previous["run_id"], "started_at": previous["started_at"], "outcome": previous["outcome"],
+            "changes": [c.to_json() for c in changes], "regressed": any(c.regressed for c in changes)}
 
 
 def dump_json(data: Any) -> str:

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     templates_dir: Path = PROJECT_ROOT / "templates"
     key_passphrase: str | None = None
     max_evidence_bytes: int = 2 * 1024**3
+    alert_webhook: str | None = None  # scheduled runs POST their alerts here (issue 7)
+    dask_workers: int = 0  # > 0: `certify` runs the phase tasks on a local Dask cluster of this many workers
+    dask_address: str | None = None  # a running Dask scheduler (tcp://host:8786) for the phase tasks instead
 
 
 def load_settings() -> Settings:

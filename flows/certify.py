@@ -7,7 +7,9 @@ from typing import Any
 from prefect import flow
 
 from clustercert.results import RunMeta
+from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow
+from flows.runners import on_runner
 from flows.tasks import judge_task, load_task, write_task
 
 __all__ = ["certify_flow"]
@@ -23,12 +25,16 @@ def certify_flow(
     templates_dir: str,
     catalog: str | None = None,
     limit: int = 2 * 1024**3,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths."""
+    """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths.
+
+    With `dask_address` (a running Dask scheduler) each phase subflow runs its tasks on that cluster."""
     meta = RunMeta.from_json(run_meta)
     inputs = load_task(bundle_path, references_dir, catalog)
-    efficiency = efficiency_flow(bundle_path, references_dir, catalog, limit)
+    efficiency = on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit)
     results = judge_task(meta, inputs, efficiency["checks"], efficiency["workloads"],
                          {"efficiency": efficiency["section"]})
     paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir)
+    publish_artifacts_task(results, paths)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

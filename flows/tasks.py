@@ -14,6 +14,7 @@ from clustercert.runfolder import Inputs, check_seal, load_inputs, parse_trainin
 from clustercert.settings import load_settings
 from clustercert.signing import load_signing_key
 from clustercert.verdicts import Check
+from flows.caching import CACHED
 
 __all__ = ["judge_task", "load_task", "parse_training_task", "write_task"]
 
@@ -25,13 +26,13 @@ def load_task(bundle_path: str, references_dir: str, catalog: str | None) -> Inp
     return inputs
 
 
-@task(name="parse-training-log", retries=2, retry_delay_seconds=1)
+@task(name="parse-training-log", retries=2, retry_delay_seconds=1, **CACHED)
 def parse_training_task(inputs: Inputs, run_id: str, limit: int) -> TrainingLog | EvidenceError:
     run = next(r for r in inputs.bundle.spec.runs if r.id == run_id)
     return parse_training_run(inputs.bundle, run, limit)
 
 
-@task(name="judge")
+@task(name="judge", **CACHED)
 def judge_task(
     meta: RunMeta, inputs: Inputs, checks: list[Check], workloads: list[dict[str, Any]],
     sections: dict[str, dict[str, Any]],

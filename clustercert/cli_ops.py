@@ -1,0 +1,165 @@
+"""Operations commands: `schedule` (a served Prefect deployment), `rerun` (reproduce a run), `runs` (history)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from clustercert.errors import UsageError
+from clustercert.settings import load_settings
+
+__all__ = ["dask_address", "register"]
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def dask_address(workers: int, address: str | None = None) -> Iterator[str | None]:
+    """The Dask scheduler for the flow's phase tasks: `address` (a running cluster) when given, else a local
+    cluster of `workers` workers started here; None (the default runner) when neither."""
+    if address:
+        err.print(f"note: the phase tasks run on the Dask cluster at {address}")
+        yield address
+        return
+    if workers <= 0:
+        with nullcontext():
+            yield None
+        return
+    from flows.runners import local_dask_cluster
+
+    with local_dask_cluster(workers) as address:
+        err.print(f"note: the phase tasks run on the local Dask cluster at {address} ({workers} workers)")
+        yield address
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def runs(
+    cluster: Annotated[str | None, typer.Option(help="Only this cluster (bundle.yaml's cluster.name).")] = None,
+    reports_dir: Annotated[Path | None, typer.Option(help="Default CLUSTERCERT_REPORTS_DIR.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list.")] = False,
+) -> None:
+    """List past runs, oldest first: date, cluster, bundle, outcome and headline figures per workload."""
+    from clustercert.history import compare_headlines, index_runs
+
+    records = index_runs(reports_dir or load_settings().reports_dir, cluster)
+    if as_json:
+        print(json.dumps([{"run_dir": str(r.run_dir), "cluster": r.cluster, "bundle_path": r.bundle_path,
+                           **r.summary()} for r in records], indent=2))
+        return
+    table = Table(title="clustercert runs")
+    for col in ("started", "run", "cluster", "bundle", "outcome", "headline (delta vs baseline, MFU)"):
+        table.add_column(col, overflow="fold")
+    last: dict[str, dict[str, Any]] = {}
+    for r in records:
+        regressed = {c.workload for c in compare_headlines(last[r.cluster], r.headline)
+                     if c.regressed} if r.cluster in last else set()
+        figures = "\n".join(f"{w} {_fmt(h['delta_pct'], '+.1f')} % {_fmt(h['mfu'], '.3f')}"
+                            + (" REGRESSED" if w in regressed else "") for w, h in r.headline.items())
+        table.add_row(r.started_at, r.run_id, r.cluster, r.bundle_path, r.outcome, figures)
+        last[r.cluster] = r.headline
+    out.print(table)
+    if not records:
+        out.print("no runs" + (f" of cluster {cluster}" if cluster else ""))
+
+
+def rerun(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder written by `clustercert certify`.")],
+    bundle: Annotated[Path | None, typer.Option(help="Where the evidence bundle is now, if it moved.")] = None,
+    keep: Annotated[Path | None, typer.Option(help="Write the re-run folder here instead of a temporary one.")] = None,
+) -> None:
+    """Re-run a certification from its recorded metadata and catalog copy, bypassing every cache, and compare.
+
+    Exit 0 reproduced identically, 1 differs (differences printed), 2 usage, 3 evidence missing or changed."""
+    if not (run_dir / "manifest.json").is_file():
+        raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
+    from clustercert.replay import check_recorded_evidence, compare_run_folders, read_predicate, software_differences
+    from clustercert.software import software_versions
+
+    predicate = read_predicate(run_dir)
+    root = bundle or Path(str(predicate["run"]["bundle_path"]))
+    check_recorded_evidence(run_dir, root)
+    for line in software_differences(predicate.get("software", {}), software_versions()):
+        err.print(f"warning: software differs from the manifest's: {line}", markup=False)
+    settings = load_settings()
+    from clustercert.signing import load_signing_key
+
+    load_signing_key(settings.key_dir, settings.key_passphrase)  # refuse an unusable key before any flow runs
+    os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result is used
+    _quiet()
+    from flows.certify import certify_flow
+
+    work = Path(tempfile.mkdtemp(prefix="clustercert-rerun-")) if keep is None else keep
+    replay = work / str(predicate["run"]["run_id"])
+    try:
+        certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
+                     key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
+                     templates_dir=str(settings.templates_dir), catalog=str((run_dir / "catalog.yaml").resolve()),
+                     limit=settings.max_evidence_bytes)
+        diffs = compare_run_folders(run_dir, replay)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    from clustercert.cli import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
+
+    if not diffs:
+        out.print(f"identical: results.json, report.html and the unsigned report.pdf of {run_dir} reproduced")
+        raise Exit(0)
+    err.print(f"differs: {len(diffs)} difference(s) from {run_dir}", markup=False)
+    for line in diffs:
+        err.print(f"  {line}", markup=False)
+    raise Exit(1)
+
+
+def schedule(
+    source: Annotated[Path, typer.Argument(help="A bundle, or a folder of sealed bundles (the newest is certified).")],
+    cron: Annotated[str, typer.Option(help="Cron schedule, e.g. '0 3 * * 1' (Mondays 03:00 UTC).")],
+    name: Annotated[str | None, typer.Option(help="Deployment name (default certify-<folder name>).")] = None,
+    catalog: Annotated[str | None, typer.Option(help="Catalog id or path; default: bundle.yaml's.")] = None,
+) -> None:
+    """Serve a deployment that certifies SOURCE on CRON against the Prefect server at PREFECT_API_URL."""
+    if not source.exists():
+        raise UsageError(f"{source}: no such bundle or folder")
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        raise UsageError("schedule needs a Prefect server: PREFECT_API_URL is not set. Start one with "
+                         "`prefect server start` and set PREFECT_API_URL=http://127.0.0.1:4200/api (see README)")
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron)
+    except ValueError:
+        raise UsageError(f"--cron: expected a cron expression such as '0 3 * * 1', got '{cron}'") from None
+    from flows.schedule import serve_schedule
+
+    deployment = name or f"certify-{source.resolve().name}"
+    err.print(f"serving deployment scheduled-certify/{deployment} ({cron}) on {PREFECT_API_URL.value()}; "
+              "Ctrl-C stops it", markup=False)
+    serve_schedule(str(source.resolve()), cron, deployment, catalog)
+
+
+def _quiet() -> None:
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def register(app: typer.Typer) -> None:
+    """Mount the commands on `app`."""
+    app.command()(runs)
+    app.command()(rerun)
+    app.command()(schedule)

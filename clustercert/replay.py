@@ -1,0 +1,103 @@
+"""Re-running a recorded certification: evidence still as recorded, recorded metadata, comparison of run folders."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from clustercert.attest import EVIDENCE_PREFIX, MANIFEST
+from clustercert.errors import EvidenceError, UsageError
+from clustercert.hashing import sha256_file
+from clustercert.pdfbytes import unsigned_bytes
+
+__all__ = ["check_recorded_evidence", "compare_run_folders", "read_predicate", "software_differences"]
+
+
+def read_predicate(run_dir: Path) -> dict[str, Any]:
+    """The manifest's predicate (outcome, catalog, software, run metadata)."""
+    path = run_dir / MANIFEST
+    try:
+        predicate = json.loads(path.read_text(encoding="utf-8"))["predicate"]
+        predicate["run"]["run_id"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: expected a run folder's manifest with run metadata, got {exc.__class__.__name__}"
+                         f" ({exc}). Give a run folder written by `clustercert certify`.") from None
+    return dict(predicate)
+
+
+def check_recorded_evidence(run_dir: Path, bundle: Path) -> list[str]:
+    """The evidence paths (relative to the bundle) after checking each against the manifest's sha256; the first
+    missing or changed one raises EvidenceError naming it."""
+    statement = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    rels: list[str] = []
+    for subject in statement.get("subject", []):
+        name = str(subject["name"])
+        if not name.startswith(EVIDENCE_PREFIX):
+            continue
+        rel = name[len(EVIDENCE_PREFIX):]
+        path = bundle / rel
+        if not path.is_file():
+            raise EvidenceError(str(path), "missing; the run's manifest lists it. Restore it or give --bundle DIR")
+        if sha256_file(path) != subject["digest"]["sha256"]:
+            raise EvidenceError(str(path), "changed since the run (sha256 differs from the run's manifest.json); "
+                                "a re-run needs the evidence as it was")
+        rels.append(rel)
+    return rels
+
+
+def software_differences(recorded: dict[str, str], current: dict[str, str]) -> list[str]:
+    """One line per package whose version differs from the recorded one."""
+    return [f"{name}: recorded {recorded.get(name, 'absent')}, now {current.get(name, 'absent')}"
+            for name in sorted(set(recorded) | set(current)) if recorded.get(name) != current.get(name)]
+
+
+def _json_differences(old: Any, new: Any, where: str, out: list[str]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in list(old) + [k for k in new if k not in old]:
+            if key not in new:
+                out.append(f"{where}.{key}: removed (was {json.dumps(old[key])[:80]})")
+            elif key not in old:
+                out.append(f"{where}.{key}: added ({json.dumps(new[key])[:80]})")
+            else:
+                _json_differences(old[key], new[key], f"{where}.{key}", out)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            _json_differences(a, b, f"{where}[{i}]", out)
+    elif old != new or type(old) is not type(new):
+        out.append(f"{where}: {json.dumps(old)[:80]} -> {json.dumps(new)[:80]}")
+
+
+def _first_difference(old: bytes, new: bytes) -> int:
+    for i, (a, b) in enumerate(zip(old, new, strict=False)):
+        if a != b:
+            return i
+    return min(len(old), len(new))
+
+
+def compare_run_folders(original: Path, replay: Path) -> list[str]:
+    """Differences in results.json (by JSON path), report.html (first differing lines) and the unsigned PDF bytes
+    (first differing offset); empty when the replay reproduced the original."""
+    diffs: list[str] = []
+    old_results = json.loads((original / "results.json").read_text(encoding="utf-8"))
+    new_results = json.loads((replay / "results.json").read_text(encoding="utf-8"))
+    found: list[str] = []
+    _json_differences(old_results, new_results, "results.json", found)
+    if not found and (original / "results.json").read_bytes() != (replay / "results.json").read_bytes():
+        found.append("results.json: same values, different bytes")
+    diffs += found
+    old_html, new_html = (original / "report.html").read_bytes(), (replay / "report.html").read_bytes()
+    if old_html != new_html:
+        lines = difflib.unified_diff(old_html.decode(errors="replace").splitlines(),
+                                     new_html.decode(errors="replace").splitlines(), "original", "re-run", n=0,
+                                     lineterm="")
+        shown = [ln for ln in lines if ln[:1] in "+-" and not ln.startswith(("---", "+++"))][:6]
+        diffs.append("report.html: bytes differ: " + " | ".join(s[:100] for s in shown))
+    old_pdf = unsigned_bytes((original / "report.pdf").read_bytes())
+    new_pdf = unsigned_bytes((replay / "report.pdf").read_bytes())
+    if old_pdf != new_pdf:
+        at = _first_difference(old_pdf, new_pdf)
+        diffs.append(f"report.pdf: unsigned bytes differ from offset {at} ({len(old_pdf)} vs {len(new_pdf)} bytes): "
+                     f"{old_pdf[at:at + 40]!r} -> {new_pdf[at:at + 40]!r}")
+    return diffs

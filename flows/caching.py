@@ -1,0 +1,72 @@
+"""Cross-run task caching: a key of the evidence sha256, the catalog hash and the code version, results persisted."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from prefect.cache_policies import CacheKeyFnPolicy
+from prefect.context import TaskRunContext
+
+from clustercert.bundle import BUNDLE_FILE
+from clustercert.hashing import sha256_file
+from clustercert.runfolder import Inputs
+
+__all__ = ["CACHED", "certify_cache_key", "code_version", "evidence_digest"]
+
+_CODE_ROOTS = ("clustercert", "flows")
+
+
+@functools.cache
+def code_version() -> str:
+    """sha256 over the source of clustercert/ and flows/: any code change invalidates every cached result."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for package in _CODE_ROOTS:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    return sha256_file(Path(path))
+
+
+def evidence_digest(inputs: Inputs) -> str:
+    """sha256 over bundle.yaml and every evidence file's sha256 (by relative path)."""
+    digest = hashlib.sha256()
+    for rel in [BUNDLE_FILE, *inputs.bundle.evidence_files()]:
+        path = inputs.bundle.root / rel
+        stat = path.stat()
+        digest.update(f"{rel}\0{_file_digest(str(path), stat.st_size, stat.st_mtime_ns)}\n".encode())
+    return digest.hexdigest()
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, Inputs):
+        # The bundle's location is part of the key: parsed rows and findings name their files by path.
+        return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256,
+                "bundle": str(value.bundle.root.resolve())}
+    if isinstance(value, dict):
+        return {str(k): _stable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_stable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)  # dataclasses (checks, parsed logs, run metadata) have deterministic reprs
+
+
+def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
+    """The task's name and code version with its parameters, an `Inputs` replaced by its evidence and catalog
+    hashes and the bundle's location (results name evidence files by path)."""
+    payload = {"task": context.task.name, "code": code_version(), "parameters": _stable(parameters)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, allow_nan=True).encode()).hexdigest()
+
+
+# Task options for every cached task: results are persisted in Prefect's local storage (PREFECT_HOME/storage by
+# default, or PREFECT_LOCAL_STORAGE_PATH) so a run interrupted by a crash resumes from them.
+CACHED: dict[str, Any] = {"cache_policy": CacheKeyFnPolicy(cache_key_fn=certify_cache_key), "persist_result": True}

@@ -1,0 +1,34 @@
+"""Task runners for the phase subflows: the default threads, or Prefect's Dask runner on a running cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from prefect import Flow
+
+__all__ = ["local_dask_cluster", "on_runner"]
+
+F = TypeVar("F", bound=Flow[Any, Any])
+
+
+def on_runner(subflow: F, dask_address: str | None) -> F:
+    """`subflow` itself, or a copy whose tasks run on the Dask scheduler at `dask_address`."""
+    if dask_address is None:
+        return subflow
+    from prefect_dask.task_runners import DaskTaskRunner
+
+    runner: Any = DaskTaskRunner(address=dask_address)
+    return subflow.with_options(task_runner=runner)  # type: ignore[return-value]
+
+
+@contextmanager
+def local_dask_cluster(workers: int) -> Iterator[str]:
+    """A Dask LocalCluster of `workers` single-threaded worker processes; yields the scheduler's address."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster:
+        yield str(cluster.scheduler_address)

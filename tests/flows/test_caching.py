@@ -1,0 +1,54 @@
+"""Cross-run caching: a run interrupted by a crash resumes from persisted task results; a refresh recomputes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.flows.conftest import PrefectServer
+
+pytestmark = pytest.mark.slow
+
+
+async def _latest_efficiency_tasks(server: PrefectServer) -> dict[str, list[str]]:
+    """State names by task of the newest `efficiency` subflow run."""
+    from prefect.client.orchestration import PrefectClient
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    async with PrefectClient(api=server.api_url) as client:
+        runs = await client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["efficiency"])),
+                                           sort=FlowRunSort.START_TIME_DESC, limit=1)
+        tasks = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[runs[0].id])))
+    out: dict[str, list[str]] = {}
+    for t in tasks:
+        out.setdefault(t.name.rsplit("-", 1)[0], []).append(str(t.state_name))
+    return out
+
+
+def test_an_interrupted_run_resumes_from_cached_results(prefect_server: PrefectServer, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"  # evidence no earlier test has seen: nothing of it is cached yet
+    assert run_cli("simulate", "--out", str(bundle), "--seed", "11", "--repeats", "1").returncode == 0
+    empty = tmp_path / "no-templates"
+    empty.mkdir()
+    env = prefect_server.env()
+    crashed = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "r1"),
+                      env={**env, "CLUSTERCERT_TEMPLATES_DIR": str(empty)})
+    assert crashed.returncode == 4 and "cannot render the report" in crashed.stderr, crashed.stderr
+    first = asyncio.run(_latest_efficiency_tasks(prefect_server))
+    assert set(first["parse-training-log"]) == {"Completed"}
+
+    resumed = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "r2"), env=env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    second = asyncio.run(_latest_efficiency_tasks(prefect_server))
+    assert second["parse-training-log"] == ["Cached"] * len(first["parse-training-log"])
+    assert second["judge-efficiency"] == ["Cached"]
+
+    refreshed = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "r3"),
+                        env={**env, "PREFECT_TASKS_REFRESH_CACHE": "true"})
+    assert refreshed.returncode == 0
+    third = asyncio.run(_latest_efficiency_tasks(prefect_server))
+    assert set(third["parse-training-log"]) == {"Completed"} and third["judge-efficiency"] == ["Completed"]

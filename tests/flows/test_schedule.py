@@ -1,0 +1,280 @@
+"""A scheduled certification on a real Prefect server: served deployment, run, report, alert, API records, rerun."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+from tests.flows.conftest import PrefectServer, stop
+
+SAMPLE = ROOT / "evidence" / "gb200-seed"
+CLUSTER = "example-cloud-gb200-east"
+pytestmark = pytest.mark.slow
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that keeps every JSON body POSTed to it."""
+
+    def __init__(self) -> None:
+        received: list[dict[str, Any]] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                received.append(json.loads(body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _previous_run(reports: Path) -> None:
+    """A previous run of the same cluster whose llama3-70b FP8 figures were far better (so this run regressed)."""
+    folder = reports / "20200106T030000Z-previous"
+    folder.mkdir(parents=True)
+    results = {"run_id": folder.name, "started_at": "2020-01-06T03:00:00Z", "cluster": {"name": CLUSTER},
+               "outcome": "CERTIFIED",
+               "workloads": [{"workload": "llama3-70b", "precision": "fp8", "delta_pct": 9.0, "mfu": 0.9}]}
+    (folder / "results.json").write_text(json.dumps(results))
+
+
+async def _api(server: PrefectServer, deployment: str) -> dict[str, Any]:
+    from prefect.client.orchestration import PrefectClient
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        FlowRunFilter,
+        FlowRunFilterDeploymentId,
+        FlowRunFilterId,
+        FlowRunFilterParentFlowRunId,
+        FlowRunFilterState,
+        FlowRunFilterStateName,
+    )
+
+    async with PrefectClient(api=server.api_url) as client:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                found = await client.read_deployment_by_name(f"scheduled-certify/{deployment}")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
+        schedules = [s.schedule.model_dump() for s in found.schedules]
+        run = await client.create_flow_run_from_deployment(found.id)
+        deadline = time.monotonic() + 180
+        while not (run.state and run.state.is_final()):
+            assert time.monotonic() < deadline, "the scheduled run did not finish in 180 s"
+            await asyncio.sleep(0.5)
+            run = await client.read_flow_run(run.id)
+        # The triggered run and its subflow runs (the server is shared with other tests), and the runs the cron
+        # schedule has put on the server.
+        flow_runs, frontier = [run], [run.id]
+        while frontier:
+            children = await client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=frontier)))
+            flow_runs += children
+            frontier = [c.id for c in children]
+        flow_runs += await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            deployment_id=FlowRunFilterDeploymentId(any_=[found.id]), state=FlowRunFilterState(
+                name=FlowRunFilterStateName(any_=["Scheduled"]))))
+        names = {r.id: (await client.read_flow(r.flow_id)).name for r in flow_runs}
+        ids = [r.id for r in flow_runs]
+        task_runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)))
+        artifacts = await client.read_artifacts(artifact_filter=ArtifactFilter(
+            flow_run_id=ArtifactFilterFlowRunId(any_=[r.id for r in flow_runs])))
+        events: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while not events and time.monotonic() < deadline:
+            response = await client._client.post(
+                "/events/filter", json={"filter": {"event": {"name": ["clustercert.run.alert"]}}, "limit": 50})
+            events = response.json()["events"]
+            if not events:
+                await asyncio.sleep(0.5)
+        return {"run": run, "schedules": schedules, "flow_runs": flow_runs, "flow_names": names,
+                "task_runs": task_runs, "artifacts": artifacts, "events": events}
+
+
+@pytest.fixture(scope="module")
+def scheduled(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    work = tmp_path_factory.mktemp("schedule")
+    bundles, reports = work / "bundles", work / "reports"
+    shutil.copytree(SAMPLE, bundles / "a-new")
+    shutil.copytree(SAMPLE, bundles / "z-old")  # sealed earlier: the newest sealed bundle is a-new despite its name
+    old = time.time() - 86400
+    os.utime(bundles / "z-old" / "MANIFEST.sha256", (old, old))
+    _previous_run(reports)
+    receiver = Receiver()
+    env = {**os.environ, **prefect_server.env(), "PYTHONPATH": str(ROOT), "CLUSTERCERT_REPORTS_DIR": str(reports),
+           "CLUSTERCERT_ALERT_WEBHOOK": receiver.url}
+    started = time.monotonic()
+    with (work / "serve.log").open("wb") as log:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "clustercert", "schedule", str(bundles), "--cron", "0 3 * * 1"], cwd=ROOT, env=env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            api = asyncio.run(_api(prefect_server, "certify-bundles"))
+        finally:
+            stop(serve)
+            receiver.close()
+    served_output = (work / "serve.log").read_text()
+    yield {"api": api, "bundles": bundles, "reports": reports, "received": receiver.received,
+           "served_output": served_output, "seconds": time.monotonic() - started, "server": prefect_server}
+
+
+def _run_dir(scheduled: dict[str, Any]) -> Path:
+    return next(p for p in scheduled["reports"].iterdir() if p.name != "20200106T030000Z-previous")
+
+
+def test_the_scheduled_run_certifies_the_newest_sealed_bundle(scheduled: dict[str, Any]) -> None:
+    api = scheduled["api"]
+    assert api["run"].state.name == "Completed", scheduled["served_output"][-3000:]
+    assert api["schedules"] == [{"cron": "0 3 * * 1", "timezone": None, "day_or": True}]
+    run_dir = _run_dir(scheduled)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["predicate"]["run"]["bundle_path"] == str(scheduled["bundles"] / "a-new")
+    assert manifest["predicate"]["outcome"] == "CERTIFIED"
+    proc = run_cli("verify", str(run_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_flow_runs_subflows_tasks_and_artifacts_are_in_the_api(scheduled: dict[str, Any]) -> None:
+    api = scheduled["api"]
+    # The cron schedule has put future runs on the server: Mondays at 03:00 UTC.
+    future = [r for r in api["flow_runs"] if r.state_name == "Scheduled"]
+    assert future and all(r.expected_start_time.weekday() == 0 and (r.expected_start_time.hour,
+                          r.expected_start_time.minute) == (3, 0) for r in future)
+    ran = [r for r in api["flow_runs"] if r.state_name != "Scheduled"]
+    by_name = {api["flow_names"][r.id]: r for r in ran}
+    assert sorted(by_name) == ["certify", "efficiency", "scheduled-certify"] and len(ran) == 3
+    assert all(r.state_name == "Completed" for r in ran)
+    assert by_name["scheduled-certify"].deployment_id is not None
+    assert by_name["certify"].parent_task_run_id is not None and by_name["efficiency"].parent_task_run_id
+    tasks: dict[str, list[Any]] = {}
+    for t in api["task_runs"]:
+        tasks.setdefault(t.name.rsplit("-", 1)[0], []).append(t)  # a task run is named <task>-<suffix>
+    results = json.loads((_run_dir(scheduled) / "results.json").read_text())
+    repeats = sum(len(w["repeats"]) for w in results["workloads"])
+    assert len(tasks["parse-training-log"]) == repeats
+    for name in ("resolve-source", "load-inputs", "judge-efficiency", "judge", "render-and-sign",
+                 "publish-artifacts", "alert", "post-webhook"):
+        assert name in tasks, sorted(tasks)
+    certify_id = by_name["certify"].id
+    arts = {a.key: a for a in api["artifacts"]}
+    prefix = f"clustercert-{CLUSTER}-"
+    # Prefect stores a link artifact as markdown: [text](link).
+    assert [arts[prefix + k].type for k in ("outcome-table", "summary", "report")] == ["table", "markdown", "markdown"]
+    assert all(arts[prefix + k].flow_run_id == certify_id for k in ("outcome-table", "summary", "report"))
+    table = arts[prefix + "outcome-table"].data
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert [(r["check"], r["status"]) for r in rows] == [(c["id"], c["status"]) for c in results["checks"]]
+    assert "# example-cloud-gb200-east: CERTIFIED" in arts[prefix + "summary"].data
+    assert "regressed" in arts[prefix + "summary"].data
+    pdf = _run_dir(scheduled) / "report.pdf"
+    assert arts[prefix + "report"].data == f"[report.pdf of {results['run_id']}]({pdf.resolve().as_uri()})"
+
+
+def test_a_regression_raises_an_event_and_calls_the_webhook(scheduled: dict[str, Any]) -> None:
+    assert len(scheduled["received"]) == 1
+    alert = scheduled["received"][0]
+    assert alert["cluster"] == CLUSTER and alert["outcome"] == "CERTIFIED"
+    assert alert["run_id"] == _run_dir(scheduled).name
+    assert {(r["workload"], r["figure"]) for r in alert["regressions"]} == {("llama3-70b/fp8", "delta_pct"),
+                                                                           ("llama3-70b/fp8", "mfu")}
+    assert alert["reasons"] == ["2 headline figure(s) regressed since run 20200106T030000Z-previous"]
+    events = scheduled["api"]["events"]
+    assert len(events) == 1 and events[0]["payload"]["run_id"] == alert["run_id"]
+    assert events[0]["resource"]["prefect.resource.id"] == f"clustercert.cluster.{CLUSTER}"
+    results = json.loads((_run_dir(scheduled) / "results.json").read_text())
+    assert results["previous_run"]["run_id"] == "20200106T030000Z-previous"
+    assert results["previous_run"]["regressed"] is True
+
+
+def test_rerun_of_the_scheduled_run_is_identical(scheduled: dict[str, Any]) -> None:
+    proc = run_cli("rerun", str(_run_dir(scheduled)), env=scheduled["server"].env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("identical: ")
+    assert "warning" not in proc.stderr
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_rerun_refuses_changed_evidence_naming_the_file(scheduled: dict[str, Any], tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(scheduled["bundles"] / "a-new", bundle)
+    victim = bundle / "training" / "grok1-314b" / "bf16" / "512" / "r2.log"
+    _flip_byte(victim)
+    proc = run_cli("rerun", str(_run_dir(scheduled)), "--bundle", str(bundle))
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == (f"error: {victim}: changed since the run (sha256 differs from the run's "
+                                   "manifest.json); a re-run needs the evidence as it was")
+
+
+def test_rerun_refuses_missing_evidence_naming_the_file(scheduled: dict[str, Any], tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(scheduled["bundles"] / "a-new", bundle)
+    victim = bundle / "training" / "deepseek-v3" / "bf16" / "512" / "r1.log"
+    victim.unlink()
+    proc = run_cli("rerun", str(_run_dir(scheduled)), "--bundle", str(bundle))
+    assert proc.returncode == 3
+    assert proc.stderr.startswith(f"error: {victim}: missing; the run's manifest lists it.")
+
+
+def test_rerun_warns_of_other_software_and_names_a_changed_result(scheduled: dict[str, Any], tmp_path: Path) -> None:
+    run_dir = tmp_path / _run_dir(scheduled).name
+    shutil.copytree(_run_dir(scheduled), run_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    old = results["workloads"][0]["mfu"]
+    results["workloads"][0]["mfu"] = 0.5
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    now = manifest["predicate"]["software"]["pandas"]
+    manifest["predicate"]["software"]["pandas"] = "0.0.1"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    proc = run_cli("rerun", str(run_dir), env=scheduled["server"].env())
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"warning: software differs from the manifest's: pandas: recorded 0.0.1, now {now}",
+        f"differs: 1 difference(s) from {run_dir}",
+        f"  results.json.workloads[0].mfu: 0.5 -> {json.dumps(old)}"]
+
+
+def test_runs_lists_both_runs_and_marks_the_regression(scheduled: dict[str, Any]) -> None:
+    reports = str(scheduled["reports"])
+    listed = json.loads(run_cli("runs", "--reports-dir", reports, "--cluster", CLUSTER, "--json").stdout)
+    assert [r["run_id"] for r in listed] == ["20200106T030000Z-previous", _run_dir(scheduled).name]
+    assert listed[1]["bundle_path"] == str(scheduled["bundles"] / "a-new") and listed[1]["outcome"] == "CERTIFIED"
+    assert set(listed[1]["headline"]) == {"deepseek-v3/bf16", "grok1-314b/bf16", "llama3.1-405b/fp8",
+                                          "llama3-70b/fp8"}
+    table = run_cli("runs", "--reports-dir", reports).stdout
+    assert table.count("REGRESSED") == 1 and "llama3-70b/fp8" in table
+    assert "no runs of cluster nowhere" in run_cli("runs", "--reports-dir", reports, "--cluster", "nowhere").stdout

@@ -1,0 +1,54 @@
+"""Comparison of an original run folder with its re-run: results.json by JSON path, HTML lines, unsigned PDF."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from clustercert.replay import compare_run_folders, software_differences
+
+
+def _folder(path: Path, results: dict[str, object], html: str, pdf: bytes) -> Path:
+    path.mkdir()
+    (path / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (path / "report.html").write_text(html)
+    (path / "report.pdf").write_bytes(pdf)
+    return path
+
+
+PDF = b"%PDF-1.7\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+
+
+def test_identical_folders_have_no_difference(tmp_path: Path) -> None:
+    a = _folder(tmp_path / "a", {"x": [1, {"y": 2.5}]}, "<p>1</p>\n", PDF)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    assert compare_run_folders(a, b) == []
+
+
+def test_a_signature_appended_to_the_replay_is_not_a_difference(tmp_path: Path) -> None:
+    a = _folder(tmp_path / "a", {"x": 1}, "<p/>", PDF)
+    signed = PDF + b"2 0 obj << /ByteRange [0 60 80 8] /Contents <00> >> endobj\n%%EOF\n"
+    b = _folder(tmp_path / "b", {"x": 1}, "<p/>", signed)
+    assert compare_run_folders(a, b) == []
+
+
+def test_each_difference_is_named(tmp_path: Path) -> None:
+    a = _folder(tmp_path / "a", {"x": [1, {"y": 2.5}], "gone": True}, "<p>1</p>\n<p>same</p>\n", PDF)
+    b = _folder(tmp_path / "b", {"x": [1, {"y": 2.75}], "new": None}, "<p>2</p>\n<p>same</p>\n",
+                PDF.replace(b"1.7", b"1.6"))
+    assert compare_run_folders(a, b) == [
+        "results.json.x[1].y: 2.5 -> 2.75",
+        "results.json.gone: removed (was true)",
+        "results.json.new: added (null)",
+        "report.html: bytes differ: -<p>1</p> | +<p>2</p>",
+        # 48 bytes each (9 + 20 + 13 + 6); "%PDF-1." is 7 bytes, so the version digit is at offset 7.
+        "report.pdf: unsigned bytes differ from offset 7 (48 vs 48 bytes): "
+        "b'7\\n1 0 obj <<>> endobj\\ntrailer <<>>\\n%%EOF' -> b'6\\n1 0 obj <<>> endobj\\ntrailer <<>>\\n%%EOF'",
+    ]
+
+
+def test_software_differences_name_each_package() -> None:
+    assert software_differences({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"}) == [
+        "b: recorded 2, now 3", "c: recorded absent, now 4"]
