@@ -23,6 +23,7 @@ def certify_flow(
     templates_dir: str,
     catalog: str | None = None,
     limit: int = 2 * 1024**3,
+    redact: bool = False,
 ) -> dict[str, Any]:
     """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths."""
     meta = RunMeta.from_json(run_meta)
@@ -30,5 +31,5 @@ def certify_flow(
     efficiency = efficiency_flow(bundle_path, references_dir, catalog, limit)
     results = judge_task(meta, inputs, efficiency["checks"], efficiency["workloads"],
                          {"efficiency": efficiency["section"]})
-    paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir)
+    paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, redact=redact)
     return {"outcome": results["outcome"], "results": results, "paths": paths}
