@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from clustercert.errors import RenderError
 
-__all__ = ["APPENDIX_CAP", "SPANS_PER_ITEM", "build_context", "render_html", "render_pdf"]
+__all__ = [
+    "APPENDIX_CAP",
+    "SPANS_PER_ITEM",
+    "breakable",
+    "build_context",
+    "font_versions",
+    "local_only_fetcher",
+    "render_html",
+    "render_pdf",
+]
 
 APPENDIX_CAP = 200
 SPANS_PER_ITEM = 3
@@ -168,6 +179,12 @@ def build_context(
     }
 
 
+def breakable(text: object) -> markupsafe.Markup:
+    """`text` escaped, with a line-break opportunity after each . _ / so long ids and paths wrap in tables."""
+    escaped = str(markupsafe.escape(str(text)))
+    return markupsafe.Markup(re.sub(r"([._/])", r"\1<wbr>", escaped))
+
+
 def render_html(context: dict[str, Any], templates_dir: Path) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
@@ -175,6 +192,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+    env.filters["breakable"] = breakable
     try:
         css = (templates_dir / CSS).read_text(encoding="utf-8")
         return env.get_template(TEMPLATE).render(css=css, **context)
@@ -182,9 +200,8 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
         raise RenderError(f"{templates_dir / TEMPLATE}: cannot render the report ({exc})") from None
 
 
-def render_pdf(html: str, base_dir: Path) -> bytes:
-    """The PDF of `html`; only data: URLs and files under `base_dir` may be fetched."""
-    from weasyprint import HTML
+def local_only_fetcher(base_dir: Path) -> Any:
+    """A WeasyPrint URL fetcher that serves data: URLs and files under `base_dir`, and refuses everything else."""
     from weasyprint.urls import URLFetcher
 
     root = base_dir.resolve()
@@ -199,11 +216,23 @@ def render_pdf(html: str, base_dir: Path) -> bytes:
                     return super().fetch(url, headers)
             raise ValueError(f"clustercert blocks fetching {url[:80]}")
 
+    return LocalOnly()
+
+
+def render_pdf(html: str, base_dir: Path) -> bytes:
+    """The unsigned PDF of `html`; only data: URLs and files under `base_dir` may be fetched.
+
+    Its bytes depend only on `html` and the software image: WeasyPrint takes the dates from the document's
+    dcterms.created meta (the run's start) and derives the file identifier from the content.
+    """
+    from weasyprint import HTML
+
+    root = base_dir.resolve()
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     buffer = io.BytesIO()
     try:
-        HTML(string=html, base_url=str(root) + "/", url_fetcher=LocalOnly()).write_pdf(buffer)
+        HTML(string=html, base_url=str(root) + "/", url_fetcher=local_only_fetcher(root)).write_pdf(buffer)
     except Exception as exc:  # WeasyPrint raises many kinds; the user needs one line
         raise RenderError(f"{base_dir}: cannot write the PDF ({exc.__class__.__name__}: {exc})") from None
     return buffer.getvalue()
