@@ -240,7 +240,7 @@ def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
         top.set_xlabel("time since start (s)")
         top.set_title(f"Goodput timeline: goodput {100.0 * float(goodput.get('goodput', 0.0)):.2f} % of "
                       f"{float(goodput.get('wall_s', 0.0)):.0f} s")
-        top.legend(fontsize=6, ncols=min(4, max(1, len(kinds))), loc="upper center", bbox_to_anchor=(0.5, -0.55))
+        top.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         names = sorted(badput, key=lambda k: -badput[k])
         bottom.barh(names, [badput[k] for k in names], color=[color[k] for k in names])
         bottom.invert_yaxis()
