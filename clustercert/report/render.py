@@ -180,9 +180,9 @@ def build_context(
 
 
 def breakable(text: object) -> markupsafe.Markup:
-    """`text` escaped, with a line-break opportunity after each . _ / so long ids and paths wrap in tables."""
-    escaped = str(markupsafe.escape(str(text)))
-    return markupsafe.Markup(re.sub(r"([._/])", r"\1<wbr>", escaped))
+    """`text` escaped, with a line-break opportunity after each . _ / , : so long ids and paths wrap in tables."""
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(re.sub(r"([._/,:])", r"\1<wbr>", escaped))
 
 
 def render_html(context: dict[str, Any], templates_dir: Path) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from clustercert.bundle import load_bundle, seal_bundle
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ISOLATED_ENV, ROOT, run_cli
 
 SAMPLE = ROOT / "evidence" / "gb200-seed"
 pytestmark = pytest.mark.slow
@@ -115,6 +115,19 @@ def _flip_byte(path: Path) -> None:
 RUN_FILES = ["catalog.yaml", "report.html", "report.pdf", "report.redacted.html", "report.redacted.pdf",
              "results.json", "manifest.json", "manifest.dsse.json"]
 EVIDENCE = "training/grok1-314b/bf16/512/r2.log"
+KEY_DIR = Path(ISOLATED_ENV["CLUSTERCERT_KEY_DIR"])
+
+
+def test_verify_command_names_the_first_broken_item(certified: dict[str, Any], tmp_path: Path) -> None:
+    run_dir, bundle = _copy(certified, tmp_path)
+    _flip_byte(run_dir / "results.json")
+    (run_dir / "report.html").unlink()
+    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"invalid: {run_dir / 'report.html'}: missing (listed in the manifest)",
+        f"  also: {run_dir / 'results.json'}: changed (sha256 differs from the manifest)",
+    ]
 
 
 @pytest.mark.parametrize(("action", "target"), [
@@ -124,6 +137,8 @@ EVIDENCE = "training/grok1-314b/bf16/512/r2.log"
     ("change", "evidence"), ("remove", "evidence"), ("change", "bundle.yaml"),
 ])
 def test_verify_names_the_tampered_file(certified: dict[str, Any], tmp_path: Path, action: str, target: str) -> None:
+    from clustercert.attest import verify_run
+
     run_dir, bundle = _copy(certified, tmp_path)
     victim = bundle / EVIDENCE if target == "evidence" else bundle / target if target == "bundle.yaml" \
         else run_dir / target
@@ -133,9 +148,10 @@ def test_verify_names_the_tampered_file(certified: dict[str, Any], tmp_path: Pat
         victim.unlink()
     else:
         _flip_byte(victim)
-    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
-    assert proc.returncode == 1, proc.stdout
-    assert proc.stderr.startswith(f"invalid: {victim}: "), proc.stderr
+    # In-process (what `verify` prints after "invalid: "); the command line itself is tested below.
+    result = verify_run(run_dir, key_dir=KEY_DIR, trust=None, bundle=bundle)
+    assert not result.ok
+    assert result.problems[0].startswith(f"{victim}: "), result.problems
 
 
 def _append_incremental_update(pdf: Path) -> None:
@@ -158,7 +174,6 @@ def test_pdf_with_an_appended_update_is_invalid_even_in_a_re_signed_manifest(
 ) -> None:
     from clustercert.attest import write_manifest
     from clustercert.signing import load_signing_key
-    from tests.conftest import ISOLATED_ENV
 
     run_dir, bundle = _copy(certified, tmp_path)
     pdf = run_dir / "report.pdf"
@@ -170,7 +185,7 @@ def test_pdf_with_an_appended_update_is_invalid_even_in_a_re_signed_manifest(
     statement = json.loads((run_dir / "manifest.json").read_text())
     (run_dir / "manifest.json").unlink()
     (run_dir / "manifest.dsse.json").unlink()
-    key = load_signing_key(Path(ISOLATED_ENV["CLUSTERCERT_KEY_DIR"]), None)
+    key = load_signing_key(KEY_DIR, None)
     evidence = [s["name"][len("evidence/"):] for s in statement["subject"] if s["name"].startswith("evidence/")]
     predicate = {k: v for k, v in statement["predicate"].items() if k not in ("schema_version", "pdf_signer")}
     write_manifest(run_dir, bundle, evidence, predicate, key)
@@ -203,9 +218,7 @@ def test_verify_refuses_an_untrusted_signer(certified: dict[str, Any], tmp_path:
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle), "--trust", str(other_keys / "manifest_ed25519.pub"))
     assert proc.returncode == 1 and "which is not a trusted key" in proc.stderr
     # Trusting the right key explicitly (from anywhere) is enough, for the envelope and, through it, the PDF.
-    from tests.conftest import ISOLATED_ENV
-
-    mine = Path(ISOLATED_ENV["CLUSTERCERT_KEY_DIR"]) / "manifest_ed25519.pub"
+    mine = KEY_DIR / "manifest_ed25519.pub"
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle), "--trust", str(mine),
                    env={"CLUSTERCERT_KEY_DIR": str(other_keys)})
     assert proc.returncode == 0, proc.stderr
@@ -217,7 +230,6 @@ def test_pdf_signed_by_another_certificate_is_untrusted(certified: dict[str, Any
 
     from clustercert.attest import write_manifest
     from clustercert.signing import init_keys, load_signing_key, sign_pdf
-    from tests.conftest import ISOLATED_ENV
 
     run_dir, bundle = _copy(certified, tmp_path)
     pdf = run_dir / "report.pdf"
@@ -229,7 +241,7 @@ def test_pdf_signed_by_another_certificate_is_untrusted(certified: dict[str, Any
     statement = json.loads((run_dir / "manifest.json").read_text())
     (run_dir / "manifest.json").unlink()
     (run_dir / "manifest.dsse.json").unlink()
-    key = load_signing_key(Path(ISOLATED_ENV["CLUSTERCERT_KEY_DIR"]), None)
+    key = load_signing_key(KEY_DIR, None)
     evidence = [s["name"][len("evidence/"):] for s in statement["subject"] if s["name"].startswith("evidence/")]
     predicate = {k: v for k, v in statement["predicate"].items() if k not in ("schema_version", "pdf_signer")}
     write_manifest(run_dir, bundle, evidence, predicate, key)
@@ -243,11 +255,10 @@ def test_verify_warns_when_the_certification_has_expired(certified: dict[str, An
     import datetime as dt
 
     from clustercert.attest import verify_run
-    from tests.conftest import ISOLATED_ENV
 
     run_dir = certified["run_dir"]
     until = dt.date.fromisoformat(certified["out"]["valid_until"])
-    key_dir = Path(ISOLATED_ENV["CLUSTERCERT_KEY_DIR"])
+    key_dir = KEY_DIR
     ok = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until)
     assert ok.ok and ok.warnings == []
     late = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until + dt.timedelta(days=1))
