@@ -332,3 +332,19 @@ def test_bad_catalog_is_a_configuration_error(tmp_path: Path) -> None:
     proc = run_cli("certify", str(SAMPLE), "--catalog", str(bad), "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: {bad}") and "Traceback" not in proc.stderr
+
+
+def test_standalone_script_verifies_without_clustercert(certified: dict[str, Any], tmp_path: Path) -> None:
+    """scripts/verify_run_folder.py (documented in the README) needs only Python and cryptography."""
+    import subprocess
+    import sys
+
+    run_dir, bundle = _copy(certified, tmp_path)
+    script = [sys.executable, "-I", str(ROOT / "scripts" / "verify_run_folder.py"), str(run_dir),
+              "--key", str(KEY_DIR / "manifest_ed25519.pub"), "--bundle", str(bundle)]
+    ok = subprocess.run(script, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    _flip_byte(bundle / EVIDENCE)
+    bad = subprocess.run(script, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == f"invalid: {bundle / EVIDENCE}: sha256 differs from the manifest"
