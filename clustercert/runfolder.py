@@ -18,7 +18,7 @@ from clustercert.results import RunMeta, dump_json
 from clustercert.signing import KeyPair, sign_pdf
 from clustercert.software import software_versions
 
-__all__ = ["Inputs", "check_seal", "load_inputs", "parse_training_run", "write_run_folder"]
+__all__ = ["Inputs", "check_seal", "load_inputs", "parse_training_run", "render_reports", "write_run_folder"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,45 @@ def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> Traini
         return exc
 
 
+def render_reports(
+    inputs: Inputs,
+    results: dict[str, Any],
+    meta: RunMeta,
+    software: dict[str, str],
+    *,
+    validation: dict[str, Any] | None,
+    redaction_secret: bytes | None,
+    base_dir: Path,
+    templates_dir: Path,
+) -> dict[str, tuple[str, bytes]]:
+    """The HTML and unsigned PDF of the report ("report") and, given a secret, of its redacted copy
+    ("report.redacted"): the same arguments give the same bytes (what `rerun` compares)."""
+    bundle, catalog = inputs.bundle, inputs.catalog
+    inventory = [
+        {"path": rel, "bytes": (bundle.root / rel).stat().st_size, "sha256": sha256_file(bundle.root / rel)}
+        for rel in bundle.evidence_files()
+    ]
+    system = bundle.spec.system.model_dump()
+    models = {k: v.name for k, v in catalog.spec.models.items()}
+    sources = {k: v.model_dump() for k, v in catalog.spec.sources.items()}
+    copies: list[tuple[str, dict[str, Any]]] = [("report", {"results": results, "meta": meta.to_json(),
+                                                           "system": system, "inventory": inventory,
+                                                           "validation": validation})]
+    if redaction_secret is not None:
+        redactor = Redactor(redaction_secret, [str(n) for n in system.get("nodes", [])])
+        copies.append(("report.redacted", {**redactor(copies[0][1]), "redacted": True}))
+    out = {}
+    for stem, data in copies:
+        context = build_context(
+            data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
+            inventory=data["inventory"], software=software, validation=data["validation"],
+            redacted=bool(data.get("redacted", False)),
+        )
+        html = render_html(context, templates_dir)
+        out[stem] = (html, render_pdf(html, base_dir))
+    return out
+
+
 def write_run_folder(
     run_dir: Path,
     inputs: Inputs,
@@ -77,31 +116,14 @@ def write_run_folder(
     if validation is not None:
         (run_dir / "validation.json").write_text(dump_json(validation), encoding="utf-8")
     shutil.copyfile(catalog.path, run_dir / "catalog.yaml")
-    inventory = [
-        {"path": rel, "bytes": (bundle.root / rel).stat().st_size, "sha256": sha256_file(bundle.root / rel)}
-        for rel in bundle.evidence_files()
-    ]
-    system = bundle.spec.system.model_dump()
-    models = {k: v.name for k, v in catalog.spec.models.items()}
-    sources = {k: v.model_dump() for k, v in catalog.spec.sources.items()}
+    rendered = render_reports(inputs, results, meta, software, validation=validation,
+                              redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
+                              templates_dir=templates_dir)
     signing = {"reason": f"clustercert certification {results['outcome']} of {bundle.spec.cluster.name}",
                "location": f"run {meta.run_id}"}
     paths = {}
-    copies: list[tuple[str, dict[str, Any]]] = [("report", {"results": results, "meta": meta.to_json(),
-                                                           "system": system, "inventory": inventory,
-                                                           "validation": validation})]
-    if redact:
-        redactor = Redactor(key.redaction_secret(), [str(n) for n in system.get("nodes", [])])
-        copies.append(("report.redacted", {**redactor(copies[0][1]), "redacted": True}))
-    for stem, data in copies:
-        context = build_context(
-            data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
-            inventory=data["inventory"], software=software, validation=data["validation"],
-            redacted=bool(data.get("redacted", False)),
-        )
-        html = render_html(context, templates_dir)
+    for stem, (html, unsigned) in rendered.items():
         (run_dir / f"{stem}.html").write_text(html, encoding="utf-8")
-        unsigned = render_pdf(html, run_dir)
         (run_dir / f"{stem}.pdf").write_bytes(sign_pdf(key, unsigned, **signing))
         paths[f"{stem}.html"] = run_dir / f"{stem}.html"
         paths[f"{stem}.pdf"] = run_dir / f"{stem}.pdf"

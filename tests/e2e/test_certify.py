@@ -348,3 +348,25 @@ def test_standalone_script_verifies_without_clustercert(certified: dict[str, Any
     bad = subprocess.run(script, capture_output=True, text=True, check=False, cwd=tmp_path)
     assert bad.returncode == 1
     assert bad.stderr.strip() == f"invalid: {bundle / EVIDENCE}: sha256 differs from the manifest"
+
+
+def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str, Any]) -> None:
+    """Same inputs + the run metadata recorded in the manifest => the same HTML bytes and the signed PDF's
+    first revision is the unsigned PDF rendered again (both copies)."""
+    from clustercert.results import RunMeta
+    from clustercert.runfolder import load_inputs, render_reports
+    from clustercert.signing import load_signing_key
+
+    run_dir = certified["run_dir"]
+    predicate = json.loads((run_dir / "manifest.json").read_text())["predicate"]
+    results = json.loads((run_dir / "results.json").read_text())
+    inputs = load_inputs(certified["bundle"], ROOT / "references")
+    again = render_reports(inputs, results, RunMeta.from_json(predicate["run"]), predicate["software"],
+                           validation=None, redaction_secret=load_signing_key(KEY_DIR, None).redaction_secret(),
+                           base_dir=run_dir, templates_dir=ROOT / "templates")
+    assert sorted(again) == ["report", "report.redacted"]
+    for stem, (html, unsigned) in again.items():
+        assert html == (run_dir / f"{stem}.html").read_text(encoding="utf-8")
+        signed = (run_dir / f"{stem}.pdf").read_bytes()
+        assert signed.startswith(unsigned) and len(signed) > len(unsigned)
+        assert signed[: signed.index(b"%%EOF") + len(b"%%EOF")] == unsigned.rstrip(b"\n")
