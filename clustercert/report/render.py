@@ -263,4 +263,8 @@ def font_versions() -> dict[str, str]:
             path = done.stdout.strip()
         out[f"font {family} (report)"] = version(path) if path else "not found by fontconfig"
     out["font DejaVu Sans (charts)"] = version(font_manager.findfont("DejaVu Sans", fallback_to_default=False))
+    from weasyprint.text import ffi
+
+    # Without libharfbuzz-subset, WeasyPrint subsets fonts another way and PDFs are not byte-identical.
+    out["libharfbuzz-subset"] = "present" if getattr(ffi, "harfbuzz_subset", None) is not None else "absent"
     return out
