@@ -1,4 +1,4 @@
-"""Keys, the signed manifest of a run, and verification of a run folder."""
+"""Keys, the DSSE envelope of the run manifest, the PAdES signature of the PDF, and their verification."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import base64
 import datetime as dt
 import hashlib
 import io
-import json
 import logging
 import os
 import stat
@@ -32,13 +31,10 @@ __all__ = [
     "init_keys",
     "load_signing_key",
     "load_trust",
-    "load_trusted_keys",
-    "sign_bytes",
     "sign_envelope",
     "sign_pdf",
     "verify_envelope",
     "verify_pdf_signature",
-    "verify_signature",
 ]
 
 DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -140,10 +136,6 @@ def load_signing_key(key_dir: Path, passphrase: str | None) -> KeyPair:
     return KeyPair(key, fingerprint(key.public_key()), (key_dir / DEV_MARKER).exists(), key_dir, passphrase)
 
 
-def sign_bytes(pair: KeyPair, data: bytes) -> dict[str, Any]:
-    return {"keyid": pair.fingerprint, "sig": base64.b64encode(pair.private.sign(data)).decode()}
-
-
 def load_public_key(path: Path) -> ed25519.Ed25519PublicKey:
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
@@ -152,33 +144,6 @@ def load_public_key(path: Path) -> ed25519.Ed25519PublicKey:
     if not isinstance(key, ed25519.Ed25519PublicKey):
         raise SigningError(f"{path}: expected an Ed25519 public key, got {type(key).__name__}")
     return key
-
-
-def load_trusted_keys(key_dir: Path, trust: Path | None) -> dict[str, ed25519.Ed25519PublicKey]:
-    """Trusted manifest keys by fingerprint: `trust` when given, else every *.pub in the key directory."""
-    paths = [trust] if trust is not None else sorted(key_dir.glob("*.pub")) if key_dir.is_dir() else []
-    keys = {}
-    for path in paths:
-        key = load_public_key(path)
-        keys[fingerprint(key)] = key
-    return keys
-
-
-def verify_signature(signature: dict[str, Any], data: bytes, trusted: dict[str, ed25519.Ed25519PublicKey]) -> str:
-    """The signer's fingerprint when `signature` over `data` is by a trusted key; raises SigningError otherwise."""
-    keyid = str(signature.get("keyid", ""))
-    key = trusted.get(keyid)
-    if key is None:
-        raise SigningError(f"signed by {keyid or 'an unnamed key'}, which is not a trusted key")
-    try:
-        key.verify(base64.b64decode(str(signature.get("sig", ""))), data)
-    except (InvalidSignature, ValueError):
-        raise SigningError(f"the signature by {keyid} does not match the manifest") from None
-    return keyid
-
-
-def canonical(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
 # --- DSSE envelope (https://github.com/secure-systems-lab/dsse/blob/master/protocol.md) ---

@@ -19,14 +19,11 @@ from clustercert.signing import (
     init_keys,
     load_signing_key,
     load_trust,
-    load_trusted_keys,
     pdf_signer_cert,
-    sign_bytes,
     sign_envelope,
     sign_pdf,
     verify_envelope,
     verify_pdf_signature,
-    verify_signature,
 )
 
 NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
@@ -47,18 +44,6 @@ def test_group_readable_key_is_refused(tmp_path: Path) -> None:
     (tmp_path / MANIFEST_KEY).chmod(0o640)
     with pytest.raises(SigningError, match=r"\(mode 0600\), got 0640"):
         load_signing_key(tmp_path, None)
-
-
-def test_signature_binds_bytes_and_key(tmp_path: Path) -> None:
-    mine = init_keys(tmp_path / "a", passphrase=None, common_name="a", dev=False, now=NOW)
-    other = init_keys(tmp_path / "b", passphrase=None, common_name="b", dev=False, now=NOW)
-    trusted = load_trusted_keys(tmp_path / "a", None)
-    sig = sign_bytes(mine, b"manifest")
-    assert verify_signature(sig, b"manifest", trusted) == mine.fingerprint
-    with pytest.raises(SigningError, match="does not match"):
-        verify_signature(sig, b"manifesT", trusted)
-    with pytest.raises(SigningError, match="not a trusted key"):
-        verify_signature(sign_bytes(other, b"manifest"), b"manifest", trusted)
 
 
 def test_keys_init_refuses_to_overwrite(tmp_path: Path) -> None:
