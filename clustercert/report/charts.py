@@ -97,6 +97,16 @@ def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
             for i, run in enumerate(runs):
                 ax.plot(run["iterations"], run["step_time_s"], lw=1.0, marker=".", ms=2.5, color=_color(i),
                         label=str(run["run"]))
+            # Warm-up steps can be many times the steady step time; clip them so the window's spread shows.
+            values = sorted(float(v) for run in runs for v in run["step_time_s"])
+            median = values[len(values) // 2]
+            steady = [v for v in values if v <= 1.2 * median]
+            clipped = len(values) - len(steady)
+            if clipped:
+                span = max(steady[-1] - steady[0], 0.01 * median)
+                ax.set_ylim(steady[0] - 0.5 * span, steady[-1] + 0.5 * span)
+                ax.text(0.01, 0.97, f"{clipped} warm-up point(s) above the axis", transform=ax.transAxes,
+                        fontsize=6.5, va="top", color="#555555")
             ax.set_xlabel("iteration")
             ax.set_ylabel("step time (s)")
             ax.set_title(f"{workload} {precision.upper()} at {gpus} GPUs: step time per iteration")
@@ -108,7 +118,8 @@ def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
             title=f"{workload} {precision.upper()} step time",
             alt=(f"Line chart of step time against iteration for {len(runs)} run(s) of {workload} "
                  f"{precision.upper()} at {gpus} GPUs ({n} points); the measurement window, iterations "
-                 f"{first} to {last}, is shaded."),
+                 f"{first} to {last}, is shaded"
+                 + (f"; {clipped} warm-up point(s) above 1.2 times the median are clipped." if clipped else ".")),
             uri=uri,
         ))
     return charts
