@@ -1,31 +1,44 @@
-"""The run manifest: an in-toto Statement over every run file and evidence file, signed; and its verification."""
+"""The run manifest: an in-toto Statement over every run file and evidence file, in a DSSE envelope; verification."""
 
 from __future__ import annotations
 
+import datetime as dt
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+
 from clustercert.errors import SigningError
 from clustercert.hashing import sha256_file
-from clustercert.signing import KeyPair, load_trusted_keys, sign_bytes, verify_signature
+from clustercert.signing import (
+    KeyPair,
+    cert_sha256,
+    load_trust,
+    pdf_signer_cert,
+    sign_envelope,
+    verify_envelope,
+    verify_pdf_signature,
+)
 
-__all__ = ["MANIFEST", "SIGNATURE", "Verification", "verify_run", "write_manifest"]
+__all__ = ["ENVELOPE", "MANIFEST", "Verification", "verify_run", "write_manifest"]
 
 MANIFEST = "manifest.json"
-SIGNATURE = "manifest.sig"
+ENVELOPE = "manifest.dsse.json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "urn:clustercert:certification:v1"
 RUN_PREFIX = "run/"
 EVIDENCE_PREFIX = "evidence/"
-_NOT_SUBJECTS = {MANIFEST, SIGNATURE}
+SIGNED_PDFS = ("report.pdf", "report.redacted.pdf")
+_NOT_SUBJECTS = {MANIFEST, ENVELOPE}
 
 
 def write_manifest(
     run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair
 ) -> Path:
-    """Hash every run-folder file and evidence file, write manifest.json, then sign it into manifest.sig."""
+    """Hash every run-folder file and evidence file, write manifest.json, then its DSSE envelope."""
     subjects = [
         {"name": RUN_PREFIX + p.name, "digest": {"sha256": sha256_file(p)}}
         for p in sorted(run_dir.iterdir()) if p.is_file() and p.name not in _NOT_SUBJECTS
@@ -37,18 +50,24 @@ def write_manifest(
         "_type": STATEMENT_TYPE,
         "subject": subjects,
         "predicateType": PREDICATE_TYPE,
-        "predicate": {"schema_version": 1, **predicate},
+        "predicate": {
+            "schema_version": 1,
+            **predicate,
+            "pdf_signer": {"cert_sha256": cert_sha256(pdf_signer_cert(key.key_dir))},
+        },
     }
     data = (json.dumps(statement, indent=2, ensure_ascii=False) + "\n").encode()
     (run_dir / MANIFEST).write_bytes(data)
-    (run_dir / SIGNATURE).write_text(json.dumps(sign_bytes(key, data), indent=2) + "\n", encoding="utf-8")
+    (run_dir / ENVELOPE).write_text(json.dumps(sign_envelope(key, data), indent=2) + "\n", encoding="utf-8")
     return run_dir / MANIFEST
 
 
 @dataclass
 class Verification:
     signer: str | None = None
+    pdf_signer: str | None = None
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     checked: int = 0
     predicate: dict[str, Any] = field(default_factory=dict)
 
@@ -57,25 +76,72 @@ class Verification:
         return not self.problems
 
 
-def verify_run(run_dir: Path, *, key_dir: Path, trust: Path | None, bundle: Path | None) -> Verification:
-    """Check the signature, every subject's hash and that no unlisted file sits in the run folder."""
-    out = Verification()
-    manifest_path, sig_path = run_dir / MANIFEST, run_dir / SIGNATURE
-    for path in (manifest_path, sig_path):
-        if not path.is_file():
-            out.problems.append(f"{path}: missing")
-            return out
-    data = manifest_path.read_bytes()
+def _open_envelope(run_dir: Path, trust: list[Path] | None, key_dir: Path, out: Verification) -> bytes | None:
+    envelope_path, manifest_path = run_dir / ENVELOPE, run_dir / MANIFEST
+    if not envelope_path.is_file():
+        out.problems.append(f"{envelope_path}: missing (the signed manifest)")
+        return None
     try:
-        signature = json.loads(sig_path.read_text(encoding="utf-8"))
-        statement = json.loads(data)
+        envelope = json.loads(envelope_path.read_text(encoding="utf-8"))
+        if not isinstance(envelope, dict):
+            raise ValueError("not an object")
     except (ValueError, UnicodeDecodeError):
-        out.problems.append(f"{manifest_path if not sig_path.exists() else sig_path}: not valid JSON")
+        out.problems.append(f"{envelope_path}: not a DSSE envelope (expected a JSON object)")
+        return None
+    try:
+        out.signer, payload = verify_envelope(envelope, load_trust(key_dir, trust).keys)
+    except SigningError as exc:
+        out.problems.append(f"{envelope_path}: {exc}")
+        return None
+    if not manifest_path.is_file():
+        out.problems.append(f"{manifest_path}: missing (the envelope's payload in clear)")
+    elif manifest_path.read_bytes() != payload:
+        out.problems.append(f"{manifest_path}: changed (differs from the payload signed in {ENVELOPE})")
+    return payload
+
+
+def _check_pdf(path: Path, trust: list[Path] | None, key_dir: Path, predicate: dict[str, Any],
+               out: Verification) -> None:
+    """The PDF signature: intact, covering the whole file, by the certificate the signed manifest names."""
+    pinned = str(predicate.get("pdf_signer", {}).get("cert_sha256", ""))
+    certs = list(load_trust(key_dir, trust).certs)
+    # The signed manifest names the PDF signer's certificate: trusting the manifest key extends to it.
+    embedded = _embedded_signer_cert(path.read_bytes())
+    if embedded is not None and pinned and cert_sha256(embedded) == pinned:
+        certs.append(embedded)
+    result = verify_pdf_signature(path.read_bytes(), certs)
+    if not result.ok:
+        out.problems.append(f"{path}: {result.problem}")
+    elif path.name == "report.pdf":
+        out.pdf_signer = result.signer
+
+
+def _embedded_signer_cert(pdf: bytes) -> x509.Certificate | None:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    try:
+        signatures = PdfFileReader(io.BytesIO(pdf), strict=False).embedded_signatures
+        cert = signatures[0].signer_cert if signatures else None
+    except Exception:  # a broken PDF is reported by verify_pdf_signature
+        return None
+    return None if cert is None else x509.load_der_x509_certificate(cert.dump())
+
+
+def verify_run(
+    run_dir: Path, *, key_dir: Path, trust: list[Path] | None, bundle: Path | None, today: dt.date | None = None
+) -> Verification:
+    """Check the envelope, the PDF signatures, every subject's hash, and that no unlisted file is in the run folder.
+
+    Every problem is collected; the first one is the one to report. `today` (passed in) turns on the expiry warning.
+    """
+    out = Verification()
+    payload = _open_envelope(run_dir, trust, key_dir, out)
+    if payload is None:
         return out
     try:
-        out.signer = verify_signature(signature, data, load_trusted_keys(key_dir, trust))
-    except SigningError as exc:
-        out.problems.append(f"{sig_path}: {exc}")
+        statement = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        out.problems.append(f"{run_dir / MANIFEST}: not valid JSON")
         return out
     out.predicate = statement.get("predicate", {})
     root = bundle if bundle is not None else Path(str(out.predicate.get("bundle_path", "")))
@@ -85,6 +151,8 @@ def verify_run(run_dir: Path, *, key_dir: Path, trust: Path | None, bundle: Path
         if name.startswith(RUN_PREFIX):
             path = run_dir / name[len(RUN_PREFIX):]
             listed.add(path.name)
+            if path.name in SIGNED_PDFS and path.is_file():
+                _check_pdf(path, trust, key_dir, out.predicate, out)
         else:
             path = root / name[len(EVIDENCE_PREFIX):]
         if not path.is_file():
@@ -95,4 +163,7 @@ def verify_run(run_dir: Path, *, key_dir: Path, trust: Path | None, bundle: Path
     for path in sorted(run_dir.iterdir()):
         if path.name not in listed and path.name not in _NOT_SUBJECTS:
             out.problems.append(f"{path}: not listed in the manifest")
+    until = out.predicate.get("valid_until")
+    if today is not None and until and dt.date.fromisoformat(str(until)) < today:
+        out.warnings.append(f"the certification expired on {until}; the signatures are still checked as above")
     return out

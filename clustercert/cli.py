@@ -80,6 +80,10 @@ def certify(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     dask: Annotated[bool, typer.Option("--dask", help="Run the phase tasks on a local Dask cluster "
                                        "(CLUSTERCERT_DASK_WORKERS workers, default 2).")] = False,
+    redact: Annotated[
+        bool, typer.Option(help="Also write report.redacted.html/.pdf for customers: hostnames, user names and "
+                                "process ids replaced by stable pseudonyms.")
+    ] = False,
 ) -> None:
     """Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2 usage/configuration error, 3 INCOMPLETE or unreadable."""
     settings = load_settings()
@@ -110,7 +114,7 @@ def certify(
             summary = certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
                 references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
-                catalog=catalog, limit=settings.max_evidence_bytes, dask_address=address,
+                catalog=catalog, limit=settings.max_evidence_bytes, dask_address=address, redact=redact,
             )
     except ClusterCertError:
         raise
@@ -164,27 +168,34 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool) -> Non
 def verify(
     run_dir: Annotated[Path, typer.Argument(help="A run folder under reports/.")],
     trust: Annotated[
-        Path | None, typer.Option(help="Trust only this public key (PEM); default: the key directory's.")
+        list[Path] | None,
+        typer.Option(help="Trust only this Ed25519 public key or X.509 certificate (PEM; repeatable); "
+                     "default: the key directory's."),
     ] = None,
     bundle: Annotated[Path | None, typer.Option(help="Where the evidence bundle is now, if it moved.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Verify a run folder: the signature, every file's hash, no unlisted file. Exit 0 valid, 1 invalid."""
+    """Verify a run folder: the DSSE envelope, the PDF signature over the whole file, every file's hash,
+    no unlisted file. Exit 0 valid, 1 invalid; warns when the certification has expired."""
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a run folder")
     from clustercert.attest import verify_run
 
     settings = load_settings()
-    result = verify_run(run_dir, key_dir=settings.key_dir, trust=trust, bundle=bundle)
+    result = verify_run(run_dir, key_dir=settings.key_dir, trust=trust or None, bundle=bundle, today=_now().date())
     if as_json:
-        print(json.dumps({"valid": result.ok, "signer": result.signer, "checked": result.checked,
-                          "problems": result.problems}, indent=2))
+        print(json.dumps({"valid": result.ok, "signer": result.signer, "pdf_signer": result.pdf_signer,
+                          "checked": result.checked, "problems": result.problems, "warnings": result.warnings},
+                         indent=2))
     elif result.ok:
-        out.print(f"valid: {result.checked} files match the manifest signed by {result.signer}")
+        out.print(f"valid: {result.checked} files match the manifest signed by {result.signer}; "
+                  f"the PDF signature covers the whole file (signed by {result.pdf_signer})")
     else:
-        err.print(f"invalid: {result.problems[0]}")
+        err.print(f"invalid: {result.problems[0]}", markup=False)
         for extra in result.problems[1:5]:
-            err.print(f"  also: {extra}")
+            err.print(f"  also: {extra}", markup=False)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
     raise Exit(0 if result.ok else 1)
 
 

@@ -7,18 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clustercert.attest import write_manifest
+from clustercert.attest import ENVELOPE, write_manifest
 from clustercert.bundle import LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import EvidenceError
 from clustercert.hashing import sha256_file
 from clustercert.parsers import TrainingLog, parse_training_log
-from clustercert.report import build_context, render_html, render_pdf
+from clustercert.report import Redactor, build_context, font_versions, render_html, render_pdf
 from clustercert.results import RunMeta, dump_json
-from clustercert.signing import KeyPair
+from clustercert.signing import KeyPair, sign_pdf
 from clustercert.software import software_versions
 
-__all__ = ["Inputs", "check_seal", "load_inputs", "parse_training_run", "write_run_folder"]
+__all__ = ["Inputs", "check_seal", "load_inputs", "parse_training_run", "render_reports", "write_run_folder"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,45 @@ def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> Traini
         return exc
 
 
+def render_reports(
+    inputs: Inputs,
+    results: dict[str, Any],
+    meta: RunMeta,
+    software: dict[str, str],
+    *,
+    validation: dict[str, Any] | None,
+    redaction_secret: bytes | None,
+    base_dir: Path,
+    templates_dir: Path,
+) -> dict[str, tuple[str, bytes]]:
+    """The HTML and unsigned PDF of the report ("report") and, given a secret, of its redacted copy
+    ("report.redacted"): the same arguments give the same bytes (what `rerun` compares)."""
+    bundle, catalog = inputs.bundle, inputs.catalog
+    inventory = [
+        {"path": rel, "bytes": (bundle.root / rel).stat().st_size, "sha256": sha256_file(bundle.root / rel)}
+        for rel in bundle.evidence_files()
+    ]
+    system = bundle.spec.system.model_dump()
+    models = {k: v.name for k, v in catalog.spec.models.items()}
+    sources = {k: v.model_dump() for k, v in catalog.spec.sources.items()}
+    copies: list[tuple[str, dict[str, Any]]] = [("report", {"results": results, "meta": meta.to_json(),
+                                                           "system": system, "inventory": inventory,
+                                                           "validation": validation})]
+    if redaction_secret is not None:
+        redactor = Redactor(redaction_secret, [str(n) for n in system.get("nodes", [])])
+        copies.append(("report.redacted", {**redactor(copies[0][1]), "redacted": True}))
+    out = {}
+    for stem, data in copies:
+        context = build_context(
+            data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
+            inventory=data["inventory"], software=software, validation=data["validation"],
+            redacted=bool(data.get("redacted", False)),
+        )
+        html = render_html(context, templates_dir)
+        out[stem] = (html, render_pdf(html, base_dir))
+    return out
+
+
 def write_run_folder(
     run_dir: Path,
     inputs: Inputs,
@@ -64,36 +103,40 @@ def write_run_folder(
     meta: RunMeta,
     key: KeyPair,
     templates_dir: Path,
+    *,
+    validation: dict[str, Any] | None = None,
+    redact: bool = False,
 ) -> dict[str, Path]:
-    """results.json, catalog copy, report.html, report.pdf, then manifest.json and its signature."""
+    """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
+    manifest.json and its DSSE envelope."""
     run_dir.mkdir(parents=True, exist_ok=False)
     bundle, catalog = inputs.bundle, inputs.catalog
-    software = software_versions()
+    software = {**software_versions(), **font_versions()}
     (run_dir / "results.json").write_text(dump_json(results), encoding="utf-8")
+    if validation is not None:
+        (run_dir / "validation.json").write_text(dump_json(validation), encoding="utf-8")
     shutil.copyfile(catalog.path, run_dir / "catalog.yaml")
-    inventory = [
-        {"path": rel, "bytes": (bundle.root / rel).stat().st_size, "sha256": sha256_file(bundle.root / rel)}
-        for rel in bundle.evidence_files()
-    ]
-    context = build_context(
-        results,
-        meta=meta.to_json(),
-        system=bundle.spec.system.model_dump(),
-        models={k: v.name for k, v in catalog.spec.models.items()},
-        sources={k: v.model_dump() for k, v in catalog.spec.sources.items()},
-        inventory=inventory,
-        software=software,
-    )
-    html = render_html(context, templates_dir)
-    (run_dir / "report.html").write_text(html, encoding="utf-8")
-    (run_dir / "report.pdf").write_bytes(render_pdf(html, run_dir))
+    rendered = render_reports(inputs, results, meta, software, validation=validation,
+                              redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
+                              templates_dir=templates_dir)
+    signing = {"reason": f"clustercert certification {results['outcome']} of {bundle.spec.cluster.name}",
+               "location": f"run {meta.run_id}"}
+    paths = {}
+    for stem, (html, unsigned) in rendered.items():
+        (run_dir / f"{stem}.html").write_text(html, encoding="utf-8")
+        (run_dir / f"{stem}.pdf").write_bytes(sign_pdf(key, unsigned, **signing))
+        paths[f"{stem}.html"] = run_dir / f"{stem}.html"
+        paths[f"{stem}.pdf"] = run_dir / f"{stem}.pdf"
     predicate = {
         "outcome": results["outcome"],
+        "valid_until": results["valid_until"],
         "catalog": {"id": catalog.spec.id, "sha256": catalog.sha256},
         "software": software,
         "run": meta.to_json(),
         "bundle_path": meta.bundle_path,
         "cluster": bundle.spec.cluster.name,
+        "redacted_copy": redact,
     }
     write_manifest(run_dir, bundle.root, ["bundle.yaml", *bundle.evidence_files()], predicate, key)
-    return {name: run_dir / name for name in ("report.html", "report.pdf", "results.json", "manifest.json")}
+    return {**paths, "results.json": run_dir / "results.json", "manifest.json": run_dir / "manifest.json",
+            "manifest.dsse.json": run_dir / ENVELOPE}

@@ -1,14 +1,15 @@
-"""Keys, the signed manifest of a run, and verification of a run folder."""
+"""Keys, the DSSE envelope of the run manifest, the PAdES signature of the PDF, and their verification."""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import hashlib
-import json
+import io
+import logging
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,23 @@ from cryptography.x509.oid import NameOID
 from clustercert.errors import SigningError
 
 __all__ = [
+    "DSSE_PAYLOAD_TYPE",
     "KeyPair",
+    "PdfSignatureCheck",
+    "Trust",
+    "dsse_pae",
     "fingerprint",
     "init_keys",
     "load_signing_key",
-    "load_trusted_keys",
-    "sign_bytes",
-    "verify_signature",
+    "load_trust",
+    "sign_envelope",
+    "sign_pdf",
+    "verify_envelope",
+    "verify_pdf_signature",
 ]
+
+DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+PDF_FIELD = "clustercert-signature"
 
 MANIFEST_KEY = "manifest_ed25519.pem"
 MANIFEST_PUB = "manifest_ed25519.pub"
@@ -43,6 +53,13 @@ class KeyPair:
     fingerprint: str
     dev_key: bool
     key_dir: Path
+    passphrase: str | None = field(default=None, repr=False)
+
+    def redaction_secret(self) -> bytes:
+        """A secret derived from the private key: redaction pseudonyms are stable per key and not guessable."""
+        raw = self.private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                         serialization.NoEncryption())
+        return hashlib.sha256(b"clustercert-redaction\0" + raw).digest()
 
 
 def fingerprint(public: ed25519.Ed25519PublicKey) -> str:
@@ -92,7 +109,7 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
     if dev:
         (key_dir / DEV_MARKER).write_text(
             "Created automatically by `clustercert certify`; run `clustercert keys init` for a real key.\n")
-    return KeyPair(private, fingerprint(private.public_key()), dev, key_dir)
+    return KeyPair(private, fingerprint(private.public_key()), dev, key_dir, passphrase)
 
 
 def _check_private_mode(path: Path) -> None:
@@ -116,11 +133,7 @@ def load_signing_key(key_dir: Path, passphrase: str | None) -> KeyPair:
             f"{path}: cannot load the key ({exc}). Set CLUSTERCERT_KEY_PASSPHRASE if it is encrypted.") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
         raise SigningError(f"{path}: expected an Ed25519 private key, got {type(key).__name__}")
-    return KeyPair(key, fingerprint(key.public_key()), (key_dir / DEV_MARKER).exists(), key_dir)
-
-
-def sign_bytes(pair: KeyPair, data: bytes) -> dict[str, Any]:
-    return {"keyid": pair.fingerprint, "sig": base64.b64encode(pair.private.sign(data)).decode()}
+    return KeyPair(key, fingerprint(key.public_key()), (key_dir / DEV_MARKER).exists(), key_dir, passphrase)
 
 
 def load_public_key(path: Path) -> ed25519.Ed25519PublicKey:
@@ -133,28 +146,187 @@ def load_public_key(path: Path) -> ed25519.Ed25519PublicKey:
     return key
 
 
-def load_trusted_keys(key_dir: Path, trust: Path | None) -> dict[str, ed25519.Ed25519PublicKey]:
-    """Trusted manifest keys by fingerprint: `trust` when given, else every *.pub in the key directory."""
-    paths = [trust] if trust is not None else sorted(key_dir.glob("*.pub")) if key_dir.is_dir() else []
-    keys = {}
-    for path in paths:
-        key = load_public_key(path)
-        keys[fingerprint(key)] = key
-    return keys
+# --- DSSE envelope (https://github.com/secure-systems-lab/dsse/blob/master/protocol.md) ---
 
 
-def verify_signature(signature: dict[str, Any], data: bytes, trusted: dict[str, ed25519.Ed25519PublicKey]) -> str:
-    """The signer's fingerprint when `signature` over `data` is by a trusted key; raises SigningError otherwise."""
-    keyid = str(signature.get("keyid", ""))
-    key = trusted.get(keyid)
-    if key is None:
-        raise SigningError(f"signed by {keyid or 'an unnamed key'}, which is not a trusted key")
+def dsse_pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding: what is actually signed."""
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def sign_envelope(pair: KeyPair, payload: bytes, payload_type: str = DSSE_PAYLOAD_TYPE) -> dict[str, Any]:
+    """A DSSE envelope over `payload`, signed with the Ed25519 manifest key."""
+    sig = pair.private.sign(dsse_pae(payload_type, payload))
+    return {
+        "payloadType": payload_type,
+        "payload": base64.b64encode(payload).decode(),
+        "signatures": [{"keyid": pair.fingerprint, "sig": base64.b64encode(sig).decode()}],
+    }
+
+
+def verify_envelope(envelope: dict[str, Any], trusted: dict[str, ed25519.Ed25519PublicKey]) -> tuple[str, bytes]:
+    """(signer fingerprint, payload) when a trusted key signed the envelope; raises SigningError otherwise."""
+    payload_type = envelope.get("payloadType")
+    if payload_type != DSSE_PAYLOAD_TYPE:
+        raise SigningError(f"expected payloadType {DSSE_PAYLOAD_TYPE}, got {payload_type!r}")
     try:
-        key.verify(base64.b64decode(str(signature.get("sig", ""))), data)
-    except (InvalidSignature, ValueError):
-        raise SigningError(f"the signature by {keyid} does not match the manifest") from None
-    return keyid
+        payload = base64.b64decode(str(envelope.get("payload", "")), validate=True)
+    except ValueError:
+        raise SigningError("the payload is not base64") from None
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise SigningError("the envelope holds no signature")
+    pae = dsse_pae(DSSE_PAYLOAD_TYPE, payload)
+    untrusted = []
+    for entry in signatures:
+        keyid = str(entry.get("keyid", "")) if isinstance(entry, dict) else ""
+        key = trusted.get(keyid)
+        if key is None:
+            untrusted.append(keyid or "an unnamed key")
+            continue
+        try:
+            key.verify(base64.b64decode(str(entry.get("sig", ""))), pae)
+        except (InvalidSignature, ValueError):
+            raise SigningError(f"the signature by {keyid} does not match the payload") from None
+        return keyid, payload
+    raise SigningError(f"signed by {', '.join(untrusted)}, which is not a trusted key")
 
 
-def canonical(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+# --- trust: Ed25519 keys for the envelope, X.509 certificates for the PDF ---
+
+
+@dataclass(frozen=True)
+class Trust:
+    keys: dict[str, ed25519.Ed25519PublicKey]
+    certs: list[x509.Certificate]
+
+
+def _read_trust_file(path: Path) -> ed25519.Ed25519PublicKey | x509.Certificate:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SigningError(f"{path}: cannot read the trusted key or certificate ({exc.strerror})") from None
+    if b"BEGIN CERTIFICATE" in data:
+        try:
+            return x509.load_pem_x509_certificate(data)
+        except ValueError as exc:
+            raise SigningError(f"{path}: expected an X.509 certificate in PEM, got an unreadable one ({exc})") from None
+    return load_public_key(path)
+
+
+def load_trust(key_dir: Path, trust: list[Path] | None) -> Trust:
+    """Trusted keys and certificates: the `trust` files when given, else the key directory's *.pub and cert."""
+    if trust:
+        paths = list(trust)
+    elif key_dir.is_dir():
+        paths = sorted(key_dir.glob("*.pub")) + sorted(key_dir.glob("*.cert.pem"))
+    else:
+        paths = []
+    keys: dict[str, ed25519.Ed25519PublicKey] = {}
+    certs: list[x509.Certificate] = []
+    for path in paths:
+        item = _read_trust_file(path)
+        if isinstance(item, x509.Certificate):
+            certs.append(item)
+            public = item.public_key()
+            if isinstance(public, ed25519.Ed25519PublicKey):
+                keys[fingerprint(public)] = public
+        else:
+            keys[fingerprint(item)] = item
+    return Trust(keys, certs)
+
+
+def cert_sha256(cert: x509.Certificate) -> str:
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+# --- the PDF signature: PAdES baseline B-B with a visible block, as an incremental update ---
+
+# Where the visible block goes on the last page (PDF points from the bottom-left of an A4 page): the report's
+# last page is the signature page, whose reserved box sits below its heading (templates/report.css #signature).
+SIGNATURE_BOX = (57, 470, 538, 640)
+
+
+def pdf_signer_cert(key_dir: Path) -> x509.Certificate:
+    path = key_dir / PDF_CERT
+    try:
+        return x509.load_pem_x509_certificate(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise SigningError(f"{path}: expected the PDF signing certificate in PEM ({exc}). "
+                           "Run `clustercert keys init`.") from None
+
+
+def sign_pdf(pair: KeyPair, pdf: bytes, *, reason: str, location: str) -> bytes:
+    """`pdf` signed (PAdES B-B, visible block on the last page) as an incremental update: its first revision
+    is `pdf` byte for byte."""
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign import fields, signers
+    from pyhanko.stamp import TextStampStyle
+
+    key_path, cert_path = pair.key_dir / PDF_KEY, pair.key_dir / PDF_CERT
+    if not key_path.exists():
+        raise SigningError(f"{key_path}: no PDF signing key. Run `clustercert keys init`.")
+    _check_private_mode(key_path)
+    pdf_signer_cert(pair.key_dir)
+    signer = signers.SimpleSigner.load(  # type: ignore[no-untyped-call]
+        str(key_path), str(cert_path), key_passphrase=pair.passphrase.encode() if pair.passphrase else None)
+    if signer is None:
+        raise SigningError(f"{key_path}: cannot load the PDF signing key with {cert_path}. "
+                           "Set CLUSTERCERT_KEY_PASSPHRASE if it is encrypted.")
+    last_page = len(PdfFileReader(io.BytesIO(pdf)).root["/Pages"]["/Kids"]) - 1
+    meta = signers.PdfSignatureMetadata(
+        field_name=PDF_FIELD, md_algorithm="sha256", subfilter=fields.SigSeedSubFilter.PADES,
+        reason=reason, location=location)
+    text = "Signed by %(signer)s\nTime: %(ts)s\nclustercert manifest key:\n" + pair.fingerprint
+    style = TextStampStyle(stamp_text=text, border_width=1)
+    pdf_signer = signers.PdfSigner(
+        meta, signer=signer, stamp_style=style,
+        new_field_spec=fields.SigFieldSpec(PDF_FIELD, on_page=last_page, box=SIGNATURE_BOX))
+    out = pdf_signer.sign_pdf(IncrementalPdfFileWriter(io.BytesIO(pdf)))
+    return bytes(out.getbuffer())
+
+
+@dataclass(frozen=True)
+class PdfSignatureCheck:
+    ok: bool
+    problem: str
+    signer: str = ""
+
+
+def verify_pdf_signature(pdf: bytes, trusted_certs: list[x509.Certificate]) -> PdfSignatureCheck:
+    """The PDF's one signature must be intact, by a trusted certificate, and cover the whole file."""
+    from asn1crypto import x509 as asn1_x509
+    from pyhanko.pdf_utils.misc import PdfReadError
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign.validation import validate_pdf_signature
+    from pyhanko.sign.validation.status import SignatureCoverageLevel
+    from pyhanko_certvalidator import ValidationContext
+
+    for name in ("pyhanko", "pyhanko_certvalidator"):  # findings are returned, not logged with tracebacks
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        reader = PdfFileReader(io.BytesIO(pdf), strict=False)
+        signatures = reader.embedded_signatures
+    except (PdfReadError, ValueError, KeyError) as exc:
+        return PdfSignatureCheck(False, f"not a readable PDF ({exc})")
+    if len(signatures) != 1:
+        return PdfSignatureCheck(False, f"expected one PDF signature, got {len(signatures)}")
+    roots = [asn1_x509.Certificate.load(c.public_bytes(serialization.Encoding.DER)) for c in trusted_certs]
+    context = ValidationContext(trust_roots=roots, allow_fetching=False)
+    try:
+        status = validate_pdf_signature(signatures[0], context)
+    except Exception as exc:  # pyHanko raises several kinds for malformed signatures
+        return PdfSignatureCheck(False, f"the PDF signature cannot be validated ({exc.__class__.__name__}: {exc})")
+    signer = str(status.signing_cert.subject.human_friendly) if status.signing_cert is not None else ""
+    if not status.intact or not status.valid:
+        return PdfSignatureCheck(False, "the PDF signature does not match the document (changed after signing)",
+                                 signer)
+    if status.coverage is not SignatureCoverageLevel.ENTIRE_FILE:
+        return PdfSignatureCheck(False, "the PDF signature does not cover the whole file "
+                                 "(something was appended after signing, e.g. an incremental update)", signer)
+    if not status.trusted:
+        return PdfSignatureCheck(False, f"the PDF is signed by {signer or 'an unknown certificate'}, "
+                                 "which is not a trusted certificate", signer)
+    return PdfSignatureCheck(True, "", signer)

@@ -13,9 +13,11 @@ _PACKAGES = ["clustercert", "prefect", "great-expectations", "jinja2", "weasypri
 
 def _pango() -> str:
     try:
-        from weasyprint.text.ffi import ffi, pango
+        from weasyprint.text.ffi import pango
 
-        return str(ffi.string(pango.pango_version_string()).decode())
+        # WeasyPrint declares pango_version() (an int, e.g. 15012 for 1.50.12), not the string form.
+        number = int(pango.pango_version())
+        return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
     except Exception:  # pragma: no cover - weasyprint without pango cannot render at all
         return "unknown"
 

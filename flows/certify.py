@@ -26,6 +26,7 @@ def certify_flow(
     catalog: str | None = None,
     limit: int = 2 * 1024**3,
     dask_address: str | None = None,
+    redact: bool = False,
 ) -> dict[str, Any]:
     """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths.
 
@@ -35,6 +36,6 @@ def certify_flow(
     efficiency = on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit)
     results = judge_task(meta, inputs, efficiency["checks"], efficiency["workloads"],
                          {"efficiency": efficiency["section"]})
-    paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir)
+    paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, redact=redact)
     publish_artifacts_task(results, paths)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

@@ -42,8 +42,8 @@ def judge_task(
 
 @task(name="render-and-sign")
 def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
-               templates_dir: str) -> dict[str, str]:
+               templates_dir: str, redact: bool = False) -> dict[str, str]:
     # The passphrase is read here, never passed as a parameter (Prefect records parameters).
     key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
-    paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir))
+    paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir), redact=redact)
     return {k: str(v) for k, v in paths.items()}

@@ -4,18 +4,116 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from clustercert.errors import RenderError
 
-__all__ = ["APPENDIX_CAP", "build_context", "render_html", "render_pdf"]
+__all__ = [
+    "APPENDIX_CAP",
+    "SPANS_PER_ITEM",
+    "breakable",
+    "build_context",
+    "font_versions",
+    "local_only_fetcher",
+    "render_html",
+    "render_pdf",
+]
 
 APPENDIX_CAP = 200
+SPANS_PER_ITEM = 3
+TABLE_CAP = 60
+BUSBW_CHART_CAP = 12
 TEMPLATE = "report.html.j2"
 CSS = "report.css"
+PHASES = ("efficiency", "scaling", "resilience")
+
+
+def _appendix(groups: list[tuple[str, str, list[dict[str, Any]]]]) -> tuple[list[dict[str, Any]], int]:
+    """Evidence spans grouped by what used them: every group keeps its anchor (so every link lands), at most
+    SPANS_PER_ITEM spans each and APPENDIX_CAP rows in all; returns the groups and how many spans were left out."""
+    out: list[dict[str, Any]] = []
+    rows, omitted = 0, 0
+    for anchor, used_by, spans in groups:
+        room = max(0, min(SPANS_PER_ITEM, APPENDIX_CAP - rows))
+        kept = spans[:room]
+        rows += len(kept)
+        omitted += len(spans) - len(kept)
+        out.append({"anchor": anchor, "used_by": used_by, "spans": kept, "omitted": len(spans) - len(kept)})
+    return out, omitted
+
+
+def _check_anchor(check_id: str) -> str:
+    return "ev-check-" + check_id
+
+
+def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, Any]]) -> dict[str, Any]:
+    from clustercert.report import charts
+
+    section = results.get("phases", {}).get(name)
+    phase: dict[str, Any] = {"name": name, "checks": checks, "present": section is not None, "charts": [],
+                             "notes": []}
+    if section is None:
+        return phase
+    if name == "efficiency":
+        phase["charts"] = charts.step_time_charts(section.get("step_series", []))
+    elif name == "scaling":
+        weak = section.get("weak_scaling", [])
+        collectives = section.get("collectives", [])
+        pairs = sorted(section.get("pairs", []), key=lambda p: (not p["degraded"], p["busbw_gbps"]))
+        chart = charts.scaling_chart(weak)
+        phase["charts"] = [c for c in [chart] if c is not None]
+        phase["charts"] += charts.bus_bandwidth_charts(collectives[:BUSBW_CHART_CAP])
+        if len(collectives) > BUSBW_CHART_CAP:
+            phase["notes"].append(f"{len(collectives) - BUSBW_CHART_CAP} further collective runs are in the "
+                                  "table but not drawn.")
+        phase["weak_scaling"] = weak
+        phase["collectives"] = collectives
+        phase["pairs"] = pairs[:TABLE_CAP]
+        phase["pairs_total"] = len(pairs)
+        phase["pairs_degraded"] = sum(1 for p in pairs if p["degraded"])
+    elif name == "resilience":
+        goodput = section.get("goodput")
+        stragglers = section.get("stragglers", [])
+        events = sorted(section.get("events", []), key=lambda e: float(e["time_s"]))
+        made = [charts.goodput_chart(goodput) if goodput else None, charts.straggler_map_chart(stragglers),
+                charts.event_timeline_chart(events)]
+        phase["charts"] = [c for c in made if c is not None]
+        phase["goodput"] = goodput
+        phase["goodput_ml"] = section.get("goodput_ml")
+        phase["stragglers"] = [s for s in stragglers if s["flagged"]][:TABLE_CAP]
+        phase["stragglers_total"] = len(stragglers)
+        phase["events"] = events[:TABLE_CAP]
+        phase["events_total"] = len(events)
+        phase["records"] = {k: _records(section.get(k, [])) for k in ("stalls", "faults")}
+    return phase
+
+
+def _records(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A list of flat records as a table: columns in first-seen order, values as text, capped."""
+    columns: list[str] = []
+    for row in rows:
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+    body = [[_cell(row.get(c)) for c in columns] for row in rows[:TABLE_CAP]]
+    return {"columns": columns, "rows": body, "total": len(rows)}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | dict):
+        import json
+
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return str(value)
 
 
 def build_context(
@@ -27,6 +125,8 @@ def build_context(
     sources: dict[str, dict[str, Any]],
     inventory: list[dict[str, Any]],
     software: dict[str, str],
+    validation: dict[str, Any] | None = None,
+    redacted: bool = False,
 ) -> dict[str, Any]:
     """Everything the template shows, from results.json and the run's metadata (no clock, no I/O)."""
     notices = []
@@ -38,23 +138,25 @@ def build_context(
                            "(derived, not published; see Methodology).")
     if meta["dev_key"]:
         notices.append("signed with a development key created automatically; run `clustercert keys init`.")
-    appendix: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    if redacted:
+        notices.append("customer copy: hostnames, user names and process ids are replaced by stable pseudonyms; "
+                       "the auditor's report keeps them.")
+    groups: list[tuple[str, str, list[dict[str, Any]]]] = []
+    by_id = {c["id"]: c for c in results["checks"]}
     for w in results["workloads"]:
-        for check in results["checks"]:
-            if check["id"].endswith(f"{w['run_used']}_valid") and w["run_used"] not in seen:
-                seen.add(w["run_used"])
-                for e in check["evidence"]:
-                    appendix.append({"anchor": f"ev-{w['run_used']}", "used_by": w["run_used"], **e})
+        valid = by_id.get(f"efficiency.{w['run_used']}_valid")
+        groups.append((f"ev-{w['run_used']}", f"{w['workload']} {w['precision'].upper()} (run {w['run_used']})",
+                       list(valid["evidence"]) if valid else []))
     for check in results["checks"]:
-        for e in check["evidence"]:
-            appendix.append({"anchor": f"ev-check-{check['id']}", "used_by": check["id"], **e})
+        groups.append((_check_anchor(check["id"]), check["id"], list(check["evidence"])))
+    for name in PHASES:
+        spans = [e for c in results["checks"] if c["phase"] == name for e in c["evidence"]]
+        groups.append((f"ev-phase-{name}", f"the {name} phase (all its checks)", spans))
+    appendix, omitted = _appendix(groups)
     windows = sorted({f"{w['step_time_s']['window'][0]}–{w['step_time_s']['window'][1]}" for w in results["workloads"]})
-    phases = []
-    for name in ("efficiency", "scaling", "resilience"):
-        checks = [c for c in results["checks"] if c["phase"] == name]
-        if checks:
-            phases.append({"name": name, "checks": checks})
+    phases = [_phase_context(name, results, [c for c in results["checks"] if c["phase"] == name])
+              for name in PHASES]
+    command = f"clustercert certify {meta['bundle_path']} --catalog {results['catalog']['id']}"
     return {
         "r": results,
         "meta": meta,
@@ -65,10 +167,22 @@ def build_context(
         "software": software,
         "notices": notices,
         "phases": phases,
+        "validation": validation,
         "window_text": ", ".join(windows) or "of each baseline's window",
-        "appendix": appendix[:APPENDIX_CAP],
-        "appendix_omitted": max(0, len(appendix) - APPENDIX_CAP),
+        "appendix": appendix,
+        "appendix_omitted": omitted,
+        "appendix_cap": APPENDIX_CAP,
+        "spans_per_item": SPANS_PER_ITEM,
+        "table_cap": TABLE_CAP,
+        "command": command,
+        "redacted": redacted,
     }
+
+
+def breakable(text: object) -> markupsafe.Markup:
+    """`text` escaped, with a line-break opportunity after each . _ / , : so long ids and paths wrap in tables."""
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(re.sub(r"([._/,:])", r"\1<wbr>", escaped))
 
 
 def render_html(context: dict[str, Any], templates_dir: Path) -> str:
@@ -78,6 +192,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+    env.filters["breakable"] = breakable
     try:
         css = (templates_dir / CSS).read_text(encoding="utf-8")
         return env.get_template(TEMPLATE).render(css=css, **context)
@@ -85,9 +200,8 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
         raise RenderError(f"{templates_dir / TEMPLATE}: cannot render the report ({exc})") from None
 
 
-def render_pdf(html: str, base_dir: Path) -> bytes:
-    """The PDF of `html`; only data: URLs and files under `base_dir` may be fetched."""
-    from weasyprint import HTML
+def local_only_fetcher(base_dir: Path) -> Any:
+    """A WeasyPrint URL fetcher that serves data: URLs and files under `base_dir`, and refuses everything else."""
     from weasyprint.urls import URLFetcher
 
     root = base_dir.resolve()
@@ -102,11 +216,55 @@ def render_pdf(html: str, base_dir: Path) -> bytes:
                     return super().fetch(url, headers)
             raise ValueError(f"clustercert blocks fetching {url[:80]}")
 
+    return LocalOnly()
+
+
+def render_pdf(html: str, base_dir: Path) -> bytes:
+    """The unsigned PDF of `html`; only data: URLs and files under `base_dir` may be fetched.
+
+    Its bytes depend only on `html` and the software image: WeasyPrint takes the dates from the document's
+    dcterms.created meta (the run's start) and derives the file identifier from the content.
+    """
+    from weasyprint import HTML
+
+    root = base_dir.resolve()
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     buffer = io.BytesIO()
     try:
-        HTML(string=html, base_url=str(root) + "/", url_fetcher=LocalOnly()).write_pdf(buffer)
+        HTML(string=html, base_url=str(root) + "/", url_fetcher=local_only_fetcher(root)).write_pdf(buffer)
     except Exception as exc:  # WeasyPrint raises many kinds; the user needs one line
         raise RenderError(f"{base_dir}: cannot write the PDF ({exc.__class__.__name__}: {exc})") from None
     return buffer.getvalue()
+
+
+def font_versions() -> dict[str, str]:
+    """The fonts the report uses and their versions (HTML/PDF text through fontconfig; charts through matplotlib)."""
+    import shutil
+    import subprocess
+
+    from fontTools.ttLib import TTFont
+    from matplotlib import font_manager
+
+    def version(path: str) -> str:
+        try:
+            with TTFont(path, lazy=True) as font:
+                name = font["name"].getDebugName(5) or "unknown version"
+        except Exception:  # an unreadable font file is recorded as such
+            name = "unreadable"
+        return f"{name} ({Path(path).name})"
+
+    out: dict[str, str] = {}
+    fc_match = shutil.which("fc-match")
+    for family in ("DejaVu Sans", "DejaVu Sans Mono"):
+        path = ""
+        if fc_match:
+            done = subprocess.run([fc_match, "-f", "%{file}", family], capture_output=True, text=True, check=False)
+            path = done.stdout.strip()
+        out[f"font {family} (report)"] = version(path) if path else "not found by fontconfig"
+    out["font DejaVu Sans (charts)"] = version(font_manager.findfont("DejaVu Sans", fallback_to_default=False))
+    from weasyprint.text import ffi
+
+    # Without libharfbuzz-subset, WeasyPrint subsets fonts another way and PDFs are not byte-identical.
+    out["libharfbuzz-subset"] = "present" if getattr(ffi, "harfbuzz_subset", None) is not None else "absent"
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from clustercert.bundle import load_bundle, seal_bundle
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ISOLATED_ENV, ROOT, run_cli
 
 SAMPLE = ROOT / "evidence" / "gb200-seed"
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ def certified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("certify")
     bundle = work / "bundle"
     shutil.copytree(SAMPLE, bundle)
-    proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(work / "reports"))
+    proc = run_cli("certify", str(bundle), "--json", "--redact", "--reports-dir", str(work / "reports"))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     return {"bundle": bundle, "run_dir": Path(out["run_dir"]), "out": out, "stderr": proc.stderr}
@@ -47,7 +48,8 @@ def test_certify_writes_the_run_folder(certified: dict[str, Any]) -> None:
     run_dir = certified["run_dir"]
     assert certified["out"]["outcome"] == "CERTIFIED"
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "catalog.yaml", "manifest.json", "manifest.sig", "report.html", "report.pdf", "results.json"]
+        "catalog.yaml", "manifest.dsse.json", "manifest.json", "report.html", "report.pdf", "report.redacted.html",
+        "report.redacted.pdf", "results.json"]
     assert "development key" in certified["stderr"]
 
 
@@ -92,7 +94,9 @@ def test_verify_accepts_the_untouched_run(certified: dict[str, Any]) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["valid"] and out["signer"].startswith("SHA256:")
-    assert out["checked"] == 4 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
+    assert out["checked"] == 6 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
+    assert out["pdf_signer"] == "Organization: clustercert, Common Name: clustercert development key"
+    assert out["warnings"] == []
 
 
 def _copy(certified: dict[str, Any], dest: Path) -> tuple[Path, Path]:
@@ -108,21 +112,99 @@ def _flip_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("target", ["evidence", "report.html", "results.json", "report.pdf", "added"])
-def test_verify_names_the_tampered_file(certified: dict[str, Any], tmp_path: Path, target: str) -> None:
+RUN_FILES = ["catalog.yaml", "report.html", "report.pdf", "report.redacted.html", "report.redacted.pdf",
+             "results.json", "manifest.json", "manifest.dsse.json"]
+EVIDENCE = "training/grok1-314b/bf16/512/r2.log"
+KEY_DIR = Path(ISOLATED_ENV["CLUSTERCERT_KEY_DIR"])
+
+
+def test_verify_command_names_the_first_broken_item(certified: dict[str, Any], tmp_path: Path) -> None:
     run_dir, bundle = _copy(certified, tmp_path)
-    if target == "evidence":
-        victim = bundle / "training" / "grok1-314b" / "bf16" / "512" / "r2.log"
-        _flip_byte(victim)
-    elif target == "added":
-        victim = run_dir / "extra.txt"
-        victim.write_text("hello")
-    else:
-        victim = run_dir / target
-        _flip_byte(victim)
+    _flip_byte(run_dir / "results.json")
+    (run_dir / "report.html").unlink()
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
     assert proc.returncode == 1
-    assert proc.stderr.startswith(f"invalid: {victim}")
+    assert proc.stderr.splitlines() == [
+        f"invalid: {run_dir / 'report.html'}: missing (listed in the manifest)",
+        f"  also: {run_dir / 'results.json'}: changed (sha256 differs from the manifest)",
+    ]
+
+
+@pytest.mark.parametrize(("action", "target"), [
+    *[("change", name) for name in RUN_FILES],
+    *[("remove", name) for name in RUN_FILES],
+    ("add", "extra.txt"),
+    ("change", "evidence"), ("remove", "evidence"), ("change", "bundle.yaml"),
+])
+def test_verify_names_the_tampered_file(certified: dict[str, Any], tmp_path: Path, action: str, target: str) -> None:
+    from clustercert.attest import verify_run
+
+    run_dir, bundle = _copy(certified, tmp_path)
+    victim = bundle / EVIDENCE if target == "evidence" else bundle / target if target == "bundle.yaml" \
+        else run_dir / target
+    if action == "add":
+        victim.write_text("hello")
+    elif action == "remove":
+        victim.unlink()
+    else:
+        _flip_byte(victim)
+    # In-process (what `verify` prints after "invalid: "); the command line itself is tested below.
+    result = verify_run(run_dir, key_dir=KEY_DIR, trust=None, bundle=bundle)
+    assert not result.ok
+    assert result.problems[0].startswith(f"{victim}: "), result.problems
+
+
+def _append_incremental_update(pdf: Path) -> None:
+    """What an editor does when it saves changes: a new revision after the signed one."""
+    import io
+
+    from pyhanko.pdf_utils import generic
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+
+    writer = IncrementalPdfFileWriter(io.BytesIO(pdf.read_bytes()))
+    writer.root["/Lang"] = generic.pdf_string("fr")
+    writer.update_root()
+    out = io.BytesIO()
+    writer.write(out)
+    pdf.write_bytes(out.getvalue())
+
+
+def test_pdf_with_an_appended_update_is_invalid_even_in_a_re_signed_manifest(
+    certified: dict[str, Any], tmp_path: Path
+) -> None:
+    from clustercert.attest import write_manifest
+    from clustercert.signing import load_signing_key
+
+    run_dir, bundle = _copy(certified, tmp_path)
+    pdf = run_dir / "report.pdf"
+    _append_incremental_update(pdf)
+    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"invalid: {pdf}: the PDF signature does not cover the whole file"), proc.stderr
+    # An insider with the manifest key re-signs the manifest over the altered PDF: the PDF check still fails.
+    statement = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").unlink()
+    (run_dir / "manifest.dsse.json").unlink()
+    key = load_signing_key(KEY_DIR, None)
+    evidence = [s["name"][len("evidence/"):] for s in statement["subject"] if s["name"].startswith("evidence/")]
+    predicate = {k: v for k, v in statement["predicate"].items() if k not in ("schema_version", "pdf_signer")}
+    write_manifest(run_dir, bundle, evidence, predicate, key)
+    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"invalid: {pdf}: the PDF signature does not cover the whole file"), proc.stderr
+
+
+def test_pdf_first_revision_is_the_unsigned_report(certified: dict[str, Any]) -> None:
+    """The signature is an incremental update: cutting the file at the first %%EOF gives a PDF that renders
+    the same text and carries no signature."""
+    from pypdf import PdfReader
+
+    data = (certified["run_dir"] / "report.pdf").read_bytes()
+    first = data[: data.index(b"%%EOF") + len(b"%%EOF")]
+    assert len(first) < len(data) and data.startswith(first)
+    unsigned, signed = PdfReader(io.BytesIO(first)), PdfReader(io.BytesIO(data))
+    assert [p.extract_text() for p in unsigned.pages] == [p.extract_text() for p in signed.pages]
+    assert "/AcroForm" not in unsigned.trailer["/Root"] and "/AcroForm" in signed.trailer["/Root"]
 
 
 def test_verify_refuses_an_untrusted_signer(certified: dict[str, Any], tmp_path: Path) -> None:
@@ -130,7 +212,67 @@ def test_verify_refuses_an_untrusted_signer(certified: dict[str, Any], tmp_path:
     other_keys = tmp_path / "other-keys"
     assert run_cli("keys", "init", env={"CLUSTERCERT_KEY_DIR": str(other_keys)}).returncode == 0
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle), env={"CLUSTERCERT_KEY_DIR": str(other_keys)})
-    assert proc.returncode == 1 and "not a trusted key" in proc.stderr
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"invalid: {run_dir / 'manifest.dsse.json'}: signed by SHA256:")
+    assert "which is not a trusted key" in proc.stderr
+    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle), "--trust", str(other_keys / "manifest_ed25519.pub"))
+    assert proc.returncode == 1 and "which is not a trusted key" in proc.stderr
+    # Trusting the right key explicitly (from anywhere) is enough, for the envelope and, through it, the PDF.
+    mine = KEY_DIR / "manifest_ed25519.pub"
+    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle), "--trust", str(mine),
+                   env={"CLUSTERCERT_KEY_DIR": str(other_keys)})
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_pdf_signed_by_another_certificate_is_untrusted(certified: dict[str, Any], tmp_path: Path) -> None:
+    """A PDF re-signed by someone else's certificate fails, even listed in a manifest signed by a trusted key."""
+    import datetime as dt
+
+    from clustercert.attest import write_manifest
+    from clustercert.signing import init_keys, load_signing_key, sign_pdf
+
+    run_dir, bundle = _copy(certified, tmp_path)
+    pdf = run_dir / "report.pdf"
+    data = pdf.read_bytes()
+    unsigned = data[: data.index(b"%%EOF") + len(b"%%EOF")] + b"\n"
+    other = init_keys(tmp_path / "other", passphrase=None, common_name="someone else", dev=False,
+                      now=dt.datetime.now(dt.UTC))
+    pdf.write_bytes(sign_pdf(other, unsigned, reason="x", location="y"))
+    statement = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").unlink()
+    (run_dir / "manifest.dsse.json").unlink()
+    key = load_signing_key(KEY_DIR, None)
+    evidence = [s["name"][len("evidence/"):] for s in statement["subject"] if s["name"].startswith("evidence/")]
+    predicate = {k: v for k, v in statement["predicate"].items() if k not in ("schema_version", "pdf_signer")}
+    write_manifest(run_dir, bundle, evidence, predicate, key)
+    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"invalid: {pdf}: the PDF is signed by Organization: clustercert, "
+                                  "Common Name: someone else, which is not a trusted certificate"), proc.stderr
+
+
+def test_verify_warns_when_the_certification_has_expired(certified: dict[str, Any]) -> None:
+    import datetime as dt
+
+    from clustercert.attest import verify_run
+
+    run_dir = certified["run_dir"]
+    until = dt.date.fromisoformat(certified["out"]["valid_until"])
+    key_dir = KEY_DIR
+    ok = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until)
+    assert ok.ok and ok.warnings == []
+    late = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until + dt.timedelta(days=1))
+    assert late.ok and late.warnings == [
+        f"the certification expired on {until}; the signatures are still checked as above"]
+
+
+def test_redacted_copy_hides_hostnames_the_auditor_copy_keeps_them(certified: dict[str, Any]) -> None:
+    nodes = load_bundle(certified["bundle"]).spec.system.nodes
+    auditor = (certified["run_dir"] / "report.html").read_text()
+    customer = (certified["run_dir"] / "report.redacted.html").read_text()
+    assert all(n in auditor for n in nodes[:3])
+    assert not any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", customer) for n in nodes)
+    assert "customer copy" in customer
 
 
 def _broken_bundle(tmp_path: Path, edit: Any) -> tuple[Path, Path]:
@@ -190,3 +332,41 @@ def test_bad_catalog_is_a_configuration_error(tmp_path: Path) -> None:
     proc = run_cli("certify", str(SAMPLE), "--catalog", str(bad), "--reports-dir", str(tmp_path / "r"))
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: {bad}") and "Traceback" not in proc.stderr
+
+
+def test_standalone_script_verifies_without_clustercert(certified: dict[str, Any], tmp_path: Path) -> None:
+    """scripts/verify_run_folder.py (documented in the README) needs only Python and cryptography."""
+    import subprocess
+    import sys
+
+    run_dir, bundle = _copy(certified, tmp_path)
+    script = [sys.executable, "-I", str(ROOT / "scripts" / "verify_run_folder.py"), str(run_dir),
+              "--key", str(KEY_DIR / "manifest_ed25519.pub"), "--bundle", str(bundle)]
+    ok = subprocess.run(script, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    _flip_byte(bundle / EVIDENCE)
+    bad = subprocess.run(script, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == f"invalid: {bundle / EVIDENCE}: sha256 differs from the manifest"
+
+
+def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str, Any]) -> None:
+    """Same inputs + the run metadata recorded in the manifest => the same HTML bytes and the signed PDF's
+    first revision is the unsigned PDF rendered again (both copies)."""
+    from clustercert.results import RunMeta
+    from clustercert.runfolder import load_inputs, render_reports
+    from clustercert.signing import load_signing_key
+
+    run_dir = certified["run_dir"]
+    predicate = json.loads((run_dir / "manifest.json").read_text())["predicate"]
+    results = json.loads((run_dir / "results.json").read_text())
+    inputs = load_inputs(certified["bundle"], ROOT / "references")
+    again = render_reports(inputs, results, RunMeta.from_json(predicate["run"]), predicate["software"],
+                           validation=None, redaction_secret=load_signing_key(KEY_DIR, None).redaction_secret(),
+                           base_dir=run_dir, templates_dir=ROOT / "templates")
+    assert sorted(again) == ["report", "report.redacted"]
+    for stem, (html, unsigned) in again.items():
+        assert html == (run_dir / f"{stem}.html").read_text(encoding="utf-8")
+        signed = (run_dir / f"{stem}.pdf").read_bytes()
+        assert signed.startswith(unsigned) and len(signed) > len(unsigned)
+        assert signed[: signed.index(b"%%EOF") + len(b"%%EOF")] == unsigned.rstrip(b"\n")

@@ -1,0 +1,122 @@
+"""Look at a rendered report the way a reader would: headless Chromium for the HTML, pdftoppm for the PDF pages."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Injected into a temporary copy only (the report itself carries no script): it measures the laid-out page.
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const out = {tables: [], images: [], width: document.documentElement.clientWidth};
+  for (const t of document.querySelectorAll('table')) {
+    const box = t.parentElement.getBoundingClientRect();
+    const r = t.getBoundingClientRect();
+    if (r.right > box.right + 1 || t.scrollWidth > t.clientWidth + 1) {
+      out.tables.push((t.querySelector('caption') || t).textContent.trim().slice(0, 80));
+    }
+  }
+  for (const img of document.querySelectorAll('img')) {
+    if (!img.complete || img.naturalWidth === 0 || !img.alt) out.images.push(img.alt || img.src.slice(0, 40));
+  }
+  out.count_images = document.querySelectorAll('img').length;
+  const pre = document.createElement('pre'); pre.id = 'clustercert-probe';
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+});
+</script>"""
+
+PT = 72.0
+A4 = (595.276, 841.89)
+MARGIN = {"top": 20 * PT / 25.4, "right": 15 * PT / 25.4, "bottom": 20 * PT / 25.4, "left": 15 * PT / 25.4}
+
+
+def check_html(html: Path, chromium: str, width: int) -> dict[str, Any]:
+    """Overflowing tables and missing or unlabelled images, as laid out by Chromium at `width` CSS pixels."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "probe.html"
+        probe.write_text(html.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+        done = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-extensions",
+             "--no-first-run", f"--user-data-dir={tmp}/profile", f"--window-size={width},2000",
+             "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+            capture_output=True, text=True, timeout=180, check=False)
+    match = re.search(r'<pre id="clustercert-probe">(.*?)</pre>', done.stdout, re.S)
+    if match is None:
+        return {"ok": False, "error": f"chromium printed no probe result (exit {done.returncode}): "
+                                      f"{done.stderr.strip()[-300:]}"}
+    found = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                       .replace("&gt;", ">"))
+    found["ok"] = not found["tables"] and not found["images"] and found["count_images"] > 0
+    return dict(found)
+
+
+def check_pdf(pdf: Path, pdftoppm: str, dpi: int) -> dict[str, Any]:
+    """Blank pages, ink in the right margin (an overflowing table or figure), and the images the PDF holds."""
+    from PIL import Image
+    from pypdf import PdfReader
+
+    reader = PdfReader(pdf)
+    # Pages may share one resource dictionary: count distinct images, not references.
+    images = {hashlib.sha256(img.data).hexdigest() for page in reader.pages for img in page.images}
+    blank, overflow = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([pdftoppm, "-r", str(dpi), "-gray", "-png", str(pdf), f"{tmp}/p"], check=True, timeout=300)
+        pages = sorted(Path(tmp).glob("p-*.png"))
+        scale = dpi / PT
+        for number, path in enumerate(pages, 1):
+            with Image.open(path) as im:
+                gray = im.convert("L")
+                w, h = gray.size
+                top, bottom = int(MARGIN["top"] * scale), h - int(MARGIN["bottom"] * scale)
+                body = gray.crop((0, top, w, bottom))
+                ink = sum(body.histogram()[:200])
+                if ink < 0.002 * body.width * body.height:
+                    blank.append(number)
+                right = gray.crop((w - int(MARGIN["right"] * scale) + 2, top, w, bottom))
+                if sum(right.histogram()[:200]) > 0:
+                    overflow.append(number)
+    return {"ok": not blank and not overflow, "pages": len(reader.pages), "blank_pages": blank,
+            "pages_with_ink_in_the_right_margin": overflow, "images": len(images)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("run_dir", type=Path, help="a run folder (report.html and report.pdf)")
+    parser.add_argument("--dpi", type=int, default=60)
+    parser.add_argument("--width", type=int, default=1024, help="Chromium window width in CSS pixels")
+    parser.add_argument("--out", type=Path, help="write the findings as JSON here too")
+    args = parser.parse_args(argv)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    pdftoppm = shutil.which("pdftoppm")
+    if chromium is None or pdftoppm is None:
+        print("needs Debian's chromium and poppler-utils: apt-get install -y chromium poppler-utils", file=sys.stderr)
+        return 2
+    findings: dict[str, Any] = {}
+    for stem in ("report", "report.redacted"):
+        html, pdf = args.run_dir / f"{stem}.html", args.run_dir / f"{stem}.pdf"
+        if not html.exists():
+            continue
+        findings[stem] = {"html": check_html(html, chromium, args.width), "pdf": check_pdf(pdf, pdftoppm, args.dpi)}
+        result = findings[stem]
+        html_imgs = result["html"].get("count_images", -1)
+        if result["pdf"]["images"] < html_imgs:
+            result["pdf"]["ok"] = False
+            result["pdf"]["missing_charts"] = html_imgs - result["pdf"]["images"]
+    ok = bool(findings) and all(r["html"]["ok"] and r["pdf"]["ok"] for r in findings.values())
+    text = json.dumps({"ok": ok, "run_dir": str(args.run_dir), "findings": findings}, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""The report renders the same bytes from the same inputs, links every number, escapes evidence, and redacts."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustercert.report import Redactor, build_context, render_html, render_pdf
+from clustercert.report.charts import step_time_charts
+from clustercert.report.render import APPENDIX_CAP, local_only_fetcher
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+TEMPLATES = ROOT / "templates"
+REGEN = os.environ.get("CLUSTERCERT_REGEN_GOLDEN") == "1"
+
+OUTLINE = [
+    "GPU cluster certification",
+    "Summary",
+    "Phase: efficiency",
+    "Phase: scaling",
+    "Phase: resilience",
+    "Evidence validation",
+    "Cross-source consistency",
+    "Methodology",
+    "Formulas and conventions",
+    "Thresholds applied",
+    "Catalog sources",
+    "Evidence inventory",
+    "Reproducibility",
+    "Limitations",
+    "Appendix: evidence spans",
+    "Signature",
+]
+
+
+def _input() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((GOLDEN / "report_input.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _context(data: dict[str, Any], *, redacted: bool = False) -> dict[str, Any]:
+    return build_context(
+        data["results"], meta=data["meta"], system=data["system"], models=data["models"], sources=data["sources"],
+        inventory=data["inventory"], software=data["software"], validation=data["validation"], redacted=redacted)
+
+
+@pytest.fixture(scope="module")
+def html() -> str:
+    return render_html(_context(_input()), TEMPLATES)
+
+
+@pytest.fixture(scope="module")
+def pdf(html: str, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return render_pdf(html, tmp_path_factory.mktemp("pdf"))
+
+
+def _compare_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if REGEN:
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path}: no golden file; run with CLUSTERCERT_REGEN_GOLDEN=1 once and review it"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{path}: the rendered report changed; if intended, regenerate with CLUSTERCERT_REGEN_GOLDEN=1 and review")
+
+
+def test_html_matches_the_golden_file_byte_for_byte(html: str) -> None:
+    assert render_html(_context(_input()), TEMPLATES) == html  # same inputs, same bytes, in one process
+    _compare_golden("report.html", html)
+
+
+def test_html_is_self_contained_and_accessible(html: str) -> None:
+    assert not re.search(r"""(?:src|href)=["'](?:https?:|//|file:)""", html)
+    assert "<link" not in html and "<script" not in html and "@import" not in html
+    images = re.findall(r"<img [^>]*>", html)
+    assert len(images) == 4 + 3 + 3  # 4 step-time, scaling + 2 busbw, goodput + stragglers + events
+    for img in images:
+        assert re.search(r'src="data:image/png;base64,', img) and re.search(r'alt="[^"]{40,}"', img)
+    assert html.count("<th scope=") > 50 and '<html lang="en">' in html
+
+
+def test_every_link_lands_on_an_anchor(html: str) -> None:
+    ids = set(re.findall(r'\sid="([^"]+)"', html))
+    targets = set(re.findall(r'href="#([^"]+)"', html))
+    assert targets - ids == set()
+    # Numbers in the summary, phase tables and checks link to evidence groups of the appendix.
+    expected = {"ev-phase-scaling", "ev-phase-resilience", "ev-check-efficiency.grok1-314b-bf16-512_meets_baseline"}
+    assert expected <= targets
+
+
+def test_evidence_text_is_escaped(html: str) -> None:
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
+    assert "grad_norm: &lt;nan&gt; &amp; more" in html
+
+
+def test_absent_sections_are_said_not_drawn() -> None:
+    data = _input()
+    del data["results"]["phases"]["scaling"]
+    data["validation"] = None
+    out = render_html(_context(data), TEMPLATES)
+    assert "results.json has no <code>scaling</code> section for this run: nothing is drawn for this phase" in out
+    assert "This run has no validation.json" in out
+    assert 'id="chart-scaling"' not in out and 'id="chart-goodput"' in out
+
+
+@pytest.mark.parametrize("extra_checks", [0, 80])
+def test_appendix_is_capped_and_says_what_it_left_out(extra_checks: int) -> None:
+    data = _input()
+    checks = data["results"]["checks"]
+    checks += [dict(checks[0], id=f"efficiency.extra{i}_valid") for i in range(extra_checks)]
+    for check in checks:
+        check["evidence"] = [{"file": "training/x.log", "line": i, "last": i, "count": 1} for i in range(1, 6)]
+    assert all(c["phase"] == "efficiency" for c in checks)
+    workloads, n = len(data["results"]["workloads"]), len(checks)
+    # Groups: one per workload (its run's 5 spans), one per check (5), one per phase (efficiency: 5 per check).
+    given = 5 * workloads + 5 * n + 5 * n
+    kept_uncapped = 3 * (workloads + n + 1)
+    kept = min(APPENDIX_CAP, kept_uncapped)
+    context = _context(data)
+    assert sum(len(g["spans"]) for g in context["appendix"]) == kept
+    assert len(context["appendix"]) == workloads + n + 3  # every group keeps its anchor, even when emptied
+    assert context["appendix_omitted"] == given - kept
+    out = render_html(context, TEMPLATES)
+    assert f"{given - kept} further spans are left out to keep this appendix readable" in out
+
+
+def test_charts_are_deterministic_pngs_without_metadata() -> None:
+    series = _input()["results"]["phases"]["efficiency"]["step_series"]
+    first, second = step_time_charts(series), step_time_charts(series)
+    assert [c.uri for c in first] == [c.uri for c in second]
+    png = base64.b64decode(first[0].uri.split(",", 1)[1])
+    assert png.startswith(b"\x89PNG") and b"tEXt" not in png and b"tIME" not in png and b"matplotlib" not in png
+
+
+def test_pdf_is_deterministic_with_text_outline_and_fixed_dates(html: str, pdf: bytes, tmp_path: Path) -> None:
+    from pypdf import PdfReader
+
+    assert render_pdf(html, tmp_path) == pdf
+    reader = PdfReader(io.BytesIO(pdf))
+    outline = [item.title for item in _flatten(reader.outline)]
+    assert outline == OUTLINE
+    meta = reader.metadata
+    assert meta is not None and meta.title == "clustercert report 20261201T090000Z-1d57944d – example-cloud-gb200-east"
+    assert str(meta.get("/CreationDate", "")).startswith("D:20261201090000")
+    text = "\n".join(page.extract_text() for page in reader.pages)
+    for phrase in ("CERTIFIED", "Valid until", "2027-12-01", "synthetic", "illustrative", "development key",
+                   "Grok-1 314B", "Weak scaling", "Flagged stragglers", "gb-r2-n03", "Resilience events",
+                   "Methodology", "Evidence inventory", "Reproducibility", "Limitations",
+                   "Appendix: evidence spans", "Signature"):
+        assert phrase in text, phrase
+    pages = len(reader.pages)
+    assert re.search(rf"Page 1 of {pages}", text) and re.search(rf"Page {pages} of {pages}", text)
+    assert "clustercert · example-cloud-gb200-east · CERTIFIED" in reader.pages[1].extract_text()
+
+
+def _flatten(items: list[Any]) -> list[Any]:
+    out = []
+    for item in items:
+        out.extend(_flatten(item) if isinstance(item, list) else [item])
+    return out
+
+
+def test_fetcher_serves_only_data_urls_and_the_run_folder(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "a.txt").write_text("ok")
+    (tmp_path / "secret.txt").write_text("no")
+    fetcher = local_only_fetcher(tmp_path / "run")
+    for url in ("https://example.com/x.png", "http://127.0.0.1/", f"file://{tmp_path}/secret.txt",
+                f"file://{tmp_path}/run/../secret.txt"):
+        with pytest.raises(ValueError, match="clustercert blocks fetching"):
+            fetcher.fetch(url)
+    assert fetcher.fetch(f"file://{tmp_path}/run/a.txt") is not None
+
+
+def test_redacted_copy_uses_stable_pseudonyms_and_the_auditor_copy_keeps_names(html: str) -> None:
+    data = _input()
+    nodes = [f"gb-r{r}-n{n:02d}" for r in (1, 2) for n in range(1, 5)]
+    redactor = Redactor(b"k" * 32, data["system"]["nodes"])
+    again = Redactor(b"k" * 32, data["system"]["nodes"])
+    other = Redactor(b"z" * 32, data["system"]["nodes"])
+    redacted = {**redactor(copy.deepcopy(data)), "validation": redactor(data["validation"])}
+    out = render_html(_context(redacted, redacted=True), TEMPLATES)
+    for name in [*nodes, "alice", "48213"]:
+        assert name in html
+        assert not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", out), name
+    host = redactor.replaced["gb-r2-n03"]
+    assert re.fullmatch(r"host-[0-9a-f]{6}", host) and again.pseudonym("host", "gb-r2-n03") == host
+    assert other.pseudonym("host", "gb-r2-n03") != host
+    assert redactor.text("pid 48213 user=alice /home/alice/x") == (
+        f"pid {redactor.replaced['48213']} user={redactor.replaced['alice']} /home/{redactor.replaced['alice']}/x")
+    assert f"{host}" in out and "customer copy" in out
