@@ -87,12 +87,12 @@ def rerun(
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
     from clustercert.replay import check_recorded_evidence, compare_run_folders, read_predicate, software_differences
-    from clustercert.software import software_versions
+    from clustercert.software import software_record
 
     predicate = read_predicate(run_dir)
     root = bundle or Path(str(predicate["run"]["bundle_path"]))
     check_recorded_evidence(run_dir, root)
-    for line in software_differences(predicate.get("software", {}), software_versions()):
+    for line in software_differences(predicate.get("software", {}), software_record()):
         err.print(f"warning: software differs from the manifest's: {line}", markup=False)
     settings = load_settings()
     from clustercert.signing import load_signing_key

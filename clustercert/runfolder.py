@@ -13,10 +13,10 @@ from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import EvidenceError
 from clustercert.hashing import sha256_file
 from clustercert.parsers import TrainingLog, parse_training_log
-from clustercert.report import Redactor, build_context, font_versions, render_html, render_pdf
+from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.results import RunMeta, dump_json
 from clustercert.signing import KeyPair, sign_pdf
-from clustercert.software import software_versions
+from clustercert.software import software_record
 
 __all__ = ["Inputs", "check_seal", "load_inputs", "parse_training_run", "render_reports", "write_run_folder"]
 
@@ -111,7 +111,7 @@ def write_run_folder(
     manifest.json and its DSSE envelope."""
     run_dir.mkdir(parents=True, exist_ok=False)
     bundle, catalog = inputs.bundle, inputs.catalog
-    software = {**software_versions(), **font_versions()}
+    software = software_record()
     (run_dir / "results.json").write_text(dump_json(results), encoding="utf-8")
     if validation is not None:
         (run_dir / "validation.json").write_text(dump_json(validation), encoding="utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
-__all__ = ["software_versions"]
+__all__ = ["software_record", "software_versions"]
 
 _PACKAGES = ["clustercert", "prefect", "great-expectations", "jinja2", "weasyprint", "pydyf", "pyhanko",
              "cryptography", "pandas", "numpy", "pyarrow", "pydantic", "matplotlib", "typer"]
@@ -31,3 +31,10 @@ def software_versions() -> dict[str, str]:
             out[name] = "not installed"
     out["pango"] = _pango()
     return out
+
+
+def software_record() -> dict[str, str]:
+    """Everything a run records about its software image: packages, Pango, the report's fonts, harfbuzz."""
+    from clustercert.report.render import font_versions
+
+    return {**software_versions(), **font_versions()}
