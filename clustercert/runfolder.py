@@ -64,12 +64,16 @@ def write_run_folder(
     meta: RunMeta,
     key: KeyPair,
     templates_dir: Path,
+    validation: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """results.json, catalog copy, report.html, report.pdf, then manifest.json and its signature."""
+    """results.json, validation.json (when given), catalog copy, report.html, report.pdf, then manifest.json
+    and its signature."""
     run_dir.mkdir(parents=True, exist_ok=False)
     bundle, catalog = inputs.bundle, inputs.catalog
     software = software_versions()
     (run_dir / "results.json").write_text(dump_json(results), encoding="utf-8")
+    if validation is not None:
+        (run_dir / "validation.json").write_text(dump_json(validation), encoding="utf-8")
     shutil.copyfile(catalog.path, run_dir / "catalog.yaml")
     inventory = [
         {"path": rel, "bytes": (bundle.root / rel).stat().st_size, "sha256": sha256_file(bundle.root / rel)}

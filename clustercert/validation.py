@@ -252,16 +252,33 @@ def _gx_suite(gx: Any, name: str, specs: Sequence[ExpectationSpec]) -> Any:
     )
 
 
-def _context() -> tuple[Any, Any]:
-    """Great Expectations (imported here: it costs seconds) and a batch definition for in-memory frames."""
+def _context(data_docs: Path | None = None) -> tuple[Any, Any, Any]:
+    """Great Expectations (imported here: it costs seconds), an in-memory context without any docs site
+    unless `data_docs` names a folder for one, and a batch definition for in-memory frames."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
 
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    sites: dict[str, Any] = {}
+    if data_docs is not None:
+        sites["clustercert"] = {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(data_docs)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        }
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        data_docs_sites=sites,
+        progress_bars=ProgressBarsConfig(globally=False),
+        analytics_enabled=False,
+    )
+    context = gx.get_context(mode="ephemeral", project_config=config)
     asset = context.data_sources.add_pandas("clustercert").add_dataframe_asset("tables")
-    return gx, asset.add_batch_definition_whole_dataframe("whole")
+    return gx, context, asset.add_batch_definition_whole_dataframe("whole")
 
 
 def _raised(info: object) -> str | None:
@@ -365,20 +382,27 @@ def _resolved(kwargs: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[
     return out
 
 
-def run_tables(tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec]) -> ValidationReport:
-    """Run each table's suite with Great Expectations (batch by batch for large tables) and type the results."""
-    gx, batch_definition = _context()
+def run_tables(
+    tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec], *, data_docs: Path | None = None
+) -> ValidationReport:
+    """Run each table's suite with Great Expectations (batch by batch for large tables) and type the results.
+
+    With `data_docs`, Great Expectations' own Data Docs are also built into that folder (they load remote
+    scripts and styles: keep them out of signed run folders).
+    """
+    gx, context, batch_definition = _context(data_docs)
     reports: list[TableReport] = []
     cross: list[TableReport] = []
-    for table in tables:
+    kept: list[tuple[str, str, Any]] = []
+    for number, table in enumerate(tables):
         suite = suites[table.suite]
         specs = [s for s in suite.expectations if s.table == table.table]
         runnable = [s for s in specs if all(p in table.parameters for p in s.parameters)]
         skipped = tuple(s.id for s in specs if s not in runnable)
         tallies = {s.id: _Tally(s) for s in runnable}
-        gx_suite = _gx_suite(gx, f"{suite.name}:{table.table}", runnable)
+        gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", runnable)
         index = ["_file", "_line"]
-        for frame in table.batches():
+        for part, frame in enumerate(table.batches()):
             batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
             result_format = {
                 "result_format": "SUMMARY",
@@ -392,6 +416,8 @@ def run_tables(tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec]) ->
                 for tally in tallies.values():
                     tally.error = tally.error or f"{exc.__class__.__name__}: {exc}"
                 break
+            if data_docs is not None:
+                kept.append((gx_suite.name, f"{number:03d}-{table.run}-{part}", outcome))
             for item in outcome.results:
                 eid = (item.expectation_config.meta or {}).get("id")
                 if eid in tallies:
@@ -399,6 +425,8 @@ def run_tables(tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec]) ->
         results = tuple(_finish(tallies[s.id], table) for s in runnable)
         report = TableReport(suite.name, table.table, table.run, table.file, table.rows, results, skipped)
         (cross if table.suite == CROSS_SOURCE else reports).append(report)
+    if data_docs is not None:
+        _build_data_docs(context, kept)
     return ValidationReport(
         tables=tuple(reports),
         cross_source=tuple(r for t in cross for r in t.results),
@@ -406,15 +434,35 @@ def run_tables(tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec]) ->
     )
 
 
+def _build_data_docs(context: Any, kept: Sequence[tuple[str, str, Any]]) -> None:
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    run_id = RunIdentifier(run_name="clustercert")
+    for suite_name, batch_name, outcome in kept:
+        key = ValidationResultIdentifier(ExpectationSuiteIdentifier(suite_name), run_id, batch_name)
+        context.validation_results_store.set(key, outcome)
+    context.build_data_docs()
+
+
 def validate_bundle(
-    bundle: LoadedBundle, catalog: LoadedCatalog, parsed: ParsedBundle, *, checks_dir: Path | None = None
+    bundle: LoadedBundle,
+    catalog: LoadedCatalog,
+    parsed: ParsedBundle,
+    *,
+    checks_dir: Path | None = None,
+    data_docs: Path | None = None,
 ) -> ValidationReport:
-    """Validate every usable table of the bundle and the cross-source tables with the suites of checks/."""
+    """Validate every usable table of the bundle and the cross-source tables with the suites of checks/
+    (`checks_dir`, default settings.checks_dir)."""
     if checks_dir is None:
         from clustercert.settings import load_settings
 
         checks_dir = load_settings().checks_dir
-    return run_tables(build_tables(bundle, catalog, parsed), load_suites(checks_dir))
+    return run_tables(build_tables(bundle, catalog, parsed), load_suites(checks_dir), data_docs=data_docs)
 
 
 def _subject(result: ExpectationResult) -> str:

@@ -47,7 +47,8 @@ def test_certify_writes_the_run_folder(certified: dict[str, Any]) -> None:
     run_dir = certified["run_dir"]
     assert certified["out"]["outcome"] == "CERTIFIED"
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "catalog.yaml", "manifest.json", "manifest.sig", "report.html", "report.pdf", "results.json"]
+        "catalog.yaml", "manifest.json", "manifest.sig", "report.html", "report.pdf", "results.json",
+        "validation.json"]
     assert "development key" in certified["stderr"]
 
 
@@ -92,7 +93,7 @@ def test_verify_accepts_the_untouched_run(certified: dict[str, Any]) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["valid"] and out["signer"].startswith("SHA256:")
-    assert out["checked"] == 4 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
+    assert out["checked"] == 5 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
 
 
 def _copy(certified: dict[str, Any], dest: Path) -> tuple[Path, Path]:
@@ -153,7 +154,11 @@ def test_missing_window_iteration_is_incomplete_with_file_and_line(tmp_path: Pat
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert errors == [f"error: {log} line {line} field 'iteration': iteration(s) 40 of the window 35-44 are missing"]
+    assert errors == [
+        f"error: {log} line {line} field 'iteration': iteration(s) 40 of the window 35-44 are missing",
+        f"error: {log}: required expectation 'window_complete' failed: missing [40] (the baseline's measurement "
+        "window (DOMAIN.md section 1) must be logged completely)",
+    ]
     assert "Outcome: INCOMPLETE" in proc.stdout
 
 
