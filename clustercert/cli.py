@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustercert.cli_evidence import evidence_app
 from clustercert.errors import ClusterCertError, UsageError
 from clustercert.settings import PROJECT_ROOT, Settings, load_settings
 
@@ -33,6 +34,7 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Manage the signing keys (the key directory is CLUSTERCERT_KEY_DIR).",
                        no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+app.add_typer(evidence_app, name="evidence")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
