@@ -71,11 +71,14 @@ class ExpectationSpec:
     required: bool
     rationale: str
     table: str
+    needs: tuple[str, ...] = ()
 
     @property
     def parameters(self) -> list[str]:
-        """Names of the run-time parameters (`{"$PARAMETER": name}`) the kwargs use."""
-        return [v["$PARAMETER"] for v in self.kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v]
+        """Run-time parameters the expectation needs: those its kwargs use (`{"$PARAMETER": name}`) and those
+        meta.needs names; without them it is not applicable to the table."""
+        used = [v["$PARAMETER"] for v in self.kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v]
+        return used + list(self.needs)
 
 
 @dataclass(frozen=True)
@@ -240,8 +243,12 @@ def _suite(doc: object, path: Path, name: str) -> SuiteSpec:
                 f"{where} ({eid}): a batched suite takes row-wise expectations only (summable over row "
                 f"groups), got {item['type']}. Compute the reduction as a column instead. {_HINT}"
             )
+        needs = em.get("needs", [])
+        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+            raise ChecksError(f"{where} ({eid}): expected meta.needs as a list of parameter names. {_HINT}")
         seen.add(eid)
-        out.append(ExpectationSpec(eid, item["type"], dict(item["kwargs"]), required, rationale.strip(), str(table)))
+        out.append(ExpectationSpec(eid, item["type"], dict(item["kwargs"]), required, rationale.strip(), str(table),
+                                   tuple(needs)))
     return SuiteSpec(name, path, batched, tuple(out))
 
 

@@ -131,13 +131,20 @@ def training_table(
     flops, peak = _flops_per_sequence(run, catalog), _peak(run, catalog)
     mfu: list[float | None] = []
     for step in log.steps:
-        if flops is not None and peak and run is not None and run.gbs and run.gpus and step.step_time_s:
+        # a step time <= 0 has no MFU: the step-time expectations report it
+        if flops is not None and peak and run is not None and run.gbs and run.gpus and (step.step_time_s or 0) > 0:
             mfu.append(flops * run.gbs / step.step_time_s / run.gpus / (peak * 1e12))
-        elif step.tflops_per_gpu is not None and peak:
+        elif step.tflops_per_gpu is not None and peak and flops is None:
             mfu.append(step.tflops_per_gpu / peak)
         else:
             mfu.append(None)
     steps = log.steps
+    parameters: dict[str, Any] = {}
+    if run is not None and catalog is not None and run.workload and run.precision and run.gpus:
+        baseline = catalog.baseline_for(run.workload, run.precision, run.gpus)
+        if baseline is not None:
+            parameters["window_iterations"] = list(range(baseline.window.first, baseline.window.last + 1))
+    window = set(parameters.get("window_iterations", []))
     frame = _frame(
         {
             "iteration": [s.iteration for s in steps],
@@ -149,17 +156,13 @@ def training_table(
             "segment": segments,
             "counter_increase": deltas,
             "mfu": mfu,
+            "in_window": [s.iteration in window for s in steps],
             "_line": [s.line for s in steps],
         },
         {"iteration": "int64", "step_time_s": "float64", "tflops_per_gpu": "float64", "loss": "float64",
          "grad_norm": "float64", "global_step": "float64", "segment": "int64", "counter_increase": "float64",
-         "mfu": "float64", "_line": "int64"},
+         "mfu": "float64", "in_window": "bool", "_line": "int64"},
     )
-    parameters: dict[str, Any] = {}
-    if run is not None and catalog is not None and run.workload and run.precision and run.gpus:
-        baseline = catalog.baseline_for(run.workload, run.precision, run.gpus)
-        if baseline is not None:
-            parameters["window_iterations"] = list(range(baseline.window.first, baseline.window.last + 1))
     return TableInput("training_steps", "training_steps", parsed.run, parsed.display, len(frame),
                       _single(frame), parameters)
 

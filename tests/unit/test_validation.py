@@ -214,6 +214,8 @@ CASES: dict[tuple[str, str], tuple[Callable[[], TableInput], Callable[[], TableI
         training, lambda: frame_change(training(), _set("iteration", 7, None, "object")), 107),
     ("training_steps", "step_time_not_null"): (training, lambda: training(_steps({12: {"step_time_s": None}})), 112),
     ("training_steps", "step_time_positive"): (training, lambda: training(_steps({12: {"step_time_s": 0.0}})), 112),
+    ("training_steps", "window_step_time_positive"): (
+        training, lambda: training(_steps({40: {"step_time_s": -12.71}})), 140),
     ("training_steps", "iterations_strictly_increasing"): (
         training, lambda: training(_steps({21: {"iteration": 20, "global_step": 20}})), 121),
     ("training_steps", "window_complete"): (
@@ -435,7 +437,7 @@ def test_an_expectation_that_cannot_run_is_error_not_fail(tmp_path: Path, suites
 def test_expectations_without_their_parameter_are_not_applicable(suites: dict[str, SuiteSpec]) -> None:
     table = dataclasses.replace(training(), parameters={})
     report = run_tables([table], suites)
-    assert report.tables[0].not_applicable == ("window_complete",)
+    assert report.tables[0].not_applicable == ("window_step_time_positive", "window_complete")
     assert all(r.expectation != "window_complete" for r in report.tables[0].results)
 
 
@@ -455,7 +457,7 @@ def test_validation_json_shape(suites: dict[str, SuiteSpec]) -> None:
         "message": bad["message"],
     }
     assert bad["message"].startswith("1 of 49 rows outside the expectation (within a run")
-    assert doc["summary"] == {"required_failed": 1, "errors": 0, "passed": 9}
+    assert doc["summary"] == {"required_failed": 1, "errors": 0, "passed": 10}
 
 
 def _check(file: str, check_id: str = "efficiency.x_meets_baseline") -> Check:
@@ -482,6 +484,13 @@ def test_gating_without_a_checked_table_still_makes_the_outcome_incomplete(suite
     assert [c.id for c in gated[1:]] == ["validation.nccl_busbw_oop_below_ceiling"]
     assert gated[1].message.startswith("n.log line 23: required expectation 'busbw_oop_below_ceiling' failed")
     assert decide_outcome(gated) is Outcome.INCOMPLETE
+
+
+def test_a_bad_step_time_outside_the_window_is_advisory(suites: dict[str, SuiteSpec]) -> None:
+    report = run_tables([training(_steps({9: {"step_time_s": -12.71}}))], suites)
+    assert _result(report, "step_time_positive").status is ResultStatus.FAIL
+    assert _result(report, "window_step_time_positive").status is ResultStatus.PASS
+    assert report.blocking == []
 
 
 def test_advisory_failures_do_not_gate(suites: dict[str, SuiteSpec]) -> None:
