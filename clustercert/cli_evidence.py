@@ -139,9 +139,7 @@ def check(
     parsed = parse_bundle(loaded, settings.max_evidence_bytes)
     problems += _problems(parsed)
     report = validate_bundle(loaded, inputs.catalog, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
-    problems += [f"{r.where().file}" + (f" line {r.where().first}" if r.where().first else "")
-                 + f": required expectation '{r.expectation}' {'could not run' if r.status.value == 'ERROR' else 'failed'}"
-                 f": {r.message}" for r in report.blocking]
+    problems += [r.problem() for r in report.blocking]
     runs = [
         {"run": run.id, "kind": run.kind.value, "format": run.format, "phase": run.phase.value,
          "files": [{"file": pf.rel, "usable": pf.usable, "found": _found(pf) if pf.usable else None,

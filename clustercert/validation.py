@@ -133,6 +133,14 @@ class ExpectationResult:
         """A required expectation that did not pass: the table cannot be trusted."""
         return self.required and self.status is not ResultStatus.PASS
 
+    def problem(self) -> str:
+        """One line naming file, line, expectation and what was wrong (`<where>: required expectation ...`)."""
+        span = self.where()
+        where = span.file if not span.first else f"{span.file} line {span.first}"
+        verb = "could not run" if self.status is ResultStatus.ERROR else "failed"
+        kind = "required" if self.required else "advisory"
+        return f"{where}: {kind} expectation '{self.expectation}' {verb}: {self.message}"
+
     def where(self) -> Span:
         """The first offending row (or the table's file when no row can be named)."""
         first = self.sample[0] if self.sample else None
@@ -480,13 +488,6 @@ def _blocking_files(result: ExpectationResult) -> set[str]:
     return {s.file for s in result.sample} | ({result.file} if result.run != "bundle" else set())
 
 
-def _gate_message(result: ExpectationResult) -> str:
-    span = result.where()
-    where = span.file if not span.first else f"{span.file} line {span.first}"
-    verb = "could not run" if result.status is ResultStatus.ERROR else "failed"
-    return f"{where}: required expectation '{result.expectation}' {verb}: {result.message}"
-
-
 def apply_gating(checks: list[Check], report: ValidationReport) -> list[Check]:
     """Checks whose evidence is in a table with a failed required expectation become ERROR (the outcome is
     then INCOMPLETE); each such expectation also adds a required `validation.<run>_<expectation>` ERROR check."""
@@ -504,7 +505,7 @@ def apply_gating(checks: list[Check], report: ValidationReport) -> list[Check]:
             gated.append(check)
             continue
         gated.append(replace(check, status=Status.ERROR,
-                             message=f"{_gate_message(hit)}; the check cannot be judged on this evidence"))
+                             message=f"{hit.problem()}; the check cannot be judged on this evidence"))
     seen: set[str] = set()
     for result in blocking:
         check_id = _subject(result)
@@ -515,6 +516,6 @@ def apply_gating(checks: list[Check], report: ValidationReport) -> list[Check]:
             id=check_id,
             title=f"Evidence of {result.run} meets expectation {result.expectation}",
             phase="validation", severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None,
-            unit="", message=_gate_message(result), evidence=(result.where(),),
+            unit="", message=result.problem(), evidence=(result.where(),),
         ))
     return gated

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.nccl_tests import NcclTestsResult
 from clustercert.parsers.nemo_resilience import LogEventKind, ResilienceLog
 from clustercert.parsers.rank_timings import RankTimings
-from clustercert.parsers.sacct import SacctResult
+from clustercert.parsers.sacct import SacctJob, SacctResult, SacctStep
 from clustercert.parsers.training import TrainingLog
 
 if TYPE_CHECKING:
@@ -132,8 +133,9 @@ def training_table(
     mfu: list[float | None] = []
     for step in log.steps:
         # a step time <= 0 has no MFU: the step-time expectations report it
-        if flops is not None and peak and run is not None and run.gbs and run.gpus and (step.step_time_s or 0) > 0:
-            mfu.append(flops * run.gbs / step.step_time_s / run.gpus / (peak * 1e12))
+        seconds = step.step_time_s if step.step_time_s is not None and step.step_time_s > 0 else None
+        if flops is not None and peak and run is not None and run.gbs and run.gpus and seconds is not None:
+            mfu.append(flops * run.gbs / seconds / run.gpus / (peak * 1e12))
         elif step.tflops_per_gpu is not None and peak and flops is None:
             mfu.append(step.tflops_per_gpu / peak)
         else:
@@ -273,7 +275,8 @@ def scheduler_table(parsed: ParsedFile) -> TableInput:
     assert isinstance(result, SacctResult)
     rows: list[dict[str, Any]] = []
     for job in result.jobs:
-        for rec, step_id in [(job, None), *[(s, s.step_id) for s in job.steps]]:
+        records: list[tuple[SacctJob | SacctStep, str | None]] = [(job, None), *[(s, s.step_id) for s in job.steps]]
+        for rec, step_id in records:
             start, end = _epoch(rec.start), _epoch(rec.end)
             span = None if start is None or end is None else end - start
             rows.append({"job_id": job.job_id, "step_id": step_id, "state": rec.state, "elapsed_s": rec.elapsed_s,
@@ -298,7 +301,7 @@ def events_table(parsed: ParsedFile, nodes: list[str] | None, span: tuple[float,
         {
             "type": [e.type.value for e in events],
             "ts_s": times,
-            "ts_increase_s": [None, *[b - a for a, b in zip(times, times[1:], strict=False)]],
+            "ts_increase_s": [None, *[b - a for a, b in itertools.pairwise(times)]],
             "node": [e.node for e in events],
             "by": [e.by for e in events],
             "rank": [e.rank for e in events],
