@@ -71,7 +71,7 @@ def _duplicate_iteration(bundle: Path, doc: dict[str, Any]) -> None:
     log = bundle / LLAMA / "r1.log"
     lines = log.read_text().splitlines(keepends=True)
     at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
-    log.write_text("".join(lines[: at + 1] + [lines[at]] + lines[at + 1 :]))
+    log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
 
 
 def _declare_256_gpus(bundle: Path, doc: dict[str, Any]) -> None:
@@ -128,7 +128,7 @@ def test_gated_check_names_the_expectation_when_its_run_is_used(tmp_path: Path) 
             log = bundle / LLAMA / f"{r}.log"
             lines = log.read_text().splitlines(keepends=True)
             at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
-            log.write_text("".join(lines[: at + 1] + [lines[at]] + lines[at + 1 :]))
+            log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
 
     bundle = _bundle(tmp_path, dup_all)
     proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp_path / "reports"), env=SLOW_START)
