@@ -27,15 +27,16 @@ from clustercert.validation_tables import BATCH_ROWS, rank_timings_table
 ROOT = Path(__file__).resolve().parents[1]
 RANKS = 512
 GPUS_PER_NODE = 4
+START = datetime(2026, 11, 2, 3, 0, tzinfo=UTC).timestamp()
 
 
 def write_table(path: Path, rows: int, seed: int) -> int:
-    """A Parquet per-rank timing table: RANKS ranks, rows // RANKS steps, one row group per 1M rows."""
-    steps = rows // RANKS
+    """A Parquet per-rank timing table: RANKS ranks, enough steps for at least `rows` rows, row groups of 1M."""
+    steps = -(-rows // RANKS)
     rng = np.random.default_rng(seed)
     rank = np.tile(np.arange(RANKS, dtype=np.int64), steps)
     step = np.repeat(np.arange(steps, dtype=np.int64), RANKS)
-    start = int(datetime(2026, 11, 2, 3, 0, tzinfo=UTC).timestamp() * 1e6)
+    start = int(START * 1e6)
     table = pa.table({
         "rank": rank,
         "node": pa.array([f"gb-r{r // 72 + 1}-n{r % 72 // GPUS_PER_NODE + 1:02d}" for r in range(RANKS)])
@@ -72,8 +73,9 @@ def main() -> None:
         parsed = parse_rank_timings(path, path.name)
         parse_s = time.perf_counter() - started
         started = time.perf_counter()
+        span = (START - 3600.0, START + 6.5 * parsed.last_step + 3600.0)  # the scheduler job around the run
         table = rank_timings_table(ParsedFile("bench", RunKind.RANK_TIMINGS, path.name, path.name, parsed),
-                                   GPUS_PER_NODE, None)
+                                   GPUS_PER_NODE, span)
         reduce_s = time.perf_counter() - started
         started = time.perf_counter()
         report = run_tables([table], suites)

@@ -525,3 +525,12 @@ def test_every_expectation_has_a_one_line_rationale_and_stable_id(suites: dict[s
         for e in suite.expectations:
             assert e.rationale and "\n" not in e.rationale
             assert e.id.islower()
+
+
+def test_duplicates_are_found_with_sparse_keys(suites: dict[str, SuiteSpec]) -> None:
+    def sparse(c: dict[str, list[Any]]) -> None:
+        c["rank"] = [r * 100_000 for r in c["rank"]]
+        _rank_dup(c)
+
+    result = _result(run_tables([rank_timings(sparse)], suites), "rank_step_unique")
+    assert result.status is ResultStatus.FAIL and [s.line for s in result.sample] == [6, 81]
