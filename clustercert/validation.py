@@ -94,6 +94,7 @@ class Sample:
     file: str
     line: int | None
     value: Any
+    run: str | None = None  # the run of the row, for cross-source tables (not in validation.json)
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "value": self.value}
@@ -351,9 +352,10 @@ def _absorb(tally: _Tally, result: Any, table: TableInput) -> None:
         for value, index in zip(values, indices, strict=False):
             if len(tally.samples) >= SAMPLE_SIZE:
                 break
-            file = str(index.get("_file", table.file)) if isinstance(index, dict) else table.file
-            line = _plain(index.get("_line")) if isinstance(index, dict) else None
-            tally.samples.append(Sample(file, int(line) if isinstance(line, int | float) else None, _plain(value)))
+            row = index if isinstance(index, dict) else {}
+            file, line, run = str(row.get("_file", table.file)), _plain(row.get("_line")), row.get("_run")
+            tally.samples.append(Sample(file, int(line) if isinstance(line, int | float) else None, _plain(value),
+                                        None if run is None else str(run)))
     else:
         tally.observed = _plain(data.get("observed_value"))
         for key in ("details", "partial_missing_list"):
@@ -416,7 +418,7 @@ def run_tables(
         skipped = tuple(s.id for s in specs if s not in runnable)
         tallies = {s.id: _Tally(s) for s in runnable}
         gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", runnable)
-        index = ["_file", "_line"]
+        index = ["_file", "_line", "_run"]
         for part, frame in enumerate(table.batches()):
             batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
             result_format = {
@@ -481,7 +483,9 @@ def validate_bundle(
 
 
 def _subject(result: ExpectationResult) -> str:
-    return f"validation.{result.run}_{result.expectation}"
+    """`validation.<run>_<expectation>`; for a cross-source table, the run of its first offending row."""
+    run = next((s.run for s in result.sample if s.run), result.run)
+    return f"validation.{run}_{result.expectation}"
 
 
 def _blocking_files(result: ExpectationResult) -> set[str]:

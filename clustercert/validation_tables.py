@@ -367,7 +367,7 @@ def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed
     def add(run: RunSpec, source: str, observed: float, file: str, line: int | None) -> None:
         assert run.gpus is not None
         rows.append({"run": run.id, "source": source, "declared": float(run.gpus), "observed": float(observed),
-                     "ratio": observed / run.gpus, "_file": file, "_line": line})
+                     "ratio": observed / run.gpus, "_file": file, "_line": line, "_run": run.id})
 
     for run in bundle.spec.runs:
         if run.gpus is None:
@@ -391,10 +391,10 @@ def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed
                 if implied:
                     value = statistics.median(v for v, _ in implied)
                     add(specs[run.id], "training-log", value, pf.display, implied[0][1])
-    columns = ["run", "source", "declared", "observed", "ratio", "_file", "_line"]
+    columns = ["run", "source", "declared", "observed", "ratio", "_file", "_line", "_run"]
     frame = _frame({c: [r[c] for r in rows] for c in columns},
                    {"run": "str", "source": "str", "declared": "float64", "observed": "float64",
-                    "ratio": "float64", "_file": "str", "_line": "float64"})
+                    "ratio": "float64", "_file": "str", "_line": "float64", "_run": "str"})
     return TableInput(CROSS_SOURCE, "gpu_counts", "bundle", yaml_path, len(frame), _single(frame))
 
 
@@ -432,11 +432,11 @@ def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInp
             if isinstance(pf.result, TrainingLog) and pf.result.steps:
                 logged = sum(s.step_time_s or 0.0 for s in pf.result.steps)
                 rows.append({"run": run.id, "training_s": logged, "scheduler_elapsed_s": max(j[2] for j in jobs),
-                             "_file": pf.display, "_line": pf.result.steps[0].line})
-    columns = ["run", "training_s", "scheduler_elapsed_s", "_file", "_line"]
+                             "_file": pf.display, "_line": pf.result.steps[0].line, "_run": run.id})
+    columns = ["run", "training_s", "scheduler_elapsed_s", "_file", "_line", "_run"]
     frame = _frame({c: [r[c] for r in rows] for c in columns},
                    {"run": "str", "training_s": "float64", "scheduler_elapsed_s": "float64", "_file": "str",
-                    "_line": "float64"})
+                    "_line": "float64", "_run": "str"})
     return TableInput(CROSS_SOURCE, "scheduler_span", "bundle", str(bundle.root / "bundle.yaml"), len(frame),
                       _single(frame))
 

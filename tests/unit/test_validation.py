@@ -381,9 +381,12 @@ def test_cross_source_expectations(
     args = {"steps": _steps(), "ranks": 8, "elapsed": 3600.0, **bad}
     parsed = _parsed(bundle, args["steps"], args["ranks"], args["elapsed"])
     tables = [gpu_counts_table(bundle, catalog, parsed), scheduler_span_table(bundle, parsed)]
-    failed = _result(run_tables(tables, suites), expectation)
+    report = run_tables(tables, suites)
+    failed = _result(report, expectation)
     assert failed.status is ResultStatus.FAIL
     assert failed.sample[0].file == str(tmp_path / file) and failed.sample[0].line == line
+    run = "nccl-8" if file == "n.log" else "llama3-70b-fp8-512-r1"
+    assert [c.id for c in apply_gating([], report)] == [f"validation.{run}_{expectation}"]
 
 
 def test_gpu_count_observed_fails_on_a_missing_count(tmp_path: Path, suites: dict[str, SuiteSpec],
