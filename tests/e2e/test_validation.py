@@ -108,7 +108,9 @@ def test_failed_required_expectation_makes_certify_incomplete(tmp_path: Path, na
     assert out["outcome"] == "INCOMPLETE"
     gate = [c for c in out["checks"] if c["phase"] == "validation"]
     assert [c["status"] for c in gate] == ["ERROR"] and gate[0]["severity"] == "required"
-    assert gate[0]["id"].endswith(f"_{expectation}")
+    run = {"duplicated-iteration": "llama3-70b-fp8-512-r1", "busbw-above-ceiling": "nccl-all-reduce-8",
+           "gpu-counts-disagree": "llama3-70b-fp8-512-r2"}[name]
+    assert gate[0]["id"] == f"validation.{run}_{expectation}"
     assert gate[0]["message"].startswith(f"{file} line {line}: required expectation '{expectation}' failed: 1 of ")
     assert gate[0]["evidence"] == [{"file": str(file), "line": line, "last": line, "count": 1}]
     results = json.loads((Path(out["run_dir"]) / "results.json").read_text())
