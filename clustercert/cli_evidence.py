@@ -128,6 +128,9 @@ def check(
     from clustercert.validation import validate_bundle
 
     settings = load_settings()
+    if data_docs is not None and any((d / "manifest.json").is_file() for d in (data_docs, *data_docs.parents)):
+        raise UsageError(f"{data_docs}: Data Docs load remote scripts and never go inside a signed run folder; "
+                         "choose a folder outside it")
     inputs = load_inputs(_bundle_path(bundle), settings.references_dir, catalog)
     loaded = inputs.bundle
     problems: list[str] = []

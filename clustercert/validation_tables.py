@@ -32,13 +32,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_ROWS",
-    "SUITE_FOR_KIND",
+    "CROSS_SOURCE",
     "TableInput",
     "build_tables",
+    "busbw_ceiling",
     "collective_table",
     "events_table",
     "gpu_counts_table",
     "mlperf_table",
+    "phase_span",
     "rank_timings_table",
     "scheduler_span_table",
     "scheduler_table",
@@ -48,16 +50,6 @@ __all__ = [
 
 BATCH_ROWS = 1_000_000
 CROSS_SOURCE = "cross_source"
-SUITE_FOR_KIND: dict[RunKind, str] = {
-    RunKind.TRAINING: "training_steps",
-    RunKind.RESILIENCE: "training_steps",
-    RunKind.COLLECTIVE: "collective_results",
-    RunKind.RANK_TIMINGS: "rank_timings",
-    RunKind.TELEMETRY: "telemetry",
-    RunKind.SCHEDULER: "scheduler_records",
-    RunKind.EVENTS: "job_events",
-    RunKind.MLPERF: "mlperf_runs",
-}
 # a restart from a checkpoint is only accepted as a new segment where the log shows the job restarting
 _RESTART_MARKS = {LogEventKind.CHECKPOINT_LOADED, LogEventKind.WORKER_GROUP_FAILED}
 

@@ -199,6 +199,12 @@ def test_evidence_check_writes_data_docs_only_on_request(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     assert (docs / "index.html").is_file() and (docs / "validations").is_dir()
     assert f"data docs: {docs / 'index.html'}" in proc.stdout
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text("{}")
+    refused = run_cli("evidence", "check", str(SAMPLE), "--data-docs", str(run_dir / "docs"))
+    assert refused.returncode == 2 and "never go inside a signed run folder" in refused.stderr
+    assert not (run_dir / "docs").exists()
 
 
 def test_evidence_parse_names_the_detected_format(tmp_path: Path) -> None:
