@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from clustercert import cli_ops
+from clustercert.cli_evidence import evidence_app
 from clustercert.errors import ClusterCertError, UsageError
 from clustercert.settings import PROJECT_ROOT, Settings, load_settings
 
@@ -35,6 +36,7 @@ keys_app = typer.Typer(help="Manage the signing keys (the key directory is CLUST
                        no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 cli_ops.register(app)  # schedule, rerun, runs (issue 7)
+app.add_typer(evidence_app, name="evidence")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "CatalogError",
+    "ChecksError",
     "ClusterCertError",
     "EvidenceError",
     "RenderError",
@@ -30,6 +31,12 @@ class UsageError(ClusterCertError):
 
 class CatalogError(ClusterCertError):
     """A reference catalog is missing, malformed or inconsistent."""
+
+    exit_code = 2
+
+
+class ChecksError(ClusterCertError):
+    """An expectation suite in checks/ is missing or malformed."""
 
     exit_code = 2
 

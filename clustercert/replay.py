@@ -77,7 +77,7 @@ def _first_difference(old: bytes, new: bytes) -> int:
 
 
 def compare_run_folders(original: Path, replay: Path) -> list[str]:
-    """Differences in results.json (by JSON path), report.html (first differing lines) and the unsigned PDF bytes
+    """Differences in results.json and validation.json (by JSON path), report.html (first differing lines) and the unsigned PDF bytes
     (first differing offset); empty when the replay reproduced the original."""
     diffs: list[str] = []
     old_results = json.loads((original / "results.json").read_text(encoding="utf-8"))
@@ -87,6 +87,14 @@ def compare_run_folders(original: Path, replay: Path) -> list[str]:
     if not found and (original / "results.json").read_bytes() != (replay / "results.json").read_bytes():
         found.append("results.json: same values, different bytes")
     diffs += found
+    old_v, new_v = original / "validation.json", replay / "validation.json"
+    if old_v.exists() != new_v.exists():
+        diffs.append(f"validation.json: {'missing from' if old_v.exists() else 'added by'} the re-run")
+    elif old_v.exists() and old_v.read_bytes() != new_v.read_bytes():
+        found_v: list[str] = []
+        _json_differences(json.loads(old_v.read_text(encoding="utf-8")), json.loads(new_v.read_text(encoding="utf-8")),
+                          "validation.json", found_v)
+        diffs += found_v or ["validation.json: same values, different bytes"]
     old_html, new_html = (original / "report.html").read_bytes(), (replay / "report.html").read_bytes()
     if old_html != new_html:
         lines = difflib.unified_diff(old_html.decode(errors="replace").splitlines(),

@@ -10,7 +10,7 @@ from clustercert.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow
 from flows.runners import on_runner
-from flows.tasks import judge_task, load_task, write_task
+from flows.tasks import gate_task, judge_task, load_task, validate_task, write_task
 
 __all__ = ["certify_flow"]
 
@@ -34,8 +34,9 @@ def certify_flow(
     meta = RunMeta.from_json(run_meta)
     inputs = load_task(bundle_path, references_dir, catalog)
     efficiency = on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit)
-    results = judge_task(meta, inputs, efficiency["checks"], efficiency["workloads"],
-                         {"efficiency": efficiency["section"]})
-    paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, redact=redact)
+    validation = validate_task(inputs, limit)
+    checks = gate_task(efficiency["checks"], validation)
+    results = judge_task(meta, inputs, checks, efficiency["workloads"], {"efficiency": efficiency["section"]})
+    paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, validation, redact=redact)
     publish_artifacts_task(results, paths)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

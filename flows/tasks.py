@@ -13,10 +13,11 @@ from clustercert.results import RunMeta, build_results
 from clustercert.runfolder import Inputs, check_seal, load_inputs, parse_training_run, write_run_folder
 from clustercert.settings import load_settings
 from clustercert.signing import load_signing_key
+from clustercert.validation import ValidationReport, apply_gating, validate_bundle
 from clustercert.verdicts import Check
 from flows.caching import CACHED
 
-__all__ = ["judge_task", "load_task", "parse_training_task", "write_task"]
+__all__ = ["gate_task", "judge_task", "load_task", "parse_training_task", "validate_task", "write_task"]
 
 
 @task(name="load-inputs", retries=2, retry_delay_seconds=1)
@@ -32,6 +33,19 @@ def parse_training_task(inputs: Inputs, run_id: str, limit: int) -> TrainingLog 
     return parse_training_run(inputs.bundle, run, limit)
 
 
+@task(name="validate")
+def validate_task(inputs: Inputs, limit: int) -> ValidationReport:
+    from clustercert.evidence import parse_bundle
+
+    parsed = parse_bundle(inputs.bundle, limit)
+    return validate_bundle(inputs.bundle, inputs.catalog, parsed, checks_dir=load_settings().checks_dir)
+
+
+@task(name="gate")
+def gate_task(checks: list[Check], report: ValidationReport) -> list[Check]:
+    return apply_gating(checks, report)
+
+
 @task(name="judge", **CACHED)
 def judge_task(
     meta: RunMeta, inputs: Inputs, checks: list[Check], workloads: list[dict[str, Any]],
@@ -42,8 +56,9 @@ def judge_task(
 
 @task(name="render-and-sign")
 def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
-               templates_dir: str, redact: bool = False) -> dict[str, str]:
+               templates_dir: str, validation: ValidationReport | None = None, redact: bool = False) -> dict[str, str]:
     # The passphrase is read here, never passed as a parameter (Prefect records parameters).
     key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
-    paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir), redact=redact)
+    paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir),
+                             validation=None if validation is None else validation.to_json(), redact=redact)
     return {k: str(v) for k, v in paths.items()}

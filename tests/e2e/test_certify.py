@@ -49,7 +49,7 @@ def test_certify_writes_the_run_folder(certified: dict[str, Any]) -> None:
     assert certified["out"]["outcome"] == "CERTIFIED"
     assert sorted(p.name for p in run_dir.iterdir()) == [
         "catalog.yaml", "manifest.dsse.json", "manifest.json", "report.html", "report.pdf", "report.redacted.html",
-        "report.redacted.pdf", "results.json"]
+        "report.redacted.pdf", "results.json", "validation.json"]
     assert "development key" in certified["stderr"]
 
 
@@ -94,7 +94,7 @@ def test_verify_accepts_the_untouched_run(certified: dict[str, Any]) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["valid"] and out["signer"].startswith("SHA256:")
-    assert out["checked"] == 6 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
+    assert out["checked"] == 7 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
     assert out["pdf_signer"] == "Organization: clustercert, Common Name: clustercert development key"
     assert out["warnings"] == []
 
@@ -113,7 +113,7 @@ def _flip_byte(path: Path) -> None:
 
 
 RUN_FILES = ["catalog.yaml", "report.html", "report.pdf", "report.redacted.html", "report.redacted.pdf",
-             "results.json", "manifest.json", "manifest.dsse.json"]
+             "results.json", "validation.json", "manifest.json", "manifest.dsse.json"]
 EVIDENCE = "training/grok1-314b/bf16/512/r2.log"
 KEY_DIR = Path(ISOLATED_ENV["CLUSTERCERT_KEY_DIR"])
 
@@ -295,7 +295,11 @@ def test_missing_window_iteration_is_incomplete_with_file_and_line(tmp_path: Pat
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert errors == [f"error: {log} line {line} field 'iteration': iteration(s) 40 of the window 35-44 are missing"]
+    assert errors == [
+        f"error: {log} line {line} field 'iteration': iteration(s) 40 of the window 35-44 are missing",
+        f"error: {log}: required expectation 'window_complete' failed: missing [40] (the baseline's measurement "
+        "window (DOMAIN.md section 1) must be logged completely)",
+    ]
     assert "Outcome: INCOMPLETE" in proc.stdout
 
 
@@ -362,7 +366,8 @@ def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str
     results = json.loads((run_dir / "results.json").read_text())
     inputs = load_inputs(certified["bundle"], ROOT / "references")
     again = render_reports(inputs, results, RunMeta.from_json(predicate["run"]), predicate["software"],
-                           validation=None, redaction_secret=load_signing_key(KEY_DIR, None).redaction_secret(),
+                           validation=json.loads((run_dir / "validation.json").read_text()),
+                           redaction_secret=load_signing_key(KEY_DIR, None).redaction_secret(),
                            base_dir=run_dir, templates_dir=ROOT / "templates")
     assert sorted(again) == ["report", "report.redacted"]
     for stem, (html, unsigned) in again.items():

@@ -1,0 +1,219 @@
+"""The `clustercert evidence` commands: seal a bundle, check it (seal, parsers, expectation suites), parse one file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from clustercert.errors import ClusterCertError, EvidenceError, UsageError
+
+if TYPE_CHECKING:
+    from clustercert.evidence import ParsedFile
+    from clustercert.validation import ValidationReport
+
+__all__ = ["EvidenceUnusable", "evidence_app"]
+
+evidence_app = typer.Typer(
+    help="Seal, check and inspect evidence bundles (exit 0 fine, 2 usage, 3 evidence unusable).",
+    no_args_is_help=True,
+)
+out = Console(highlight=False, soft_wrap=True)
+
+
+class EvidenceUnusable(ClusterCertError):
+    """Some evidence of a bundle cannot be used (the details were printed before)."""
+
+    exit_code = 3
+
+
+def _bundle_path(bundle: Path) -> Path:
+    if not bundle.exists():
+        raise UsageError(f"{bundle}: no such bundle. Give a bundle folder or its bundle.yaml.")
+    return bundle
+
+
+@evidence_app.command("seal")
+def seal(bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")]) -> None:
+    """Write MANIFEST.sha256 over bundle.yaml and every evidence file the runs name."""
+    from clustercert.bundle import load_bundle, seal_bundle
+
+    loaded = load_bundle(_bundle_path(bundle))
+    path = seal_bundle(loaded)
+    out.print(f"sealed {len(loaded.evidence_files()) + 1} files: {path}")
+
+
+def _found(pf: ParsedFile) -> str:
+    """What a parser found in one file, in a few words."""
+    from clustercert.parsers.dcgm import Telemetry
+    from clustercert.parsers.events import EventLog
+    from clustercert.parsers.mlperf import MlperfResult
+    from clustercert.parsers.nccl_tests import NcclTestsResult
+    from clustercert.parsers.rank_timings import RankTimings
+    from clustercert.parsers.sacct import SacctResult
+    from clustercert.parsers.training import TrainingLog
+
+    r = pf.result
+    if isinstance(r, TrainingLog):
+        its = [s.iteration for s in r.steps]
+        return f"{len(its)} steps" + (f" (iterations {its[0]}..{its[-1]})" if its else "")
+    if isinstance(r, NcclTestsResult):
+        aborted = sum(1 for t in r.tests if t.error)
+        return f"{len(r.tests)} tests ({', '.join(t.collective for t in r.tests)})" + (
+            f", {aborted} aborted" if aborted else "")
+    if isinstance(r, RankTimings):
+        return f"{r.table.num_rows} rows, {r.ranks} ranks, steps {r.first_step}..{r.last_step}"
+    if isinstance(r, Telemetry):
+        return f"{len(r.samples)} samples ({r.source})"
+    if isinstance(r, SacctResult):
+        return f"{len(r.jobs)} jobs, {sum(len(j.steps) for j in r.jobs)} steps"
+    if isinstance(r, EventLog):
+        return f"{len(r.events)} events"
+    if isinstance(r, MlperfResult):
+        score = "invalid" if r.score_minutes is None else f"score {r.score_minutes:.2f} min"
+        return f"{len(r.runs)} runs, {score}"
+    return "parsed"
+
+
+def _problems(parsed: dict[str, list[ParsedFile]]) -> list[str]:
+    """Every finding that makes evidence unusable or a measurement fail, one line each."""
+    from clustercert.parsers.nccl_tests import NcclTestsResult
+
+    problems: list[str] = []
+    for files in parsed.values():
+        for pf in files:
+            if pf.error is not None:
+                problems.append(str(pf.error))
+            elif isinstance(pf.result, NcclTestsResult):
+                problems += [f"{pf.display} line {t.line}: {t.collective} test {t.error}"
+                             for t in pf.result.tests if t.error]
+    return problems
+
+
+def _validation_table(report: ValidationReport) -> Table:
+    """One row per validated table: how many expectations passed and which did not."""
+    table = Table(title="validation (expectation suites in checks/)")
+    for col in ("table", "run", "file", "passed", "not passed (FAIL/ERROR, * required)"):
+        table.add_column(col, overflow="fold")
+    for t in (*report.tables, *report.cross_tables):
+        passed = sum(1 for r in t.results if r.status.value == "PASS")
+        bad = [f"{r.expectation}{'*' if r.required else ''} {r.status.value}" for r in t.results
+               if r.status.value != "PASS"]
+        table.add_row(t.table, t.run, t.file, f"{passed}/{len(t.results)}", ", ".join(bad) or "-")
+    return table
+
+
+@evidence_app.command("check")
+def check(
+    bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")],
+    catalog: Annotated[
+        str | None, typer.Option(help="Catalog id in references/ or a path; default: bundle.yaml's.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    data_docs: Annotated[
+        Path | None,
+        typer.Option("--data-docs", help="Also write Great Expectations' Data Docs into this folder "
+                     "(they load remote scripts; never inside a run folder)."),
+    ] = None,
+) -> None:
+    """Verify the seal, parse every file, run the expectation suites; exit 3 when anything is unusable."""
+    from clustercert.evidence import parse_bundle
+    from clustercert.runfolder import check_seal, load_inputs
+    from clustercert.settings import load_settings
+    from clustercert.validation import validate_bundle
+
+    settings = load_settings()
+    if data_docs is not None and any((d / "manifest.json").is_file() for d in (data_docs, *data_docs.parents)):
+        raise UsageError(f"{data_docs}: Data Docs load remote scripts and never go inside a signed run folder; "
+                         "choose a folder outside it")
+    inputs = load_inputs(_bundle_path(bundle), settings.references_dir, catalog)
+    loaded = inputs.bundle
+    problems: list[str] = []
+    sealed = (loaded.root / "MANIFEST.sha256").is_file()
+    try:
+        check_seal(loaded)
+    except EvidenceError as exc:
+        problems.append(str(exc))
+    parsed = parse_bundle(loaded, settings.max_evidence_bytes)
+    problems += _problems(parsed)
+    report = validate_bundle(loaded, inputs.catalog, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
+    problems += [r.problem() for r in report.blocking]
+    runs = [
+        {"run": run.id, "kind": run.kind.value, "format": run.format, "phase": run.phase.value,
+         "files": [{"file": pf.rel, "usable": pf.usable, "found": _found(pf) if pf.usable else None,
+                    "error": None if pf.error is None else str(pf.error)} for pf in parsed[run.id]]}
+        for run in loaded.spec.runs
+    ]
+    if as_json:
+        print(json.dumps({"bundle": str(loaded.root), "sealed": sealed, "usable": not problems, "runs": runs,
+                          "problems": problems, "validation": report.to_json()}, indent=2, allow_nan=False))
+    else:
+        _print_check(loaded.root, sealed, runs, problems, report, data_docs)
+    if problems:
+        raise EvidenceUnusable(f"{loaded.root}: {len(problems)} problem(s); the evidence cannot be used as it is")
+
+
+def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], problems: list[str],
+                 report: ValidationReport, data_docs: Path | None) -> None:
+    table = Table(title=f"{root}: " + ("sealed" if sealed else "not sealed (run `clustercert evidence seal`)"))
+    for col in ("run", "kind", "format", "file", "found"):
+        table.add_column(col, overflow="fold")
+    for run in runs:
+        for f in run["files"]:
+            table.add_row(run["run"], run["kind"], run["format"], f["file"], f["found"] or "UNUSABLE")
+    out.print(table)
+    out.print(_validation_table(report))
+    summary = report.summary()
+    out.print(f"validation: {summary['passed']} passed, {summary['required_failed']} required failed, "
+              f"{summary['errors']} could not run")
+    if data_docs is not None:
+        out.print(f"data docs: {data_docs / 'index.html'}")
+    for problem in problems:
+        out.print(f"problem: {problem}", markup=False)
+    if not problems:
+        out.print("evidence usable")
+
+
+@evidence_app.command("parse")
+def parse(
+    path: Annotated[Path, typer.Argument(help="One evidence file (or an MLPerf result folder).")],
+    fmt: Annotated[str | None, typer.Option("--format", help="Parser name; default: detected.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what the parser read as one JSON object.")] = False,
+    ruleset: Annotated[str | None, typer.Option(help="MLPerf ruleset, e.g. 4.0.0.")] = None,
+    fields: Annotated[
+        str | None, typer.Option(help="sacct: the field list of a dump without a header, e.g. State,JobID,...")
+    ] = None,
+    timezone: Annotated[str | None, typer.Option(help="sacct: timezone of times without offset.")] = None,
+    start_time: Annotated[
+        str | None, typer.Option(help="dcgmi dmon: ISO-8601 time with offset of the first sample.")
+    ] = None,
+    interval_s: Annotated[float | None, typer.Option(help="dcgmi dmon: seconds between samples.")] = None,
+) -> None:
+    """Print what a parser reads from PATH (the format named; detected when --format is not given)."""
+    from clustercert.parsers import inspect_evidence
+
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or folder")
+    start: dt.datetime | None = None
+    if start_time is not None:
+        try:
+            start = dt.datetime.fromisoformat(start_time)
+        except ValueError:
+            raise UsageError(f"--start-time: expected an ISO-8601 time with offset, got {start_time!r}") from None
+    names = None if fields is None else [f.strip() for f in fields.split(",") if f.strip()]
+    result = inspect_evidence(path, fmt, ruleset=ruleset, fields=names, timezone=timezone, start_time=start,
+                              interval_s=interval_s)
+    if as_json:
+        print(json.dumps(result, indent=2, allow_nan=False, default=str))
+        return
+    out.print(f"{path}: format {result['format']}" + ("" if fmt else " (detected)"))
+    for key, value in result.items():
+        if key == "format":
+            continue
+        shown = f"{len(value)} items" if isinstance(value, list) else value
+        out.print(f"  {key}: {shown}", markup=False)

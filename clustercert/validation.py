@@ -1,0 +1,525 @@
+"""Run the expectation suites of checks/ with Great Expectations and gate the checks on their results."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from clustercert.bundle import LoadedBundle
+from clustercert.catalog import LoadedCatalog
+from clustercert.errors import ChecksError
+from clustercert.evidence import ParsedBundle
+from clustercert.provenance import Span
+from clustercert.validation_tables import CROSS_SOURCE, TableInput, build_tables
+from clustercert.verdicts import Check, Severity, Status
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SUITE_NAMES",
+    "ExpectationResult",
+    "ExpectationSpec",
+    "ResultStatus",
+    "SuiteSpec",
+    "TableReport",
+    "ValidationReport",
+    "apply_gating",
+    "load_suites",
+    "run_tables",
+    "validate_bundle",
+]
+
+SCHEMA_VERSION = 1
+SAMPLE_SIZE = 20
+SUITE_NAMES = (
+    "training_steps",
+    "collective_results",
+    "rank_timings",
+    "telemetry",
+    "scheduler_records",
+    "job_events",
+    "mlperf_runs",
+    CROSS_SOURCE,
+)
+_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+# expectations whose result can be summed over row-group batches (row-wise maps and schema checks)
+_BATCHABLE = re.compile(
+    r"^expect_(column_values_to_|column_pair_values_|multicolumn_values_|table_columns_to_|column_to_exist)"
+)
+_HINT = "Fix the file in checks/ (see checks/README.md)."
+
+
+class ResultStatus(StrEnum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"  # the expectation could not run (Great Expectations raised): not a finding about the data
+
+
+@dataclass(frozen=True)
+class ExpectationSpec:
+    """One expectation of a suite as checks/ declares it."""
+
+    id: str
+    type: str
+    kwargs: dict[str, Any]
+    required: bool
+    rationale: str
+    table: str
+    needs: tuple[str, ...] = ()
+
+    @property
+    def parameters(self) -> list[str]:
+        """Run-time parameters the expectation needs: those its kwargs use (`{"$PARAMETER": name}`) and those
+        meta.needs names; without them it is not applicable to the table."""
+        used = [v["$PARAMETER"] for v in self.kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v]
+        return used + list(self.needs)
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    path: Path
+    batched: bool
+    expectations: tuple[ExpectationSpec, ...]
+
+
+@dataclass(frozen=True)
+class Sample:
+    file: str
+    line: int | None
+    value: Any
+    run: str | None = None  # the run of the row, for cross-source tables (not in validation.json)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "value": self.value}
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    """The typed outcome of one expectation on one table."""
+
+    expectation: str
+    type: str
+    kwargs: dict[str, Any]
+    required: bool
+    status: ResultStatus
+    unexpected_count: int | None
+    unexpected_percent: float | None
+    sample: tuple[Sample, ...]
+    message: str
+    run: str
+    file: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expectation": self.expectation,
+            "type": self.type,
+            "kwargs": self.kwargs,
+            "required": self.required,
+            "status": self.status.value,
+            "unexpected_count": self.unexpected_count,
+            "unexpected_percent": self.unexpected_percent,
+            "sample": [s.to_json() for s in self.sample],
+            "message": self.message,
+        }
+
+    @property
+    def blocking(self) -> bool:
+        """A required expectation that did not pass: the table cannot be trusted."""
+        return self.required and self.status is not ResultStatus.PASS
+
+    def problem(self) -> str:
+        """One line naming file, line, expectation and what was wrong (`<where>: required expectation ...`)."""
+        span = self.where()
+        where = span.file if not span.first else f"{span.file} line {span.first}"
+        verb = "could not run" if self.status is ResultStatus.ERROR else "failed"
+        kind = "required" if self.required else "advisory"
+        return f"{where}: {kind} expectation '{self.expectation}' {verb}: {self.message}"
+
+    def where(self) -> Span:
+        """The first offending row (or the table's file when no row can be named)."""
+        first = self.sample[0] if self.sample else None
+        line = first.line if first is not None and first.line is not None else 0
+        return Span(first.file if first is not None else self.file, line, line, 1)
+
+
+@dataclass(frozen=True)
+class TableReport:
+    suite: str
+    table: str
+    run: str
+    file: str
+    rows: int
+    results: tuple[ExpectationResult, ...]
+    not_applicable: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "table": self.table,
+            "run": self.run,
+            "file": self.file,
+            "rows": self.rows,
+            "results": [r.to_json() for r in self.results],
+            "not_applicable": list(self.not_applicable),
+        }
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """Every suite's results per table; cross-source results kept apart."""
+
+    tables: tuple[TableReport, ...]
+    cross_source: tuple[ExpectationResult, ...]
+    cross_tables: tuple[TableReport, ...] = field(default=())
+
+    def all_results(self) -> list[ExpectationResult]:
+        return [r for t in self.tables for r in t.results] + list(self.cross_source)
+
+    def summary(self) -> dict[str, int]:
+        results = self.all_results()
+        return {
+            "required_failed": sum(1 for r in results if r.required and r.status is ResultStatus.FAIL),
+            "errors": sum(1 for r in results if r.status is ResultStatus.ERROR),
+            "passed": sum(1 for r in results if r.status is ResultStatus.PASS),
+        }
+
+    @property
+    def blocking(self) -> list[ExpectationResult]:
+        return [r for r in self.all_results() if r.blocking]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tables": [t.to_json() for t in self.tables],
+            "cross_source": [r.to_json() for r in self.cross_source],
+            "summary": self.summary(),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def load_suites(checks_dir: Path) -> dict[str, SuiteSpec]:
+    """Every suite of `checks_dir` (`<name>.json`, Great Expectations' suite JSON with our meta), checked."""
+    suites: dict[str, SuiteSpec] = {}
+    for name in SUITE_NAMES:
+        path = checks_dir / f"{name}.json"
+        if not path.is_file():
+            raise ChecksError(f"{path}: expected the expectation suite '{name}', got no file. {_HINT}")
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ChecksError(f"{path}: expected a JSON expectation suite, got {exc}. {_HINT}") from None
+        suites[name] = _suite(doc, path, name)
+    return suites
+
+
+def _suite(doc: object, path: Path, name: str) -> SuiteSpec:
+    if not isinstance(doc, dict) or doc.get("name") != name or not isinstance(doc.get("expectations"), list):
+        raise ChecksError(f"{path}: expected an object with name '{name}' and a list of expectations. {_HINT}")
+    meta = doc.get("meta") or {}
+    batched = bool(meta.get("batched", False))
+    seen: set[str] = set()
+    out: list[ExpectationSpec] = []
+    for index, item in enumerate(doc["expectations"]):
+        where = f"{path} expectations[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str) or not isinstance(
+            item.get("kwargs"), dict
+        ):
+            raise ChecksError(f"{where}: expected an object with 'type' and 'kwargs'. {_HINT}")
+        em = item.get("meta")
+        if not isinstance(em, dict):
+            raise ChecksError(f"{where}: expected 'meta' with id, required and rationale. {_HINT}")
+        eid, required, rationale = em.get("id"), em.get("required"), em.get("rationale")
+        if not isinstance(eid, str) or not _ID.match(eid) or eid in seen:
+            raise ChecksError(f"{where}: expected a unique lower-case id in meta, got {eid!r}. {_HINT}")
+        if not isinstance(required, bool):
+            raise ChecksError(f"{where} ({eid}): expected meta.required true or false, got {required!r}. {_HINT}")
+        if not isinstance(rationale, str) or not rationale.strip() or "\n" in rationale:
+            raise ChecksError(f"{where} ({eid}): expected a one-line meta.rationale. {_HINT}")
+        table = em.get("table", name)
+        if name == CROSS_SOURCE and not isinstance(em.get("table"), str):
+            raise ChecksError(f"{where} ({eid}): a cross-source expectation names its table in meta. {_HINT}")
+        if batched and not _BATCHABLE.match(item["type"]):
+            raise ChecksError(
+                f"{where} ({eid}): a batched suite takes row-wise expectations only (summable over row "
+                f"groups), got {item['type']}. Compute the reduction as a column instead. {_HINT}"
+            )
+        needs = em.get("needs", [])
+        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+            raise ChecksError(f"{where} ({eid}): expected meta.needs as a list of parameter names. {_HINT}")
+        seen.add(eid)
+        out.append(ExpectationSpec(eid, item["type"], dict(item["kwargs"]), required, rationale.strip(), str(table),
+                                   tuple(needs)))
+    return SuiteSpec(name, path, batched, tuple(out))
+
+
+def _gx_suite(gx: Any, name: str, specs: Sequence[ExpectationSpec]) -> Any:
+    return gx.ExpectationSuite(
+        name=name,
+        expectations=[{"type": s.type, "kwargs": s.kwargs, "meta": {"id": s.id}} for s in specs],
+    )
+
+
+def _context(data_docs: Path | None = None) -> tuple[Any, Any, Any]:
+    """Great Expectations (imported here: it costs seconds), an in-memory context without any docs site
+    unless `data_docs` names a folder for one, and a batch definition for in-memory frames."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    sites: dict[str, Any] = {}
+    if data_docs is not None:
+        sites["clustercert"] = {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(data_docs)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        }
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        data_docs_sites=sites,
+        progress_bars=ProgressBarsConfig(globally=False),
+        analytics_enabled=False,
+    )
+    context = gx.get_context(mode="ephemeral", project_config=config)
+    asset = context.data_sources.add_pandas("clustercert").add_dataframe_asset("tables")
+    return gx, context, asset.add_batch_definition_whole_dataframe("whole")
+
+
+def _raised(info: object) -> str | None:
+    """The exception message when Great Expectations could not run the expectation, else None."""
+    if not isinstance(info, dict):
+        return None
+    if info.get("raised_exception"):
+        return str(info.get("exception_message") or "raised an exception")
+    for value in info.values():
+        found = _raised(value)
+        if found is not None:
+            return found
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe Python values from numpy scalars, tuples and non-finite floats."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int | float | str | bool) or value is None:
+        return value
+    return str(value)
+
+
+@dataclass
+class _Tally:
+    spec: ExpectationSpec
+    error: str | None = None
+    success: bool = True
+    unexpected: int = 0
+    counted: int = 0
+    has_counts: bool = False
+    samples: list[Sample] = field(default_factory=list)
+    observed: Any = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _absorb(tally: _Tally, result: Any, table: TableInput) -> None:
+    error = _raised(result.exception_info)
+    if error is not None:
+        tally.error = tally.error or error
+        return
+    tally.success = tally.success and bool(result.success)
+    data = result.result or {}
+    if "unexpected_count" in data:
+        tally.has_counts = True
+        tally.unexpected += int(data.get("unexpected_count") or 0)
+        tally.counted += int(data.get("element_count") or 0) - int(data.get("missing_count") or 0)
+        values = data.get("partial_unexpected_list") or []
+        indices = data.get("partial_unexpected_index_list") or []
+        for value, index in zip(values, indices, strict=False):
+            if len(tally.samples) >= SAMPLE_SIZE:
+                break
+            row = index if isinstance(index, dict) else {}
+            file, line, run = str(row.get("_file", table.file)), _plain(row.get("_line")), row.get("_run")
+            tally.samples.append(Sample(file, int(line) if isinstance(line, int | float) else None, _plain(value),
+                                        None if run is None else str(run)))
+    else:
+        tally.observed = _plain(data.get("observed_value"))
+        for key in ("details", "partial_missing_list"):
+            if key in data:
+                tally.details[key] = data[key]
+
+
+def _finish(tally: _Tally, table: TableInput) -> ExpectationResult:
+    spec = tally.spec
+    kwargs = _resolved(spec.kwargs, table.parameters)
+    if tally.error is not None:
+        status, message = ResultStatus.ERROR, f"could not run: {tally.error}"
+    elif tally.success:
+        status, message = ResultStatus.PASS, "passed"
+    else:
+        status = ResultStatus.FAIL
+        if tally.has_counts:
+            message = f"{tally.unexpected} of {tally.counted} rows outside the expectation ({spec.rationale})"
+        else:
+            missing = tally.details.get("partial_missing_list")
+            shown = f"missing {_plain(missing)}" if missing else f"observed {tally.observed}"
+            message = f"{shown} ({spec.rationale})"
+    sample = tuple(tally.samples)
+    if status is ResultStatus.FAIL and not sample:
+        sample = (Sample(table.file, None, tally.observed if not tally.details else _plain(
+            tally.details.get("partial_missing_list"))),)
+    percent = (100.0 * tally.unexpected / tally.counted if tally.counted else 0.0) if tally.has_counts else None
+    return ExpectationResult(
+        expectation=spec.id, type=spec.type, kwargs=kwargs, required=spec.required, status=status,
+        unexpected_count=tally.unexpected if tally.has_counts else None, unexpected_percent=percent,
+        sample=sample, message=message, run=table.run, file=table.file,
+    )
+
+
+def _resolved(kwargs: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if isinstance(value, dict) and "$PARAMETER" in value:
+            value = parameters.get(value["$PARAMETER"])
+        out[key] = _plain(value)
+    return out
+
+
+def run_tables(
+    tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec], *, data_docs: Path | None = None
+) -> ValidationReport:
+    """Run each table's suite with Great Expectations (batch by batch for large tables) and type the results.
+
+    With `data_docs`, Great Expectations' own Data Docs are also built into that folder (they load remote
+    scripts and styles: keep them out of signed run folders).
+    """
+    gx, context, batch_definition = _context(data_docs)
+    reports: list[TableReport] = []
+    cross: list[TableReport] = []
+    kept: list[tuple[str, str, Any]] = []
+    for number, table in enumerate(tables):
+        suite = suites[table.suite]
+        specs = [s for s in suite.expectations if s.table == table.table]
+        runnable = [s for s in specs if all(p in table.parameters for p in s.parameters)]
+        skipped = tuple(s.id for s in specs if s not in runnable)
+        tallies = {s.id: _Tally(s) for s in runnable}
+        gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", runnable)
+        index = ["_file", "_line", "_run"]
+        for part, frame in enumerate(table.batches()):
+            batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
+            result_format = {
+                "result_format": "SUMMARY",
+                "unexpected_index_column_names": [c for c in index if c in frame.columns],
+                "partial_unexpected_count": SAMPLE_SIZE,
+            }
+            try:
+                outcome = batch.validate(gx_suite, expectation_parameters=table.parameters,
+                                         result_format=result_format)
+            except Exception as exc:  # Great Expectations failed as a whole: every expectation is an ERROR
+                for tally in tallies.values():
+                    tally.error = tally.error or f"{exc.__class__.__name__}: {exc}"
+                break
+            if data_docs is not None:
+                kept.append((gx_suite.name, f"{number:03d}-{table.run}-{part}", outcome))
+            for item in outcome.results:
+                eid = (item.expectation_config.meta or {}).get("id")
+                if eid in tallies:
+                    _absorb(tallies[eid], item, table)
+        results = tuple(_finish(tallies[s.id], table) for s in runnable)
+        report = TableReport(suite.name, table.table, table.run, table.file, table.rows, results, skipped)
+        (cross if table.suite == CROSS_SOURCE else reports).append(report)
+    if data_docs is not None:
+        _build_data_docs(context, kept)
+    return ValidationReport(
+        tables=tuple(reports),
+        cross_source=tuple(r for t in cross for r in t.results),
+        cross_tables=tuple(cross),
+    )
+
+
+def _build_data_docs(context: Any, kept: Sequence[tuple[str, str, Any]]) -> None:
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    run_id = RunIdentifier(run_name="clustercert")
+    for suite_name, batch_name, outcome in kept:
+        key = ValidationResultIdentifier(ExpectationSuiteIdentifier(suite_name), run_id, batch_name)
+        context.validation_results_store.set(key, outcome)
+    context.build_data_docs()
+
+
+def validate_bundle(
+    bundle: LoadedBundle,
+    catalog: LoadedCatalog,
+    parsed: ParsedBundle,
+    *,
+    checks_dir: Path | None = None,
+    data_docs: Path | None = None,
+) -> ValidationReport:
+    """Validate every usable table of the bundle and the cross-source tables with the suites of checks/
+    (`checks_dir`, default settings.checks_dir)."""
+    if checks_dir is None:
+        from clustercert.settings import load_settings
+
+        checks_dir = load_settings().checks_dir
+    return run_tables(build_tables(bundle, catalog, parsed), load_suites(checks_dir), data_docs=data_docs)
+
+
+def _subject(result: ExpectationResult) -> str:
+    """`validation.<run>_<expectation>`; for a cross-source table, the run of its first offending row."""
+    run = next((s.run for s in result.sample if s.run), result.run)
+    return f"validation.{run}_{result.expectation}"
+
+
+def _blocking_files(result: ExpectationResult) -> set[str]:
+    return {s.file for s in result.sample} | ({result.file} if result.run != "bundle" else set())
+
+
+def apply_gating(checks: list[Check], report: ValidationReport) -> list[Check]:
+    """Checks whose evidence is in a table with a failed required expectation become ERROR (the outcome is
+    then INCOMPLETE); each such expectation also adds a required `validation.<run>_<expectation>` ERROR check."""
+    blocking = report.blocking
+    if not blocking:
+        return list(checks)
+    by_file: dict[str, ExpectationResult] = {}
+    for result in blocking:
+        for file in _blocking_files(result):
+            by_file.setdefault(file, result)
+    gated: list[Check] = []
+    for check in checks:
+        hit = next((by_file[s.file] for s in check.evidence if s.file in by_file), None)
+        if hit is None or check.status is Status.ERROR:
+            gated.append(check)
+            continue
+        gated.append(replace(check, status=Status.ERROR,
+                             message=f"{hit.problem()}; the check cannot be judged on this evidence"))
+    seen: set[str] = set()
+    for result in blocking:
+        check_id = _subject(result)
+        if check_id in seen:
+            continue
+        seen.add(check_id)
+        gated.append(Check(
+            id=check_id,
+            title=f"Evidence of {result.run} meets expectation {result.expectation}",
+            phase="validation", severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None,
+            unit="", message=result.problem(), evidence=(result.where(),),
+        ))
+    return gated

@@ -1,0 +1,462 @@
+"""The tables the expectation suites run on: one per evidence file, plus joined and reduced cross-source tables."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from clustercert.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.catalog import LoadedCatalog
+from clustercert.evidence import ParsedBundle, ParsedFile
+from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
+from clustercert.parsers.dcgm import Telemetry
+from clustercert.parsers.events import EventLog
+from clustercert.parsers.mlperf import MlperfResult
+from clustercert.parsers.nccl_tests import NcclTestsResult
+from clustercert.parsers.nemo_resilience import LogEventKind, ResilienceLog
+from clustercert.parsers.rank_timings import RankTimings
+from clustercert.parsers.sacct import SacctJob, SacctResult, SacctStep
+from clustercert.parsers.training import TrainingLog
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "BATCH_ROWS",
+    "CROSS_SOURCE",
+    "TableInput",
+    "build_tables",
+    "busbw_ceiling",
+    "collective_table",
+    "events_table",
+    "gpu_counts_table",
+    "mlperf_table",
+    "phase_span",
+    "rank_timings_table",
+    "scheduler_span_table",
+    "scheduler_table",
+    "telemetry_table",
+    "training_table",
+]
+
+BATCH_ROWS = 1_000_000
+CROSS_SOURCE = "cross_source"
+# a restart from a checkpoint is only accepted as a new segment where the log shows the job restarting
+_RESTART_MARKS = {LogEventKind.CHECKPOINT_LOADED, LogEventKind.WORKER_GROUP_FAILED}
+
+
+@dataclass(frozen=True)
+class TableInput:
+    """A table to validate: its rows come as pandas batches (one for small tables, row groups for large ones)."""
+
+    suite: str
+    table: str
+    run: str
+    file: str
+    rows: int
+    batches: Callable[[], Iterator[pd.DataFrame]]
+    parameters: dict[str, Any] = field(default_factory=dict)
+    batched: bool = False
+
+
+def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    import pandas as pd
+
+    frame = pd.DataFrame(columns)
+    for name, dtype in dtypes.items():
+        if name in frame.columns:
+            frame[name] = frame[name].astype(dtype)
+    return frame
+
+
+def _single(frame: pd.DataFrame) -> Callable[[], Iterator[pd.DataFrame]]:
+    def batches() -> Iterator[pd.DataFrame]:
+        yield frame
+
+    return batches
+
+
+def _flops_per_sequence(run: RunSpec | None, catalog: LoadedCatalog | None) -> float | None:
+    if run is None or catalog is None or run.workload is None or run.seq_len is None:
+        return None
+    model = catalog.spec.models.get(run.workload)
+    return None if model is None else model_flops_per_sequence(model.shape(), run.seq_len, CANONICAL)
+
+
+def _peak(run: RunSpec | None, catalog: LoadedCatalog | None) -> float | None:
+    if run is None or catalog is None or run.precision is None:
+        return None
+    return catalog.spec.peaks_tflops.get(run.precision)
+
+
+def _segments(log: TrainingLog, resilience: ResilienceLog | None) -> tuple[list[int], list[float | None]]:
+    """Restart segment per step and the increase of the step counter over the previous step of its segment."""
+    marks = sorted(e.line for e in (resilience.events if resilience else []) if e.kind in _RESTART_MARKS)
+    segment, segments, deltas = 0, [], []
+    previous: tuple[int, int] | None = None  # (counter, line)
+    for step in log.steps:
+        counter = step.global_step if step.global_step is not None else step.iteration
+        if previous is not None and counter < previous[0] and any(previous[1] < m < step.line for m in marks):
+            segment += 1
+            previous = None
+        segments.append(segment)
+        deltas.append(None if previous is None else float(counter - previous[0]))
+        previous = (counter, step.line)
+    return segments, deltas
+
+
+def training_table(
+    parsed: ParsedFile, run: RunSpec | None = None, catalog: LoadedCatalog | None = None
+) -> TableInput:
+    """training_steps: one row per printed step, with its restart segment, counter increase and MFU."""
+    log = parsed.result
+    assert isinstance(log, TrainingLog)
+    segments, deltas = _segments(log, parsed.resilience)
+    flops, peak = _flops_per_sequence(run, catalog), _peak(run, catalog)
+    mfu: list[float | None] = []
+    for step in log.steps:
+        # a step time <= 0 has no MFU: the step-time expectations report it
+        seconds = step.step_time_s if step.step_time_s is not None and step.step_time_s > 0 else None
+        if flops is not None and peak and run is not None and run.gbs and run.gpus and seconds is not None:
+            mfu.append(flops * run.gbs / seconds / run.gpus / (peak * 1e12))
+        elif step.tflops_per_gpu is not None and peak and flops is None:
+            mfu.append(step.tflops_per_gpu / peak)
+        else:
+            mfu.append(None)
+    steps = log.steps
+    parameters: dict[str, Any] = {}
+    if run is not None and catalog is not None and run.workload and run.precision and run.gpus:
+        baseline = catalog.baseline_for(run.workload, run.precision, run.gpus)
+        if baseline is not None:
+            parameters["window_iterations"] = list(range(baseline.window.first, baseline.window.last + 1))
+    window = set(parameters.get("window_iterations", []))
+    frame = _frame(
+        {
+            "iteration": [s.iteration for s in steps],
+            "step_time_s": [s.step_time_s for s in steps],
+            "tflops_per_gpu": [s.tflops_per_gpu for s in steps],
+            "loss": [s.loss for s in steps],
+            "grad_norm": [s.grad_norm for s in steps],
+            "global_step": [s.global_step for s in steps],
+            "segment": segments,
+            "counter_increase": deltas,
+            "mfu": mfu,
+            "in_window": [s.iteration in window for s in steps],
+            "_line": [s.line for s in steps],
+        },
+        {"iteration": "int64", "step_time_s": "float64", "tflops_per_gpu": "float64", "loss": "float64",
+         "grad_norm": "float64", "global_step": "float64", "segment": "int64", "counter_increase": "float64",
+         "mfu": "float64", "in_window": "bool", "_line": "int64"},
+    )
+    return TableInput("training_steps", "training_steps", parsed.run, parsed.display, len(frame),
+                      _single(frame), parameters)
+
+
+def busbw_ceiling(catalog: LoadedCatalog) -> float:
+    """DOMAIN.md section 6: twice the GPU's NVLink rate per direction, in GB/s."""
+    return 2.0 * catalog.spec.nvlink_gbps_per_direction
+
+
+def collective_table(parsed: ParsedFile, ceiling_gbps: float | None) -> TableInput:
+    """collective_results: one row per message size of every test that ran to the end."""
+    result = parsed.result
+    assert isinstance(result, NcclTestsResult)
+    rows = [(t, r) for t in result.tests for r in t.rows]
+    frame = _frame(
+        {
+            "collective": [t.collective for t, _ in rows],
+            "ranks": [t.ranks for t, _ in rows],
+            "size_bytes": [r.size_bytes for _, r in rows],
+            "time_us_oop": [r.time_us_oop for _, r in rows],
+            "time_us_ip": [r.time_us_ip for _, r in rows],
+            "busbw_oop": [r.busbw_oop for _, r in rows],
+            "busbw_ip": [r.busbw_ip for _, r in rows],
+            "wrong_oop": [r.wrong_oop for _, r in rows],
+            "wrong_ip": [r.wrong_ip for _, r in rows],
+            "_line": [r.line for _, r in rows],
+        },
+        {"collective": "str", "ranks": "float64", "size_bytes": "int64", "time_us_oop": "float64",
+         "time_us_ip": "float64", "busbw_oop": "float64", "busbw_ip": "float64", "wrong_oop": "float64",
+         "wrong_ip": "float64", "_line": "int64"},
+    )
+    parameters = {} if ceiling_gbps is None else {"busbw_ceiling_gbps": ceiling_gbps}
+    return TableInput("collective_results", "collective_results", parsed.run, parsed.display, len(frame),
+                      _single(frame), parameters)
+
+
+def _arrow_batches(table: pa.Table, columns: list[str]) -> Callable[[], Iterator[pd.DataFrame]]:
+    def batches() -> Iterator[pd.DataFrame]:
+        for batch in table.select(columns).to_batches(max_chunksize=BATCH_ROWS):
+            yield batch.to_pandas()
+
+    return batches
+
+
+def rank_timings_table(parsed: ParsedFile, gpus_per_node: int | None, span: tuple[float, float] | None) -> TableInput:
+    """rank_timings: the Arrow table with column-wise derived columns, validated in row-group batches.
+
+    `key_count` (how many rows share the row's (rank, step)) is computed with numpy over the whole columns,
+    so a duplicate shows on each of its rows even when the copies fall in different batches.
+    """
+    result = parsed.result
+    assert isinstance(result, RankTimings)
+    table = result.table
+    rank = table.column("rank").to_numpy()
+    step = table.column("step").to_numpy()
+    width = int(step.max()) + 1 if len(step) else 1
+    keys = rank.astype(np.int64) * width + step
+    if len(keys) and int(keys.max()) < 4 * len(keys) + 1024:  # dense keys (the usual case): count in O(n)
+        key_count = np.bincount(keys)[keys]
+    else:
+        _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        key_count = counts[inverse]
+    seconds = pc.divide(pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64()), 1e6)
+    derived = pa.table(
+        {
+            "rank": table.column("rank"),
+            "gpu": table.column("gpu"),
+            "step": table.column("step"),
+            "compute_s": table.column("compute_s"),
+            "comm_s": table.column("comm_s"),
+            "timestamp_s": seconds,
+            "key_count": pa.array(key_count, pa.int64()),
+            "_line": pa.array(np.arange(1, table.num_rows + 1, dtype=np.int64)),
+        }
+    )
+    parameters: dict[str, Any] = {}
+    if gpus_per_node is not None:
+        parameters["gpu_index_max"] = gpus_per_node - 1
+    if span is not None:
+        parameters["span_start_s"], parameters["span_end_s"] = span
+    return TableInput("rank_timings", "rank_timings", parsed.run, parsed.display, table.num_rows,
+                      _arrow_batches(derived, derived.column_names), parameters, batched=True)
+
+
+def telemetry_table(parsed: ParsedFile, span: tuple[float, float] | None) -> TableInput:
+    """telemetry: one row per sample (long form: metric, gpu, value, time), validated in batches."""
+    result = parsed.result
+    assert isinstance(result, Telemetry)
+    samples = result.samples
+    table = pa.table(
+        {
+            "metric": pa.array([s.metric for s in samples], pa.string()),
+            "gpu": pa.array([s.gpu for s in samples], pa.string()),
+            "value": pa.array([s.value for s in samples], pa.float64()),
+            "time_s": pa.array([s.time_ms / 1000.0 for s in samples], pa.float64()),
+            "_line": pa.array([s.line for s in samples], pa.int64()),
+        }
+    )
+    parameters: dict[str, Any] = {}
+    if span is not None:
+        parameters["span_start_s"], parameters["span_end_s"] = span
+    return TableInput("telemetry", "telemetry", parsed.run, parsed.display, table.num_rows,
+                      _arrow_batches(table, table.column_names), parameters, batched=True)
+
+
+def _epoch(text: str | None) -> float | None:
+    return None if text is None else datetime.fromisoformat(text).timestamp()
+
+
+def scheduler_table(parsed: ParsedFile) -> TableInput:
+    """scheduler_records: one row per job and per step, with times as epoch seconds."""
+    result = parsed.result
+    assert isinstance(result, SacctResult)
+    rows: list[dict[str, Any]] = []
+    for job in result.jobs:
+        records: list[tuple[SacctJob | SacctStep, str | None]] = [(job, None), *[(s, s.step_id) for s in job.steps]]
+        for rec, step_id in records:
+            start, end = _epoch(rec.start), _epoch(rec.end)
+            span = None if start is None or end is None else end - start
+            rows.append({"job_id": job.job_id, "step_id": step_id, "state": rec.state, "elapsed_s": rec.elapsed_s,
+                         "start_s": start, "end_s": end,
+                         "elapsed_gap_s": None if span is None or rec.elapsed_s is None else
+                         abs(rec.elapsed_s - span), "_line": rec.line})
+    columns = ["job_id", "step_id", "state", "elapsed_s", "start_s", "end_s", "elapsed_gap_s", "_line"]
+    frame = _frame({c: [r[c] for r in rows] for c in columns},
+                   {"job_id": "str", "state": "str", "elapsed_s": "float64", "start_s": "float64",
+                    "end_s": "float64", "elapsed_gap_s": "float64", "_line": "int64"})
+    return TableInput("scheduler_records", "scheduler_records", parsed.run, parsed.display, len(frame),
+                      _single(frame))
+
+
+def events_table(parsed: ParsedFile, nodes: list[str] | None, span: tuple[float, float] | None) -> TableInput:
+    """job_events: one row per event, with its time in epoch seconds and the change since the previous event."""
+    result = parsed.result
+    assert isinstance(result, EventLog)
+    events = result.events
+    times = [e.ts.timestamp() for e in events]
+    frame = _frame(
+        {
+            "type": [e.type.value for e in events],
+            "ts_s": times,
+            "ts_increase_s": [None, *[b - a for a, b in itertools.pairwise(times)]],
+            "node": [e.node for e in events],
+            "by": [e.by for e in events],
+            "rank": [e.rank for e in events],
+            "step": [e.step for e in events],
+            "_line": [e.line for e in events],
+        },
+        {"type": "str", "ts_s": "float64", "ts_increase_s": "float64", "rank": "float64", "step": "float64",
+         "_line": "int64"},
+    )
+    parameters: dict[str, Any] = {}
+    if nodes:
+        parameters["bundle_nodes"] = list(nodes)
+    if span is not None:
+        parameters["span_start_s"], parameters["span_end_s"] = span
+    return TableInput("job_events", "job_events", parsed.run, parsed.display, len(frame), _single(frame), parameters)
+
+
+def mlperf_table(parsed: ParsedFile) -> TableInput:
+    """mlperf_runs: one row per result file of the folder."""
+    result = parsed.result
+    assert isinstance(result, MlperfResult)
+    runs = result.runs
+    frame = _frame(
+        {
+            "status": [r.status for r in runs],
+            "minutes": [r.minutes for r in runs],
+            "start_ms": [r.start_ms for r in runs],
+            "stop_ms": [r.stop_ms for r in runs],
+            "_file": [r.file for r in runs],
+            "_line": [r.stop_line or r.start_line for r in runs],
+        },
+        {"status": "str", "minutes": "float64", "start_ms": "float64", "stop_ms": "float64", "_file": "str",
+         "_line": "float64"},
+    )
+    return TableInput("mlperf_runs", "mlperf_runs", parsed.run, parsed.display, len(frame), _single(frame))
+
+
+def _bundle_line(bundle: LoadedBundle, run_id: str) -> int | None:
+    text = (bundle.root / "bundle.yaml").read_text(encoding="utf-8")
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip().removeprefix("- ").strip()
+        if stripped in (f"id: {run_id}", f"id: '{run_id}'", f'id: "{run_id}"'):
+            return number
+    return None
+
+
+def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed: ParsedBundle) -> TableInput:
+    """gpu_counts: each GPU count the evidence shows beside the count bundle.yaml declares for the run.
+
+    Sources: the run's node allocation x gpus_per_node (bundle.yaml), the ranks of each nccl-tests test, the
+    distinct ranks of a per-rank timing table, and for training logs the count implied by the logged
+    TFLOPS per GPU (model FLOPs x GBS / (step time x TFLOPS per GPU), a median over the steps).
+    """
+    rows: list[dict[str, Any]] = []
+    yaml_path = str(bundle.root / "bundle.yaml")
+    specs = {r.id: r for r in bundle.spec.runs}
+
+    def add(run: RunSpec, source: str, observed: float, file: str, line: int | None) -> None:
+        assert run.gpus is not None
+        rows.append({"run": run.id, "source": source, "declared": float(run.gpus), "observed": float(observed),
+                     "ratio": observed / run.gpus, "_file": file, "_line": line, "_run": run.id})
+
+    for run in bundle.spec.runs:
+        if run.gpus is None:
+            continue
+        if run.nodes:
+            add(run, "bundle-nodes", len(run.nodes) * bundle.spec.system.gpus_per_node, yaml_path,
+                _bundle_line(bundle, run.id))
+        flops = _flops_per_sequence(run, catalog)
+        for pf in parsed.get(run.id, []):
+            result = pf.result
+            if isinstance(result, NcclTestsResult):
+                for test in result.tests:
+                    if test.ranks is not None:
+                        add(run, "nccl-tests", test.ranks, pf.display, test.line)
+            elif isinstance(result, RankTimings):
+                add(run, "rank-timings", result.ranks, pf.display, 1)
+            elif isinstance(result, TrainingLog) and flops is not None and run.gbs:
+                implied = [(flops * run.gbs / (s.step_time_s * s.tflops_per_gpu * 1e12), s.line)
+                           for s in result.steps if s.step_time_s and s.tflops_per_gpu]
+                implied = [(v, line) for v, line in implied if math.isfinite(v)]
+                if implied:
+                    value = statistics.median(v for v, _ in implied)
+                    add(specs[run.id], "training-log", value, pf.display, implied[0][1])
+    columns = ["run", "source", "declared", "observed", "ratio", "_file", "_line", "_run"]
+    frame = _frame({c: [r[c] for r in rows] for c in columns},
+                   {"run": "str", "source": "str", "declared": "float64", "observed": "float64",
+                    "ratio": "float64", "_file": "str", "_line": "float64", "_run": "str"})
+    return TableInput(CROSS_SOURCE, "gpu_counts", "bundle", yaml_path, len(frame), _single(frame))
+
+
+def _scheduler_jobs(bundle: LoadedBundle, parsed: ParsedBundle, phase: str) -> list[tuple[float, float, float]]:
+    """(start, end, elapsed) of every job of the phase's scheduler records with all three known."""
+    out: list[tuple[float, float, float]] = []
+    for run in bundle.spec.runs:
+        if run.kind is not RunKind.SCHEDULER or run.phase.value != phase:
+            continue
+        for pf in parsed.get(run.id, []):
+            if isinstance(pf.result, SacctResult):
+                for job in pf.result.jobs:
+                    start, end = _epoch(job.start), _epoch(job.end)
+                    if start is not None and end is not None and job.elapsed_s is not None:
+                        out.append((start, end, job.elapsed_s))
+    return out
+
+
+def phase_span(bundle: LoadedBundle, parsed: ParsedBundle, phase: str) -> tuple[float, float] | None:
+    """The time span of the phase's scheduler jobs (first start, last end), None without scheduler records."""
+    jobs = _scheduler_jobs(bundle, parsed, phase)
+    return (min(j[0] for j in jobs), max(j[1] for j in jobs)) if jobs else None
+
+
+def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
+    """scheduler_span: per training log of a phase with scheduler records, its logged time beside the longest job."""
+    rows: list[dict[str, Any]] = []
+    for run in bundle.spec.runs:
+        if run.kind not in (RunKind.TRAINING, RunKind.RESILIENCE):
+            continue
+        jobs = _scheduler_jobs(bundle, parsed, run.phase.value)
+        if not jobs:
+            continue
+        for pf in parsed.get(run.id, []):
+            if isinstance(pf.result, TrainingLog) and pf.result.steps:
+                logged = sum(s.step_time_s or 0.0 for s in pf.result.steps)
+                rows.append({"run": run.id, "training_s": logged, "scheduler_elapsed_s": max(j[2] for j in jobs),
+                             "_file": pf.display, "_line": pf.result.steps[0].line, "_run": run.id})
+    columns = ["run", "training_s", "scheduler_elapsed_s", "_file", "_line", "_run"]
+    frame = _frame({c: [r[c] for r in rows] for c in columns},
+                   {"run": "str", "training_s": "float64", "scheduler_elapsed_s": "float64", "_file": "str",
+                    "_line": "float64", "_run": "str"})
+    return TableInput(CROSS_SOURCE, "scheduler_span", "bundle", str(bundle.root / "bundle.yaml"), len(frame),
+                      _single(frame))
+
+
+def build_tables(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: ParsedBundle) -> list[TableInput]:
+    """Every usable file's table, then the cross-source tables (unusable files are findings, not tables)."""
+    tables: list[TableInput] = []
+    ceiling = busbw_ceiling(catalog)
+    for run in bundle.spec.runs:
+        span = phase_span(bundle, parsed, run.phase.value)
+        for pf in parsed.get(run.id, []):
+            result = pf.result
+            if result is None:
+                continue
+            if isinstance(result, TrainingLog):
+                tables.append(training_table(pf, run, catalog))
+            elif isinstance(result, NcclTestsResult):
+                tables.append(collective_table(pf, ceiling))
+            elif isinstance(result, RankTimings):
+                tables.append(rank_timings_table(pf, bundle.spec.system.gpus_per_node, span))
+            elif isinstance(result, Telemetry):
+                tables.append(telemetry_table(pf, span))
+            elif isinstance(result, SacctResult):
+                tables.append(scheduler_table(pf))
+            elif isinstance(result, EventLog):
+                tables.append(events_table(pf, bundle.spec.system.nodes, span))
+            elif isinstance(result, MlperfResult):
+                tables.append(mlperf_table(pf))
+    tables.append(gpu_counts_table(bundle, catalog, parsed))
+    tables.append(scheduler_span_table(bundle, parsed))
+    return tables

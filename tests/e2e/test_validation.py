@@ -1,0 +1,248 @@
+"""Validation end to end: a failed required expectation makes certify INCOMPLETE, naming expectation, file and line;
+the `evidence` commands as a user runs them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clustercert.bundle import load_bundle, seal_bundle
+from tests.conftest import ROOT, run_cli
+
+SAMPLE = ROOT / "evidence" / "gb200-seed"
+pytestmark = pytest.mark.slow
+# Prefect's temporary server needs more than its default 20 s to start on a loaded 2-CPU machine
+SLOW_START = {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+LLAMA = "training/llama3-70b/fp8/512"
+
+
+def nccl_log(busbw: float, ranks: int = 8) -> str:
+    """A small nccl-tests all_reduce output; the 1 GiB row carries `busbw` out of place (0.97 x in place)."""
+    rank_lines = "".join(f"#  Rank {r:2d} Group  0 Pid {1000 + r} on gb-r1-n01 device {r % 4}\n" for r in range(ranks))
+    rows = [(268435456, 400.0), (536870912, 600.0), (1073741824, busbw)]
+    body = "".join(
+        f"  {size:12d}  {size // 4:12d}     float     sum      -1   {size / 1e3 / busbw:9.2f}  {busbw / 1.75:7.2f}"
+        f"  {bw:7.2f}       0   {size / 1e3 / busbw:9.2f}  {busbw / 1.75:7.2f}  {0.97 * bw:7.2f}       0\n"
+        for size, bw in rows
+    )
+    avg = sum(1.97 * bw for _, bw in rows) / (2 * len(rows))
+    return (
+        "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902\n"
+        "# Collective test starting: all_reduce_perf\n"
+        "# nThread 1 nGpus 1 minBytes 268435456 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20\n"
+        "#\n# Using devices\n" + rank_lines + "#\n"
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw"
+        "   busbw  #wrong\n"
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)"
+        "  (GB/s)\n" + body + f"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {avg:.3f}\n#\n"
+        "# Collective test concluded: all_reduce_perf\n"
+    )
+
+
+def _bundle(tmp_path: Path, edit: Callable[[Path, dict[str, Any]], None]) -> Path:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SAMPLE, bundle)
+    doc = yaml.safe_load((bundle / "bundle.yaml").read_text())
+    edit(bundle, doc)
+    (bundle / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    seal_bundle(load_bundle(bundle))
+    return bundle
+
+
+def _add_collective(busbw: float, gpus: int, ranks: int = 8) -> Callable[[Path, dict[str, Any]], None]:
+    def edit(bundle: Path, doc: dict[str, Any]) -> None:
+        (bundle / "nccl").mkdir(exist_ok=True)
+        (bundle / "nccl" / "all_reduce_8.log").write_text(nccl_log(busbw, ranks))
+        doc["runs"].append({"id": "nccl-all-reduce-8", "phase": "scaling", "kind": "collective",
+                            "format": "nccl-tests", "gpus": gpus, "scope": "nvlink-domain",
+                            "files": ["nccl/all_reduce_8.log"]})
+
+    return edit
+
+
+def _duplicate_iteration(bundle: Path, doc: dict[str, Any]) -> None:
+    log = bundle / LLAMA / "r1.log"
+    lines = log.read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
+    log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
+
+
+def _declare_256_gpus(bundle: Path, doc: dict[str, Any]) -> None:
+    run = next(r for r in doc["runs"] if r["files"] == [f"{LLAMA}/r2.log"])
+    run["gpus"] = 256
+
+
+def _line_of(path: Path, text: str, nth: int = 1) -> int:
+    hits = [i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln]
+    return hits[nth - 1]
+
+
+CASES: dict[str, tuple[Callable[[Path, dict[str, Any]], None], str, str, Callable[[Path], int]]] = {
+    # name: (edit, expectation, file, line of the offending row)
+    "duplicated-iteration": (_duplicate_iteration, "iterations_strictly_increasing", f"{LLAMA}/r1.log",
+                             lambda f: _line_of(f, "iteration 20/49", 2)),
+    "busbw-above-ceiling": (_add_collective(1850.0, 8), "busbw_oop_below_ceiling", "nccl/all_reduce_8.log",
+                            lambda f: _line_of(f, " 1073741824  ")),
+    "gpu-counts-disagree": (_declare_256_gpus, "gpu_count_implied_by_log", f"{LLAMA}/r2.log",
+                            lambda f: _line_of(f, "iteration 0/49")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_failed_required_expectation_makes_certify_incomplete(tmp_path: Path, name: str) -> None:
+    edit, expectation, rel, line_of = CASES[name]
+    bundle = _bundle(tmp_path, edit)
+    file = bundle / rel
+    line = line_of(file)
+    proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp_path / "reports"), env=SLOW_START)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["outcome"] == "INCOMPLETE"
+    gate = [c for c in out["checks"] if c["phase"] == "validation"]
+    assert [c["status"] for c in gate] == ["ERROR"] and gate[0]["severity"] == "required"
+    run = {"duplicated-iteration": "llama3-70b-fp8-512-r1", "busbw-above-ceiling": "nccl-all-reduce-8",
+           "gpu-counts-disagree": "llama3-70b-fp8-512-r2"}[name]
+    assert gate[0]["id"] == f"validation.{run}_{expectation}"
+    assert gate[0]["message"].startswith(f"{file} line {line}: required expectation '{expectation}' failed: 1 of ")
+    assert gate[0]["evidence"] == [{"file": str(file), "line": line, "last": line, "count": 1}]
+    results = json.loads((Path(out["run_dir"]) / "results.json").read_text())
+    assert results["outcome"] == "INCOMPLETE" and results["checks"] == out["checks"]
+    validation = json.loads((Path(out["run_dir"]) / "validation.json").read_text())
+    assert validation["summary"]["required_failed"] == 1 and validation["summary"]["errors"] == 0
+    failed = [r for t in validation["tables"] for r in t["results"] if r["status"] == "FAIL"]
+    failed += [r for r in validation["cross_source"] if r["status"] == "FAIL"]
+    assert [r["expectation"] for r in failed] == [expectation]
+    assert failed[0]["sample"][0]["file"] == str(file) and failed[0]["sample"][0]["line"] == line
+
+
+def test_gated_check_names_the_expectation_when_its_run_is_used(tmp_path: Path) -> None:
+    """All three repeats duplicated: whichever is judged, its baseline check is ERROR with the expectation named."""
+    def dup_all(bundle: Path, doc: dict[str, Any]) -> None:
+        for r in ("r1", "r2", "r3"):
+            log = bundle / LLAMA / f"{r}.log"
+            lines = log.read_text().splitlines(keepends=True)
+            at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
+            log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
+
+    bundle = _bundle(tmp_path, dup_all)
+    proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp_path / "reports"), env=SLOW_START)
+    assert proc.returncode == 3
+    out = json.loads(proc.stdout)
+    judged = next(c for c in out["checks"] if c["id"] == "efficiency.llama3-70b-fp8-512_meets_baseline")
+    assert judged["status"] == "ERROR"
+    assert "required expectation 'iterations_strictly_increasing' failed" in judged["message"]
+    assert judged["message"].endswith("the check cannot be judged on this evidence")
+    assert sum(1 for c in out["checks"] if c["phase"] == "validation") == 3
+
+
+# ---- the evidence commands ----------------------------------------------------------------------------------
+
+
+def test_evidence_seal_writes_the_manifest(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SAMPLE, bundle)
+    (bundle / "MANIFEST.sha256").unlink()
+    proc = run_cli("evidence", "seal", str(bundle))
+    assert proc.returncode == 0, proc.stderr
+    lines = (bundle / "MANIFEST.sha256").read_text().splitlines()
+    count = len(load_bundle(bundle).evidence_files()) + 1
+    assert len(lines) == count and proc.stdout.startswith(f"sealed {count} files: ")
+    digest, rel = lines[0].split("  ")
+    assert digest == hashlib.sha256((bundle / rel).read_bytes()).hexdigest()
+    assert (bundle / "MANIFEST.sha256").read_text() == (SAMPLE / "MANIFEST.sha256").read_text()
+
+
+def test_evidence_check_accepts_the_shipped_sample(tmp_path: Path) -> None:
+    proc = run_cli("evidence", "check", str(SAMPLE), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["usable"] and out["sealed"] and out["problems"] == []
+    assert [r["run"] for r in out["runs"]] == [r.id for r in load_bundle(SAMPLE).spec.runs]
+    assert all(f["usable"] for r in out["runs"] for f in r["files"])
+    llama = next(r for r in out["runs"] if r["run"] == "llama3-70b-fp8-512-r1")
+    assert llama["files"][0]["found"] == "50 steps (iterations 0..49)"
+    assert out["validation"]["summary"]["required_failed"] == 0 and out["validation"]["summary"]["errors"] == 0
+    text = run_cli("evidence", "check", str(SAMPLE))
+    assert text.returncode == 0 and "evidence usable" in text.stdout and "validation (expectation suites" in text.stdout
+
+
+def test_evidence_check_lists_every_problem_and_exits_3(tmp_path: Path) -> None:
+    bundle = _bundle(tmp_path, _add_collective(500.0, 16))
+    (bundle / LLAMA / "r3.log").write_bytes(b"\x00\x01garbage")
+    proc = run_cli("evidence", "check", str(bundle), "--json")
+    assert proc.returncode == 3
+    out = json.loads(proc.stdout)
+    rank_line = _line_of(bundle / "nccl" / "all_reduce_8.log", "nccl-tests version")
+    assert out["problems"] == [
+        f"{bundle / LLAMA / 'r3.log'}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)",
+        f"{bundle / LLAMA / 'r3.log'}: expected text, got binary data (NUL bytes)",
+        f"{bundle / 'nccl' / 'all_reduce_8.log'} line {rank_line}: required expectation 'gpu_counts_agree' failed: "
+        "1 of 1 rows outside the expectation (collective runs, per-rank timings and node allocations must show "
+        "exactly the GPU count bundle.yaml declares)",
+    ]
+    assert proc.stderr.strip() == f"error: {bundle}: 3 problem(s); the evidence cannot be used as it is"
+    text = run_cli("evidence", "check", str(bundle))
+    assert text.returncode == 3 and "UNUSABLE" in text.stdout and "gpu_counts_agree* FAIL" in text.stdout
+
+
+def test_evidence_check_writes_data_docs_only_on_request(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    proc = run_cli("evidence", "check", str(SAMPLE), "--data-docs", str(docs))
+    assert proc.returncode == 0, proc.stderr
+    assert (docs / "index.html").is_file() and (docs / "validations").is_dir()
+    assert f"data docs: {docs / 'index.html'}" in proc.stdout
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text("{}")
+    refused = run_cli("evidence", "check", str(SAMPLE), "--data-docs", str(run_dir / "docs"))
+    assert refused.returncode == 2 and "never go inside a signed run folder" in refused.stderr
+    assert not (run_dir / "docs").exists()
+
+
+def test_evidence_parse_names_the_detected_format(tmp_path: Path) -> None:
+    log = tmp_path / "all_reduce.log"
+    log.write_text(nccl_log(500.0))
+    proc = run_cli("evidence", "parse", str(log), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["format"] == "nccl-tests" and out["tests"][0]["collective"] == "all_reduce"
+    assert out["tests"][0]["ranks"] == 8 and [r["busbw_oop"] for r in out["tests"][0]["rows"]] == [400.0, 600.0, 500.0]
+    assert [r["busbw_ip"] for r in out["tests"][0]["rows"]] == [388.0, 582.0, 485.0]
+    assert out["tests"][0]["rows"][2]["line"] == _line_of(log, " 1073741824  ")
+    text = run_cli("evidence", "parse", str(log))
+    assert text.returncode == 0 and text.stdout.startswith(f"{log}: format nccl-tests (detected)")
+
+
+def test_evidence_parse_passes_options_to_the_parser(tmp_path: Path) -> None:
+    dump = tmp_path / "sacct.txt"
+    dump.write_text("845|OUT_OF_MEMORY|00:05:01|2022-07-05T16:17:52|2022-07-05T16:22:53\n"
+                    "845.batch|CANCELLED by 1234|00:05:01|2022-07-05T16:17:52|2022-07-05T16:22:53\n")
+    proc = run_cli("evidence", "parse", str(dump), "--format", "sacct", "--fields", "JobID,State,Elapsed,Start,End",
+                   "--timezone", "Europe/Paris", "--json")
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)["jobs"][0]
+    assert (job["job_id"], job["state"], job["elapsed_s"], job["start"]) == (
+        "845", "OUT_OF_MEMORY", 301, "2022-07-05T16:17:52+02:00")
+    assert job["steps"][0]["state"] == "CANCELLED" and job["steps"][0]["state_raw"] == "CANCELLED by 1234"
+
+
+def test_evidence_parse_errors_are_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00\xff" * 100)
+    proc = run_cli("evidence", "parse", str(junk), "--format", "nemo")
+    assert proc.returncode == 3
+    assert proc.stderr == f"error: {junk}: expected text, got binary data (NUL bytes)\n"
+    usage = run_cli("evidence", "parse", str(junk), "--format", "nope")
+    assert usage.returncode == 2 and usage.stderr.startswith("error: unknown format 'nope'")
+    option = run_cli("evidence", "parse", str(junk), "--format", "nemo", "--ruleset", "4.0.0")
+    assert option.returncode == 2 and "takes no option ruleset" in option.stderr
+    missing = run_cli("evidence", "check", str(tmp_path / "nothing"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr

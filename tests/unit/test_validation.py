@@ -1,0 +1,539 @@
+"""Every expectation of checks/ on one table that passes it and one that fails it; loading, batching, gating."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from clustercert.bundle import LoadedBundle, RunKind, RunSpec, load_bundle
+from clustercert.catalog import LoadedCatalog, load_catalog
+from clustercert.errors import ChecksError
+from clustercert.evidence import ParsedFile
+from clustercert.parsers.dcgm import DcgmSample, Telemetry
+from clustercert.parsers.events import Event, EventLog, EventType
+from clustercert.parsers.mlperf import MlperfResult, MlperfRun
+from clustercert.parsers.nccl_tests import CollectiveTest, NcclRow, NcclTestsResult
+from clustercert.parsers.nemo_resilience import LogEvent, LogEventKind, ResilienceLog
+from clustercert.parsers.rank_timings import RankTimings
+from clustercert.parsers.sacct import SacctJob, SacctResult, SacctStep
+from clustercert.parsers.training import TrainingLog, TrainingStep
+from clustercert.provenance import Span
+from clustercert.validation import (
+    ResultStatus,
+    SuiteSpec,
+    ValidationReport,
+    apply_gating,
+    load_suites,
+    run_tables,
+)
+from clustercert.validation_tables import (
+    TableInput,
+    collective_table,
+    events_table,
+    gpu_counts_table,
+    mlperf_table,
+    rank_timings_table,
+    scheduler_span_table,
+    scheduler_table,
+    telemetry_table,
+    training_table,
+)
+from clustercert.verdicts import Check, Outcome, Severity, Status, decide_outcome
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKS = ROOT / "checks"
+T0 = dt.datetime(2026, 11, 2, 3, 0, tzinfo=dt.UTC)
+SPAN = (T0.timestamp(), T0.timestamp() + 3600.0)
+
+
+@pytest.fixture(scope="module")
+def suites() -> dict[str, SuiteSpec]:
+    return load_suites(CHECKS)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> LoadedCatalog:
+    return load_catalog("exemplar-gb200", ROOT / "references")
+
+
+# ---- good tables, built from the parsers' own typed results -------------------------------------------------
+
+RUN = RunSpec(id="llama3-70b-fp8-512-r1", phase="efficiency", kind="training", format="nemo", workload="llama3-70b",
+              precision="fp8", gpus=512, gbs=2048, seq_len=8192, files=["t.log"])  # type: ignore[arg-type]
+
+
+def _steps(change: dict[int, dict[str, Any]] | None = None) -> list[TrainingStep]:
+    # 7.6 s per step at 1848 TFLOPS/GPU: the seed sample's llama3-70b (MFU about 0.39, 512 GPUs implied)
+    steps = [TrainingStep(iteration=i, step_time_s=7.6, line=100 + i, tflops_per_gpu=1848.0, loss=5.0,
+                          global_step=i) for i in range(50)]
+    return [dataclasses.replace(s, **(change or {}).get(s.iteration, {})) for s in steps]
+
+
+def training(steps: list[TrainingStep] | None = None, resilience: ResilienceLog | None = None,
+             catalog: LoadedCatalog | None = None) -> TableInput:
+    log = TrainingLog(format="nemo", file="t.log", steps=_steps() if steps is None else steps)
+    parsed = ParsedFile(RUN.id, RunKind.TRAINING, "t.log", "t.log", log, None, resilience)
+    return training_table(parsed, RUN, catalog or load_catalog("exemplar-gb200", ROOT / "references"))
+
+
+def _nccl_row(size: int, line: int, **change: Any) -> NcclRow:
+    row = NcclRow(size_bytes=size, time_us_oop=100.0, algbw_oop=300.0, busbw_oop=500.0, time_us_ip=100.0,
+                  algbw_ip=300.0, busbw_ip=500.0, wrong_oop=0, wrong_ip=0, line=line)
+    return dataclasses.replace(row, **change)
+
+
+def collective(change: dict[str, Any] | None = None, ranks: int | None = 8) -> TableInput:
+    rows = [_nccl_row(1 << (20 + i), 20 + i) for i in range(5)]
+    if change:
+        rows[3] = dataclasses.replace(rows[3], **change)
+    test = CollectiveTest("all_reduce", ranks, rows, 500.0, None, 2, 30)
+    parsed = ParsedFile("nccl", RunKind.COLLECTIVE, "n.log", "n.log", NcclTestsResult("n.log", [test]))
+    return collective_table(parsed, 1800.0)
+
+
+def rank_timings(change: Callable[[dict[str, list[Any]]], None] | None = None) -> TableInput:
+    columns: dict[str, list[Any]] = {
+        "rank": [r for _ in range(10) for r in range(8)],
+        "node": [f"n{r // 4}" for _ in range(10) for r in range(8)],
+        "gpu": [r % 4 for _ in range(10) for r in range(8)],
+        "step": [s for s in range(10) for _ in range(8)],
+        "compute_s": [1.0] * 80,
+        "comm_s": [0.2] * 80,
+        "timestamp": [T0 + dt.timedelta(seconds=10 + s) for s in range(10) for _ in range(8)],
+    }
+    if change:
+        change(columns)
+    table = pa.table({**columns, "timestamp": pa.array(columns["timestamp"], pa.timestamp("us", "UTC"))})
+    result = RankTimings("r.parquet", table, 8, 2, 0, 9)
+    return rank_timings_table(ParsedFile("ranks", RunKind.RANK_TIMINGS, "r.parquet", "r.parquet", result), 4, SPAN)
+
+
+def telemetry(extra: DcgmSample | None = None) -> TableInput:
+    base = int(T0.timestamp() * 1000) + 60_000
+    metrics = [("DCGM_FI_DEV_GPU_TEMP", 65.0), ("DCGM_FI_DEV_POWER_USAGE", 1050.0), ("DCGM_FI_DEV_GPU_UTIL", 98.0),
+               ("DCGM_FI_PROF_SM_ACTIVE", 0.9), ("DCGM_FI_DEV_SM_CLOCK", 1965.0), ("POWER", 700.0)]
+    samples = [DcgmSample(m, str(g), "n1", v, base + 1000 * k, 1 + k * 12 + g * 6 + i)
+               for k in range(3) for g in range(2) for i, (m, v) in enumerate(metrics)]
+    if extra is not None:
+        samples.append(extra)
+    return telemetry_table(ParsedFile("tel", RunKind.TELEMETRY, "d.prom", "d.prom",
+                                      Telemetry("d.prom", "prometheus", samples)), SPAN)
+
+
+def _iso(seconds: float) -> str:
+    return (T0 + dt.timedelta(seconds=seconds)).isoformat()
+
+
+def scheduler(**change: Any) -> TableInput:
+    step = SacctStep("845.0", "COMPLETED", "COMPLETED", 290.0, _iso(5), _iso(295), 3)
+    job = SacctJob("845", "COMPLETED", "COMPLETED", 301.0, _iso(0), _iso(301), _iso(0), 2, [step])
+    job = dataclasses.replace(job, **change)
+    return scheduler_table(ParsedFile("sched", RunKind.SCHEDULER, "s.txt", "s.txt",
+                                      SacctResult("s.txt", ["JobID"], "UTC", [job])))
+
+
+def events(**change: Any) -> TableInput:
+    evs = [Event(T0 + dt.timedelta(seconds=60), EventType.JOB_STARTED, 1, node="n1"),
+           Event(T0 + dt.timedelta(seconds=120), EventType.FAULT_INJECTED, 2, node="n2", by="injector"),
+           Event(T0 + dt.timedelta(seconds=130), EventType.FAULT_DETECTED, 3, node="n2", by="watchdog")]
+    evs[2] = dataclasses.replace(evs[2], **change)
+    return events_table(ParsedFile("ev", RunKind.EVENTS, "e.jsonl", "e.jsonl", EventLog("e.jsonl", evs)),
+                        ["n1", "n2"], SPAN)
+
+
+def mlperf(runs: list[MlperfRun] | None = None) -> TableInput:
+    good = [MlperfRun(f"result_{i}.txt", "success", 1000, 1000 + 60_000 * (30 + i), 3, 90) for i in range(5)]
+    result = MlperfResult("mlperf", "llama2_70b_lora", "4.0.0", good if runs is None else runs, None, None, 31.0,
+                          None)
+    return mlperf_table(ParsedFile("ml", RunKind.MLPERF, "mlperf", "mlperf", result))
+
+
+def frame_change(table: TableInput, change: Callable[[pd.DataFrame], pd.DataFrame]) -> TableInput:
+    source = table.batches
+
+    def batches() -> Iterator[pd.DataFrame]:
+        for frame in source():
+            yield change(frame.copy())
+
+    return dataclasses.replace(table, batches=batches)
+
+
+def _set(column: str, index: int, value: Any, dtype: str | None = None) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def change(frame: pd.DataFrame) -> pd.DataFrame:
+        if dtype:
+            frame[column] = frame[column].astype(dtype)
+        frame.loc[index, column] = value
+        return frame
+
+    return change
+
+
+def _drop(column: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    return lambda frame: frame.drop(columns=[column])
+
+
+def _cast(column: str, dtype: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def change(frame: pd.DataFrame) -> pd.DataFrame:
+        frame[column] = frame[column].astype(dtype)
+        return frame
+
+    return change
+
+
+def _rank_dup(c: dict[str, list[Any]]) -> None:
+    for key in c:
+        c[key].append(c[key][5])
+
+
+def _rank_set(column: str, value: Any) -> Callable[[dict[str, list[Any]]], None]:
+    def change(c: dict[str, list[Any]]) -> None:
+        c[column][17] = value
+
+    return change
+
+
+BASE = int(T0.timestamp() * 1000)
+
+# (suite, expectation id) -> (good table, bad table, line of the first offending row or None)
+CASES: dict[tuple[str, str], tuple[Callable[[], TableInput], Callable[[], TableInput], int | None]] = {
+    ("training_steps", "columns_present"): (training, lambda: frame_change(training(), _drop("mfu")), None),
+    ("training_steps", "has_steps"): (training, lambda: training([]), None),
+    ("training_steps", "iteration_is_integer"): (
+        training, lambda: frame_change(training(), _cast("iteration", "float64")), None),
+    ("training_steps", "step_time_is_float"): (
+        training, lambda: frame_change(training(), _cast("step_time_s", "str")), None),
+    ("training_steps", "iteration_not_null"): (
+        training, lambda: frame_change(training(), _set("iteration", 7, None, "object")), 107),
+    ("training_steps", "step_time_not_null"): (training, lambda: training(_steps({12: {"step_time_s": None}})), 112),
+    ("training_steps", "step_time_positive"): (training, lambda: training(_steps({12: {"step_time_s": 0.0}})), 112),
+    ("training_steps", "window_step_time_positive"): (
+        training, lambda: training(_steps({40: {"step_time_s": -12.71}})), 140),
+    ("training_steps", "iterations_strictly_increasing"): (
+        training, lambda: training(_steps({21: {"iteration": 20, "global_step": 20}})), 121),
+    ("training_steps", "window_complete"): (
+        training, lambda: training([s for s in _steps() if s.iteration != 40]), None),
+    ("training_steps", "mfu_plausible"): (training, lambda: training(_steps({30: {"step_time_s": 0.76}})), 130),
+    ("collective_results", "columns_present"): (collective, lambda: frame_change(collective(), _drop("busbw_ip")),
+                                                None),
+    ("collective_results", "size_is_integer"): (
+        collective, lambda: frame_change(collective(), _cast("size_bytes", "float64")), None),
+    ("collective_results", "busbw_oop_not_null"): (collective, lambda: collective({"busbw_oop": float("nan")}), 23),
+    ("collective_results", "busbw_ip_not_null"): (collective, lambda: collective({"busbw_ip": float("nan")}), 23),
+    ("collective_results", "size_not_negative"): (collective, lambda: collective({"size_bytes": -8}), 23),
+    ("collective_results", "time_oop_positive"): (collective, lambda: collective({"time_us_oop": 0.0}), 23),
+    ("collective_results", "time_ip_positive"): (collective, lambda: collective({"time_us_ip": 0.0}), 23),
+    ("collective_results", "busbw_oop_below_ceiling"): (collective, lambda: collective({"busbw_oop": 1800.5}), 23),
+    ("collective_results", "busbw_ip_below_ceiling"): (collective, lambda: collective({"busbw_ip": 4000.0}), 23),
+    ("collective_results", "no_wrong_results_oop"): (collective, lambda: collective({"wrong_oop": 3}), 23),
+    ("collective_results", "no_wrong_results_ip"): (collective, lambda: collective({"wrong_ip": 1}), 23),
+    ("collective_results", "ranks_listed"): (collective, lambda: collective(ranks=None), 20),
+    ("rank_timings", "columns_present"): (rank_timings, lambda: frame_change(rank_timings(), _drop("key_count")),
+                                          None),
+    ("rank_timings", "rank_is_integer"): (
+        rank_timings, lambda: frame_change(rank_timings(), _cast("rank", "float64")), None),
+    ("rank_timings", "compute_is_float"): (
+        rank_timings, lambda: frame_change(rank_timings(), _cast("compute_s", "str")), None),
+    ("rank_timings", "timestamp_not_null"): (rank_timings, lambda: rank_timings(_rank_set("timestamp", None)), 18),
+    ("rank_timings", "rank_step_unique"): (rank_timings, lambda: rank_timings(_rank_dup), 6),
+    ("rank_timings", "compute_time_positive"): (rank_timings, lambda: rank_timings(_rank_set("compute_s", 0.0)), 18),
+    ("rank_timings", "comm_time_not_negative"): (rank_timings, lambda: rank_timings(_rank_set("comm_s", -0.1)), 18),
+    ("rank_timings", "gpu_index_on_node"): (rank_timings, lambda: rank_timings(_rank_set("gpu", 4)), 18),
+    ("rank_timings", "timestamps_in_run_span"): (
+        rank_timings, lambda: rank_timings(_rank_set("timestamp", T0 - dt.timedelta(days=1))), 18),
+    ("telemetry", "columns_present"): (telemetry, lambda: frame_change(telemetry(), _drop("time_s")), None),
+    ("telemetry", "time_not_null"): (telemetry, lambda: frame_change(telemetry(), _set("time_s", 3, None)), 4),
+    ("telemetry", "gpu_not_null"): (telemetry, lambda: frame_change(telemetry(), _set("gpu", 3, None)), 4),
+    ("telemetry", "temperature_physical"): (
+        telemetry, lambda: telemetry(DcgmSample("DCGM_FI_DEV_GPU_TEMP", "0", None, 340.0, BASE + 90_000, 99)), 99),
+    ("telemetry", "power_physical"): (
+        telemetry, lambda: telemetry(DcgmSample("DCGM_FI_DEV_POWER_USAGE", "0", None, 1.05e6, BASE + 90_000, 99)),
+        99),
+    ("telemetry", "utilisation_percent"): (
+        telemetry, lambda: telemetry(DcgmSample("GPUTL", "0", None, 180.0, BASE + 90_000, 99)), 99),
+    ("telemetry", "profiling_ratio"): (
+        telemetry, lambda: telemetry(DcgmSample("DCGM_FI_PROF_SM_ACTIVE", "0", None, 90.0, BASE + 90_000, 99)), 99),
+    ("telemetry", "sm_clock_physical"): (
+        telemetry, lambda: telemetry(DcgmSample("DCGM_FI_DEV_SM_CLOCK", "0", None, 1.9e9, BASE + 90_000, 99)), 99),
+    ("telemetry", "timestamps_in_run_span"): (
+        telemetry, lambda: telemetry(DcgmSample("POWER", "0", None, 700.0, BASE + 7_200_000, 99)), 99),
+    ("scheduler_records", "columns_present"): (scheduler, lambda: frame_change(scheduler(), _drop("end_s")), None),
+    ("scheduler_records", "job_id_not_null"): (
+        scheduler, lambda: frame_change(scheduler(), _set("job_id", 1, None, "object")), 3),
+    ("scheduler_records", "state_known"): (scheduler, lambda: frame_change(scheduler(), _set("state", 0, "BOGUS")), 2),
+    ("scheduler_records", "elapsed_not_negative"): (scheduler, lambda: scheduler(elapsed_s=-5.0), 2),
+    ("scheduler_records", "end_not_before_start"): (scheduler, lambda: scheduler(end=_iso(-60), elapsed_s=None), 2),
+    ("scheduler_records", "elapsed_matches_times"): (scheduler, lambda: scheduler(elapsed_s=1000.0), 2),
+    ("job_events", "columns_present"): (events, lambda: frame_change(events(), _drop("node")), None),
+    ("job_events", "time_not_null"): (events, lambda: frame_change(events(), _set("ts_s", 1, None)), 2),
+    ("job_events", "type_known"): (events, lambda: frame_change(events(), _set("type", 1, "reboot")), 2),
+    ("job_events", "events_in_time_order"): (events, lambda: events(ts=T0 + dt.timedelta(seconds=100)), 3),
+    ("job_events", "node_in_system"): (events, lambda: events(node="n99"), 3),
+    ("job_events", "timestamps_in_run_span"): (events, lambda: events(ts=T0 + dt.timedelta(hours=3)), 3),
+    ("mlperf_runs", "columns_present"): (mlperf, lambda: frame_change(mlperf(), _drop("minutes")), None),
+    ("mlperf_runs", "enough_runs"): (
+        mlperf, lambda: mlperf([MlperfRun(f"result_{i}.txt", "success", 0, 60_000, 3, 90) for i in range(2)]), None),
+    ("mlperf_runs", "run_start_present"): (
+        mlperf, lambda: mlperf([MlperfRun(f"result_{i}.txt", "missing" if i == 1 else "success",
+                                          None if i == 1 else 0, 60_000, 3, 90) for i in range(3)]), 90),
+    ("mlperf_runs", "duration_positive"): (
+        mlperf, lambda: mlperf([MlperfRun("result_0.txt", "success", 60_000, 0, 3, 90)]
+                               + [MlperfRun(f"result_{i}.txt", "success", 0, 60_000, 3, 90) for i in (1, 2)]), 90),
+    ("mlperf_runs", "stop_after_start"): (
+        mlperf, lambda: mlperf([MlperfRun("result_0.txt", "aborted", 60_000, 0, 3, 90)]
+                               + [MlperfRun(f"result_{i}.txt", "success", 0, 60_000, 3, 90) for i in (1, 2)]), 90),
+    ("mlperf_runs", "runs_succeeded"): (
+        mlperf, lambda: mlperf([MlperfRun("result_0.txt", "aborted", 0, 60_000, 3, 90)]
+                               + [MlperfRun(f"result_{i}.txt", "success", 0, 60_000, 3, 90) for i in (1, 2)]), 90),
+}
+
+
+def _result(report: ValidationReport, expectation: str) -> Any:
+    found = [r for r in report.all_results() if r.expectation == expectation]
+    assert len(found) == 1, [r.expectation for r in report.all_results()]
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def good_reports(suites: dict[str, SuiteSpec]) -> dict[str, ValidationReport]:
+    """The good table of each suite validated once (every case's passing half)."""
+    builders = {suite: good for (suite, _), (good, _, _) in CASES.items()}
+    return {suite: run_tables([build()], suites) for suite, build in builders.items()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES), ids=lambda c: f"{c[0]}.{c[1]}")
+def test_each_expectation_passes_a_good_table_and_fails_a_bad_one(
+    case: tuple[str, str], suites: dict[str, SuiteSpec], good_reports: dict[str, ValidationReport]
+) -> None:
+    suite, expectation = case
+    _, bad, line = CASES[case]
+    passed = _result(good_reports[suite], expectation)
+    assert passed.status is ResultStatus.PASS, passed.message
+    failed_report = run_tables([bad()], suites)
+    failed = _result(failed_report, expectation)
+    assert failed.status is ResultStatus.FAIL, failed.message
+    if line is not None:
+        assert failed.sample[0].line == line
+        assert failed.unexpected_count is not None and failed.unexpected_count >= 1
+        assert failed.unexpected_percent is not None and failed.unexpected_percent > 0
+
+
+# ---- cross-source tables: they need a bundle.yaml ----------------------------------------------------------
+
+
+def _bundle(tmp_path: Path, runs: str) -> LoadedBundle:
+    (tmp_path / "t.log").write_text("x\n")
+    (tmp_path / "n.log").write_text("x\n")
+    (tmp_path / "s.txt").write_text("x\n")
+    (tmp_path / "bundle.yaml").write_text(
+        "schema_version: 1\ncluster: {name: c, provider: p}\n"
+        "system: {gpu: gb200-nvl72, gpus_per_node: 4, nodes: [n1, n2]}\n"
+        "catalog: exemplar-gb200\nrecipe_version: '25.05.05'\nruns:\n" + runs
+    )
+    return load_bundle(tmp_path)
+
+
+TRAIN_RUN = ("  - {id: llama3-70b-fp8-512-r1, phase: efficiency, kind: training, format: nemo, workload: llama3-70b,"
+             " precision: fp8, gpus: 512, gbs: 2048, seq_len: 8192, files: [t.log]}\n")
+NCCL_RUN = "  - {id: nccl-8, phase: efficiency, kind: collective, format: nccl-tests, gpus: 8, files: [n.log]}\n"
+SCHED_RUN = "  - {id: sched, phase: efficiency, kind: scheduler, format: sacct, files: [s.txt]}\n"
+
+
+def _parsed(bundle: LoadedBundle, steps: list[TrainingStep], ranks: int, elapsed: float) -> dict[str, Any]:
+    root = bundle.root
+    log = TrainingLog("nemo", str(root / "t.log"), steps)
+    test = CollectiveTest("all_reduce", ranks, [_nccl_row(1 << 30, 20)], 500.0, None, 7, 30)
+    job = SacctJob("845", "COMPLETED", "COMPLETED", elapsed, _iso(0), _iso(elapsed), None, 2)
+    return {
+        "llama3-70b-fp8-512-r1": [ParsedFile("llama3-70b-fp8-512-r1", RunKind.TRAINING, "t.log", str(root / "t.log"),
+                                             log)],
+        "nccl-8": [ParsedFile("nccl-8", RunKind.COLLECTIVE, "n.log", str(root / "n.log"),
+                              NcclTestsResult(str(root / "n.log"), [test]))],
+        "sched": [ParsedFile("sched", RunKind.SCHEDULER, "s.txt", str(root / "s.txt"),
+                             SacctResult("s.txt", ["JobID"], "UTC", [job]))],
+    }
+
+
+@pytest.mark.parametrize(
+    ("expectation", "bad", "file", "line"),
+    [
+        ("gpu_counts_agree", {"ranks": 16}, "n.log", 7),
+        ("gpu_count_implied_by_log", {"steps": _steps({i: {"tflops_per_gpu": 924.0} for i in range(50)})},
+         "t.log", 100),
+        ("scheduler_covers_training", {"elapsed": 200.0}, "t.log", 100),
+    ],
+)
+def test_cross_source_expectations(
+    tmp_path: Path, suites: dict[str, SuiteSpec], catalog: LoadedCatalog, expectation: str, bad: dict[str, Any],
+    file: str, line: int,
+) -> None:
+    bundle = _bundle(tmp_path, TRAIN_RUN + NCCL_RUN + SCHED_RUN)
+    good = _parsed(bundle, _steps(), 8, 3600.0)
+    tables = [gpu_counts_table(bundle, catalog, good), scheduler_span_table(bundle, good)]
+    assert _result(run_tables(tables, suites), expectation).status is ResultStatus.PASS
+    args = {"steps": _steps(), "ranks": 8, "elapsed": 3600.0, **bad}
+    parsed = _parsed(bundle, args["steps"], args["ranks"], args["elapsed"])
+    tables = [gpu_counts_table(bundle, catalog, parsed), scheduler_span_table(bundle, parsed)]
+    report = run_tables(tables, suites)
+    failed = _result(report, expectation)
+    assert failed.status is ResultStatus.FAIL
+    assert failed.sample[0].file == str(tmp_path / file) and failed.sample[0].line == line
+    run = "nccl-8" if file == "n.log" else "llama3-70b-fp8-512-r1"
+    assert [c.id for c in apply_gating([], report)] == [f"validation.{run}_{expectation}"]
+
+
+def test_gpu_count_observed_fails_on_a_missing_count(tmp_path: Path, suites: dict[str, SuiteSpec],
+                                                     catalog: LoadedCatalog) -> None:
+    bundle = _bundle(tmp_path, TRAIN_RUN + NCCL_RUN)
+    table = gpu_counts_table(bundle, catalog, _parsed(bundle, _steps(), 8, 3600.0))
+    assert _result(run_tables([table], suites), "gpu_count_observed").status is ResultStatus.PASS
+    bad = frame_change(table, _set("observed", 0, None))
+    assert _result(run_tables([bad], suites), "gpu_count_observed").status is ResultStatus.FAIL
+
+
+def test_every_expectation_in_checks_has_a_case(suites: dict[str, SuiteSpec]) -> None:
+    covered = set(CASES) | {("cross_source", e) for e in (
+        "gpu_counts_agree", "gpu_count_implied_by_log", "scheduler_covers_training", "gpu_count_observed")}
+    declared = {(s.name, e.id) for s in suites.values() for e in s.expectations}
+    assert declared == covered
+
+
+# ---- behaviour of the runner -------------------------------------------------------------------------------
+
+
+def test_restart_after_a_checkpoint_load_starts_a_new_segment(suites: dict[str, SuiteSpec]) -> None:
+    steps = _steps() + [dataclasses.replace(s, line=s.line + 200) for s in _steps()[40:]]
+    marks = ResilienceLog("t.log", [LogEvent(LogEventKind.CHECKPOINT_LOADED, 200, step=39)], [])
+    restarted = _result(run_tables([training(steps, marks)], suites), "iterations_strictly_increasing")
+    assert restarted.status is ResultStatus.PASS
+    spliced = _result(run_tables([training(steps)], suites), "iterations_strictly_increasing")
+    assert spliced.status is ResultStatus.FAIL and spliced.sample[0].line == 340
+
+
+def test_duplicates_are_found_across_row_group_batches(monkeypatch: pytest.MonkeyPatch,
+                                                       suites: dict[str, SuiteSpec]) -> None:
+    monkeypatch.setattr("clustercert.validation_tables.BATCH_ROWS", 16)
+    table = rank_timings(_rank_dup)
+    assert len(list(table.batches())) == 6
+    result = _result(run_tables([table], suites), "rank_step_unique")
+    assert result.status is ResultStatus.FAIL
+    assert result.unexpected_count == 2 and [s.line for s in result.sample] == [6, 81]
+    assert result.unexpected_percent == pytest.approx(100 * 2 / 81)
+
+
+def test_an_expectation_that_cannot_run_is_error_not_fail(tmp_path: Path, suites: dict[str, SuiteSpec]) -> None:
+    broken = frame_change(training(), _drop("counter_increase"))
+    result = _result(run_tables([broken], suites), "iterations_strictly_increasing")
+    assert result.status is ResultStatus.ERROR
+    assert result.message.startswith("could not run:") and "counter_increase" in result.message
+    report = run_tables([broken], suites)
+    assert report.summary()["errors"] >= 1
+
+
+def test_expectations_without_their_parameter_are_not_applicable(suites: dict[str, SuiteSpec]) -> None:
+    table = dataclasses.replace(training(), parameters={})
+    report = run_tables([table], suites)
+    assert report.tables[0].not_applicable == ("window_step_time_positive", "window_complete")
+    assert all(r.expectation != "window_complete" for r in report.tables[0].results)
+
+
+def test_validation_json_shape(suites: dict[str, SuiteSpec]) -> None:
+    report = run_tables([training(_steps({21: {"iteration": 20, "global_step": 20}}))], suites)
+    doc = json.loads(report.dumps())
+    assert doc["schema_version"] == 1 and doc["cross_source"] == []
+    table = doc["tables"][0]
+    assert {k: table[k] for k in ("suite", "table", "run", "file", "rows")} == {
+        "suite": "training_steps", "table": "training_steps", "run": RUN.id, "file": "t.log", "rows": 50}
+    bad = next(r for r in table["results"] if r["expectation"] == "iterations_strictly_increasing")
+    assert bad == {
+        "expectation": "iterations_strictly_increasing", "type": "expect_column_values_to_be_between",
+        "kwargs": {"column": "counter_increase", "min_value": 1}, "required": True, "status": "FAIL",
+        "unexpected_count": 1, "unexpected_percent": pytest.approx(100 / 49),
+        "sample": [{"file": "t.log", "line": 121, "value": 0.0}],
+        "message": bad["message"],
+    }
+    assert bad["message"].startswith("1 of 49 rows outside the expectation (within a run")
+    assert doc["summary"] == {"required_failed": 1, "errors": 0, "passed": 10}
+
+
+def _check(file: str, check_id: str = "efficiency.x_meets_baseline") -> Check:
+    return Check(id=check_id, title="t", phase="efficiency", severity=Severity.REQUIRED, status=Status.PASS,
+                 measured=1.0, target=1.0, unit="s", message="ok", evidence=(Span(file, 1, 50, 50),))
+
+
+def test_gating_turns_checks_on_a_failed_table_into_errors(suites: dict[str, SuiteSpec]) -> None:
+    report = run_tables([training(_steps({21: {"iteration": 20, "global_step": 20}})), collective()], suites)
+    checks = [_check("t.log"), _check("other.log", "efficiency.y_meets_baseline")]
+    gated = apply_gating(checks, report)
+    assert [c.status for c in gated] == [Status.ERROR, Status.PASS, Status.ERROR]
+    expected = "t.log line 121: required expectation 'iterations_strictly_increasing' failed: 1 of 49 rows"
+    assert gated[0].message.startswith(expected)
+    assert gated[2].id == f"validation.{RUN.id}_iterations_strictly_increasing"
+    assert gated[2].severity is Severity.REQUIRED and gated[2].evidence[0].first == 121
+    assert decide_outcome(gated) is Outcome.INCOMPLETE
+
+
+def test_gating_without_a_checked_table_still_makes_the_outcome_incomplete(suites: dict[str, SuiteSpec]) -> None:
+    report = run_tables([collective({"busbw_oop": 2500.0})], suites)
+    gated = apply_gating([_check("t.log")], report)
+    assert gated[0].status is Status.PASS
+    assert [c.id for c in gated[1:]] == ["validation.nccl_busbw_oop_below_ceiling"]
+    assert gated[1].message.startswith("n.log line 23: required expectation 'busbw_oop_below_ceiling' failed")
+    assert decide_outcome(gated) is Outcome.INCOMPLETE
+
+
+def test_a_bad_step_time_outside_the_window_is_advisory(suites: dict[str, SuiteSpec]) -> None:
+    report = run_tables([training(_steps({9: {"step_time_s": -12.71}}))], suites)
+    assert _result(report, "step_time_positive").status is ResultStatus.FAIL
+    assert _result(report, "window_step_time_positive").status is ResultStatus.PASS
+    assert report.blocking == []
+
+
+def test_advisory_failures_do_not_gate(suites: dict[str, SuiteSpec]) -> None:
+    report = run_tables([collective(ranks=None)], suites)
+    assert _result(report, "ranks_listed").status is ResultStatus.FAIL
+    assert apply_gating([_check("n.log")], report) == [_check("n.log")]
+
+
+def test_suites_load_from_checks_dir_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    for path in CHECKS.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    assert set(load_suites(tmp_path)) == {p.stem for p in CHECKS.glob("*.json")}
+    doc = json.loads((CHECKS / "telemetry.json").read_text())
+    doc["expectations"].append({"type": "expect_column_mean_to_be_between", "kwargs": {"column": "value"},
+                                "meta": {"id": "mean_value", "required": True, "rationale": "r"}})
+    (tmp_path / "telemetry.json").write_text(json.dumps(doc))
+    with pytest.raises(ChecksError, match="a batched suite takes row-wise expectations only"):
+        load_suites(tmp_path)
+    doc["expectations"].pop()
+    doc["expectations"][0]["meta"].pop("required")
+    (tmp_path / "telemetry.json").write_text(json.dumps(doc))
+    with pytest.raises(ChecksError, match=r"telemetry.json expectations\[0\] \(columns_present\): expected meta"):
+        load_suites(tmp_path)
+    (tmp_path / "telemetry.json").write_text((CHECKS / "telemetry.json").read_text())
+    (tmp_path / "mlperf_runs.json").unlink()
+    with pytest.raises(ChecksError, match="expected the expectation suite 'mlperf_runs'"):
+        load_suites(tmp_path)
+
+
+def test_every_expectation_has_a_one_line_rationale_and_stable_id(suites: dict[str, SuiteSpec]) -> None:
+    for suite in suites.values():
+        for e in suite.expectations:
+            assert e.rationale and "\n" not in e.rationale
+            assert e.id.islower()
+
+
+def test_duplicates_are_found_with_sparse_keys(suites: dict[str, SuiteSpec]) -> None:
+    def sparse(c: dict[str, list[Any]]) -> None:
+        c["rank"] = [r * 100_000 for r in c["rank"]]
+        _rank_dup(c)
+
+    result = _result(run_tables([rank_timings(sparse)], suites), "rank_step_unique")
+    assert result.status is ResultStatus.FAIL and [s.line for s in result.sample] == [6, 81]
