@@ -77,8 +77,8 @@ def _first_difference(old: bytes, new: bytes) -> int:
 
 
 def compare_run_folders(original: Path, replay: Path) -> list[str]:
-    """Differences in results.json and validation.json (by JSON path), report.html (first differing lines) and the unsigned PDF bytes
-    (first differing offset); empty when the replay reproduced the original."""
+    """Differences in results.json and validation.json (by JSON path), report.html (first differing lines) and
+    the unsigned PDF bytes (first differing offset); empty when the replay reproduced the original."""
     diffs: list[str] = []
     old_results = json.loads((original / "results.json").read_text(encoding="utf-8"))
     new_results = json.loads((replay / "results.json").read_text(encoding="utf-8"))
