@@ -14,6 +14,7 @@ from clustercert.errors import UsageError
 from clustercert.metrics.flops import model_flops_per_sequence
 from clustercert.metrics.throughput import tflops_per_gpu
 from clustercert.simulate.faults import Fault, FaultKind, parse_fault
+from clustercert.simulate.megatron import MegatronRun, render_megatron_log
 from clustercert.simulate.nccl import NcclRun, render_nccl_tests
 from clustercert.simulate.nemo import NemoRun, render_nemo_log
 from clustercert.simulate.resilience import ResilienceJob, fixed_start, simulate_resilience
@@ -45,6 +46,7 @@ class Scenario:
     resilience_gpus: int = 128
     resilience_hours: float = 3.0
     resilience_workload: tuple[str, str] = ("llama3-70b", "fp8")
+    megatron: frozenset[tuple[str, str]] = frozenset()  # workloads logged by Megatron-Bridge, not NeMo 2
     cluster_name: str = "example-cloud-gb200-east"
     recipe_version: str = "25.05.05"
     extra: dict[str, str] = field(default_factory=dict)
@@ -60,6 +62,7 @@ SEED_MARGINS = {
 SCENARIOS: dict[ScenarioName, Scenario] = {
     ScenarioName.SEED: Scenario(
         system=System.GB200_NVL72, gpus=512, seed=7, margins=SEED_MARGINS, scaling_gpus=(128, 256),
+        megatron=frozenset({("llama3-70b", "fp8")}),
         faults=(
             parse_fault("slow-gpu:node=gb-r2-n07,gpu=2,pct=15,at=50m,reported=yes"),
             parse_fault("node-fail:node=gb-r1-n11,at=2h,reported=yes"),
@@ -67,6 +70,7 @@ SCENARIOS: dict[ScenarioName, Scenario] = {
     ),
     ScenarioName.DEGRADED: Scenario(
         system=System.GB200_NVL72, gpus=512, seed=11, scaling_gpus=(128, 256),
+        megatron=frozenset({("llama3-70b", "fp8")}),
         margins={**SEED_MARGINS, ("grok1-314b", "bf16"): -0.072},
         faults=(
             parse_fault("bad-link:a=gb-r3-n09,b=gb-r4-n09,pct=60"),
@@ -164,18 +168,24 @@ def _training_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCatal
             flops = model_flops_per_sequence(shape, baseline.seq_len, ref.flops_convention.flops())
             run_id = f"{workload}-{precision}-{gpus}-r{repeat}"
             rel = f"training/{workload}/{precision}/{gpus}/r{repeat}.log"
-            log = NemoRun(
-                name=run_id, steps=50, gbs=gbs, mean_step_s=mean, noise=0.004,
-                tflops_at_mean=tflops_per_gpu(flops, gbs, mean, gpus),
-                seed=sc.seed * 1000 + index * 100 + gpus // 64 * 10 + repeat,
-                params=catalog.spec.models[workload].name.split()[-1],
-                timestamp=fixed_start(sc.start).strftime("%Y-%m-%d %H:%M:%S"),
-                visible_devices=",".join(str(g) for g in range(topo.gpus_per_node)),
-            )
-            _write(out, rel, render_nemo_log(log))
+            run_seed = sc.seed * 1000 + index * 100 + gpus // 64 * 10 + repeat
+            tflops = tflops_per_gpu(flops, gbs, mean, gpus)
+            fmt = "megatron" if (workload, precision) in sc.megatron else "nemo"
+            if fmt == "megatron":
+                text = render_megatron_log(MegatronRun(
+                    steps=50, gbs=gbs, mean_step_s=mean, noise=0.004, tflops_at_mean=tflops, seed=run_seed,
+                    start=fixed_start(sc.start)))
+            else:
+                text = render_nemo_log(NemoRun(
+                    name=run_id, steps=50, gbs=gbs, mean_step_s=mean, noise=0.004, tflops_at_mean=tflops,
+                    seed=run_seed, params=catalog.spec.models[workload].name.split()[-1],
+                    timestamp=fixed_start(sc.start).strftime("%Y-%m-%d %H:%M:%S"),
+                    visible_devices=",".join(str(g) for g in range(topo.gpus_per_node)),
+                ))
+            _write(out, rel, text)
             runs.append({
                 "id": run_id, "phase": "efficiency" if gpus == 512 else "scaling", "kind": "training",
-                "format": "nemo", "workload": workload, "precision": precision, "gpus": gpus, "gbs": gbs,
+                "format": fmt, "workload": workload, "precision": precision, "gpus": gpus, "gbs": gbs,
                 "seq_len": baseline.seq_len, "parallelism": baseline.parallelism.model_dump(exclude_none=True),
                 "repeat": repeat, "nodes": list(topo.allocation_of(gpus)), "files": [rel],
             })
