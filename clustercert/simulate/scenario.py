@@ -46,7 +46,7 @@ class Scenario:
     resilience_gpus: int = 128
     resilience_hours: float = 3.0
     resilience_workload: tuple[str, str] = ("llama3-70b", "fp8")
-    megatron: frozenset[tuple[str, str]] = frozenset()  # workloads logged by Megatron-Bridge, not NeMo 2
+    megatron: frozenset[tuple[str, str, int]] = frozenset()  # (workload, precision, GPUs) logged by Megatron-Bridge
     cluster_name: str = "example-cloud-gb200-east"
     recipe_version: str = "25.05.05"
     extra: dict[str, str] = field(default_factory=dict)
@@ -62,7 +62,7 @@ SEED_MARGINS = {
 SCENARIOS: dict[ScenarioName, Scenario] = {
     ScenarioName.SEED: Scenario(
         system=System.GB200_NVL72, gpus=512, seed=7, margins=SEED_MARGINS, scaling_gpus=(128, 256),
-        megatron=frozenset({("llama3-70b", "fp8")}),
+        megatron=frozenset({("llama3-70b", "fp8", 128), ("llama3-70b", "fp8", 256)}),
         faults=(
             parse_fault("slow-gpu:node=gb-r2-n07,gpu=2,pct=15,at=50m,reported=yes"),
             parse_fault("node-fail:node=gb-r1-n11,at=2h,reported=yes"),
@@ -70,7 +70,7 @@ SCENARIOS: dict[ScenarioName, Scenario] = {
     ),
     ScenarioName.DEGRADED: Scenario(
         system=System.GB200_NVL72, gpus=512, seed=11, scaling_gpus=(128, 256),
-        megatron=frozenset({("llama3-70b", "fp8")}),
+        megatron=frozenset({("llama3-70b", "fp8", 128), ("llama3-70b", "fp8", 256), ("llama3-70b", "fp8", 512)}),
         margins={**SEED_MARGINS, ("grok1-314b", "bf16"): -0.072},
         faults=(
             parse_fault("bad-link:a=gb-r3-n09,b=gb-r4-n09,pct=60"),
@@ -170,7 +170,7 @@ def _training_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCatal
             rel = f"training/{workload}/{precision}/{gpus}/r{repeat}.log"
             run_seed = sc.seed * 1000 + index * 100 + gpus // 64 * 10 + repeat
             tflops = tflops_per_gpu(flops, gbs, mean, gpus)
-            fmt = "megatron" if (workload, precision) in sc.megatron else "nemo"
+            fmt = "megatron" if (workload, precision, gpus) in sc.megatron else "nemo"
             if fmt == "megatron":
                 text = render_megatron_log(MegatronRun(
                     steps=50, gbs=gbs, mean_step_s=mean, noise=0.004, tflops_at_mean=tflops, seed=run_seed,
