@@ -284,6 +284,7 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
                  "Training from scratch.")
     restart = 0
     resumed = False
+    nodes_now: list[str] = []
     loss = 12.1
     rng = np.random.default_rng(job.seed + 1)
     for t, _, kind, obj in by_time:
@@ -313,15 +314,8 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:522] Async checkpoint save for "
                          f"step {step_val + 1} ({path}.ckpt) finalized successfully.")
         elif kind == "straggler_detected":
-            lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(t)} straggler_det_callback:188] GPU relative "
-                         "performance:")
-            lines.append(f"{pre}[default0]: Rank={obj.extra.get('rank')} Node={obj.extra.get('node')} "
-                         f"Score={float(str(obj.extra['detail']).split()[3]):.2f}")
-            lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(t)} straggler_det_callback:209] STRAGGLER DETECTION "
-                         f"WARNING: Some GPUs have worse relative performance. Affected ranks: "
-                         f"{{StragglerId(rank={obj.extra.get('rank')}, node='{obj.extra.get('node')}')}}")
-            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} straggler_det_callback:245] Detected stragglers. "
-                         "Terminating training...")
+            lines.extend(_straggler_report(f"{pre}[default0]:", ts_nemo(t), obj, nodes_now, topology.gpus_per_node,
+                                           rng))
         elif kind == "fault_injected":
             lines.append(f"{pre}[default0]:[rank0]:[E {ts_nemo(t + DETECT_FAULT_S - 5)} ProcessGroupNCCL.cpp:632] "
                          "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=184220, "
@@ -333,9 +327,11 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Worker group FAILED. "
                          f"{3 - restart}/3 attempts left; will restart worker group")
             lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Stopping worker group")
-        elif kind == "job_started" and t > 0:
-            restart += 1
-            rendezvous(t, restart)
+        elif kind == "job_started":
+            nodes_now = [str(n) for n in obj.extra["nodes"]]  # type: ignore[attr-defined]
+            if t > 0:
+                restart += 1
+                rendezvous(t, restart)
         elif kind == "checkpoint_loaded":
             assert isinstance(step_val, int)
             path = _ckpt_path(step_val, job.gbs, name)
@@ -349,6 +345,32 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] Local worker group finished "
                          "(WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to finish")
     return "\n".join(lines) + "\n"
+
+
+def _straggler_report(
+    pre: str, stamp: str, event: _Ev, nodes: list[str], gpn: int, rng: np.random.Generator
+) -> list[str]:
+    """NeMo's straggler-detection callback report: every rank's relative and individual score, then the verdict."""
+    slow_rank = int(str(event.extra["rank"]))
+    slow_score = float(str(event.extra["detail"]).split()[3])
+    n = len(nodes) * gpn
+    relative = np.round(np.clip(1.0 - np.abs(rng.normal(0.0, 0.008, n)), 0.95, 1.0), 2)
+    relative[slow_rank] = slow_score
+    individual = np.ones(n)
+    individual[slow_rank] = slow_score
+    out = [f"{pre}[NeMo I {stamp} straggler_det_callback:144] ", f"{pre}    GPU relative performance:"]
+    for r in sorted(range(n), key=lambda r: (relative[r], r)):
+        out.append(f"{pre}      Rank={r} Node={nodes[r // gpn]} Score={relative[r]:.2f}")
+    out += [f"{pre}    ", f"{pre}[NeMo I {stamp} straggler_det_callback:153] ", f"{pre}    GPU individual performance:"]
+    for r in sorted(range(n), key=lambda r: (individual[r], r)):
+        out.append(f"{pre}      Rank={r} Node={nodes[r // gpn]} Score={individual[r]:.2f}")
+    out += [
+        f"{pre}    ",
+        f"{pre}[NeMo W {stamp} straggler_det_callback:106] STRAGGLER DETECTION WARNING: Some GPUs have worse "
+        f"relative performance. Affected ranks: {{StragglerId(rank={slow_rank}, node='{event.extra['node']}')}}",
+        f"{pre}[NeMo E {stamp} straggler_det_callback:239] Detected stragglers. Terminating training...",
+    ]
+    return out
 
 
 _SACCT_FIELDS = ("JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode|Submit|Start|End|Elapsed|NNodes|"
