@@ -15,8 +15,7 @@ from clustercert.simulate.topology import Topology, compress_hostlist
 
 __all__ = ["ResilienceFiles", "ResilienceJob", "simulate_resilience"]
 
-STARTUP_S = 210.0  # launch, rendezvous, model build, first checkpoint load
-CHECKPOINT_SAVE_S = 12.0  # blocking part of an async save
+STARTUP_S = 150.0  # launch, rendezvous, model build, checkpoint load
 DETECT_STRAGGLER_S = 240.0  # the straggler detector's report interval
 DETECT_FAULT_S = 45.0  # the health watchdog's heartbeat timeout
 RESCHEDULE_S = 95.0  # node swap and requeue by the scheduler's automation
@@ -105,6 +104,7 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
     t = STARTUP_S
     first_in_attempt = True
     done = False
+    saving: int | None = None
     while not done:
         # the slowest GPU on the allocation sets the pace of a synchronous step
         factor = 1.0
@@ -130,6 +130,7 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
                     ev, job, attempts, attempt_start, det, alloc, "hang", last_ckpt, None, None, attempt)
                 step = last_ckpt + 1
                 first_in_attempt = True
+                saving = None
                 continue
             t = hang_end
             continue
@@ -155,6 +156,7 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
                 failed_at=tf)
             step = last_ckpt + 1
             first_in_attempt = True
+            saving = None
             continue
         for f in list(straggler_pending):
             if f.node in alloc and t + dur >= f.at_s + DETECT_STRAGGLER_S:
@@ -174,15 +176,19 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
                     attempt, failed_at=td)
                 step = last_ckpt + 1
                 first_in_attempt = True
+                saving = None
                 break
         else:
             t += dur
             steps.append(_Step(step, t, dur, attempt))
             first_in_attempt = False
+            # async save: scheduled after its step, durable once finalized during the next step
+            if saving is not None:
+                last_ckpt = saving
+                ev(t, "checkpoint_saved", by="trainer", step=saving, job_id=str(job.job_id + attempt))
+                saving = None
             if (step + 1) % job.checkpoint_every == 0:
-                t += CHECKPOINT_SAVE_S
-                last_ckpt = step
-                ev(t, "checkpoint_saved", by="trainer", step=step, job_id=str(job.job_id + attempt))
+                saving = step
             step += 1
             if t >= end_s:
                 done = True
@@ -274,9 +280,9 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
 
     by_time: list[tuple[float, int, str, object]] = []
     for s in steps:
-        by_time.append((s.end_s, 1, "step", s))
+        by_time.append((s.end_s, 0, "step", s))
     for e in events:
-        by_time.append((e.t, 0, e.type, e))
+        by_time.append((e.t, 1, e.type, e))
     by_time.sort(key=lambda x: (x[0], x[1]))
     rendezvous(0.0, 0)
     lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(25)} resume:228] There were no checkpoints found in "
@@ -285,6 +291,7 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
     restart = 0
     resumed = False
     nodes_now: list[str] = []
+    scheduled: list[int] = []  # steps whose async save was scheduled
     loss = 12.1
     rng = np.random.default_rng(job.seed + 1)
     for t, _, kind, obj in by_time:
@@ -296,6 +303,8 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             consumed = f"consumed_samples: {(obj.step + 1) * job.gbs}"
             rest = (f"global_batch_size: {job.gbs} | global_step: {obj.step} | reduced_train_loss: {loss:.4g} | "
                     f"train_step_timing in s: {obj.dur_s:.4g}")
+            if (obj.step + 1) % job.checkpoint_every == 0:
+                scheduled.append(obj.step)
             if resumed:
                 body = f"{head} | {consumed} | {rest}"
             elif obj.step == 0:
@@ -303,14 +312,16 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             else:
                 body = f"{head} | {rest} | {consumed}"
             lines.append(f"{pre}[default0]:{body}")
+            if scheduled and scheduled[-1] == obj.step:
+                path = _ckpt_path(obj.step, job.gbs, name)
+                lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:497] "
+                             f"Scheduled async checkpoint save for {path}.ckpt")
             continue
         assert isinstance(obj, _Ev)
         step_val = obj.extra.get("step")
         if kind == "checkpoint_saved":
             assert isinstance(step_val, int)
             path = _ckpt_path(step_val, job.gbs, name)
-            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t - CHECKPOINT_SAVE_S)} model_checkpoint:497] "
-                         f"Scheduled async checkpoint save for {path}.ckpt")
             lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:522] Async checkpoint save for "
                          f"step {step_val + 1} ({path}.ckpt) finalized successfully.")
         elif kind == "straggler_detected":

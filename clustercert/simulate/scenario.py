@@ -267,7 +267,7 @@ def _resilience_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCat
     job = ResilienceJob(
         workload=workload, precision=precision, gpus=gpus, gbs=baseline.gbs * gpus // 512,
         mean_step_s=baseline.step_time_s / (1.0 + margin) * (1.0 - 2 * _SCALING_LOSS), hours=sc.resilience_hours,
-        checkpoint_every=100, start=fixed_start(sc.start).replace(hour=9), job_id=48213, seed=sc.seed * 7 + 1,
+        checkpoint_every=50, start=fixed_start(sc.start).replace(hour=9), job_id=48213, seed=sc.seed * 7 + 1,
         faults=tuple(f for f in sc.faults if f.kind is not FaultKind.BAD_LINK),
     )
     files = simulate_resilience(job, topo)
