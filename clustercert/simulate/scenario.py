@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -138,6 +139,7 @@ _BUSBW = {
         "pair": {"all_reduce": 46.5, "alltoall": 45.9, "sendrecv": 46.4},
     },
 }
+_CHECKPOINT_S = 360.0  # the resilience job checkpoints about every 6 minutes (asynchronously)
 _SCALING_LOSS = 0.004  # per doubling of GPUs: step time grows this much (weak scaling, nearly flat)
 
 
@@ -163,8 +165,7 @@ def _training_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCatal
         for gpus, repeat in points:
             ref = catalog.baseline_for(workload, precision, gpus) or baseline
             gbs = baseline.gbs * gpus // 512
-            doublings = {128: -2, 256: -1, 512: 0, 1024: 1, 2048: 2}.get(gpus, 0)
-            mean = base_mean * (1.0 + _SCALING_LOSS * doublings)
+            mean = base_mean * (1.0 + _SCALING_LOSS * math.log2(gpus / 512))
             flops = model_flops_per_sequence(shape, baseline.seq_len, ref.flops_convention.flops())
             run_id = f"{workload}-{precision}-{gpus}-r{repeat}"
             rel = f"training/{workload}/{precision}/{gpus}/r{repeat}.log"
@@ -264,10 +265,11 @@ def _resilience_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCat
         raise UsageError(f"catalog {catalog.spec.id}: no 512-GPU baseline for {workload} {precision}")
     margin = sc.margins.get((workload, precision), 0.0)
     gpus = sc.resilience_gpus
+    mean = baseline.step_time_s / (1.0 + margin) * (1.0 + _SCALING_LOSS * math.log2(gpus / 512))
     job = ResilienceJob(
-        workload=workload, precision=precision, gpus=gpus, gbs=baseline.gbs * gpus // 512,
-        mean_step_s=baseline.step_time_s / (1.0 + margin) * (1.0 - 2 * _SCALING_LOSS), hours=sc.resilience_hours,
-        checkpoint_every=50, start=fixed_start(sc.start).replace(hour=9), job_id=48213, seed=sc.seed * 7 + 1,
+        workload=workload, precision=precision, gpus=gpus, gbs=baseline.gbs * gpus // 512, mean_step_s=mean,
+        hours=sc.resilience_hours, checkpoint_every=max(10, round(_CHECKPOINT_S / mean)),
+        start=fixed_start(sc.start).replace(hour=9), job_id=48213, seed=sc.seed * 7 + 1,
         faults=tuple(f for f in sc.faults if f.kind is not FaultKind.BAD_LINK),
     )
     files = simulate_resilience(job, topo)
