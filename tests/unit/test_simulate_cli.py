@@ -1,0 +1,39 @@
+"""The `simulate` command: usage errors exit 2 with a message; --fault replaces a scenario's faults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustercert.cli import main
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scenario", "nope"], "scenarios: seed, degraded, h100"),
+        (["--scenario", "h100", "--system", "gb200-nvl72"], "the h100 scenario is h100-sxm"),
+        (["--fault", "slow-gpu:node=gb-r1-n01"], "missing keys ['gpu', 'pct']"),
+        (["--fault", "node-fail:node=gb-r9-n01,at=1h"], "node gb-r9-n01 is not in the simulated cluster"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                             message: str) -> None:
+    assert main(["simulate", "--out", str(tmp_path / "b"), *args]) == 2
+    assert message in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_existing_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--out", str(tmp_path)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_fault_none_gives_a_clean_run_and_other_seeds_other_bytes(tmp_path: Path) -> None:
+    assert main(["simulate", "--out", str(tmp_path / "clean"), "--fault", "none"]) == 0
+    events = (tmp_path / "clean" / "resilience" / "events.jsonl").read_text()
+    assert "straggler_detected" not in events and "fault_injected" not in events
+    assert events.count('"job_started"') == 1
+    assert main(["simulate", "--out", str(tmp_path / "seed8"), "--fault", "none", "--seed", "8"]) == 0
+    log = "training/grok1-314b/bf16/512/r1.log"
+    assert (tmp_path / "clean" / log).read_bytes() != (tmp_path / "seed8" / log).read_bytes()
