@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from clustercert.results import RunMeta
-from flows.phases import efficiency_flow
+from flows.phases import efficiency_flow, resilience_flow, scaling_flow
 from flows.tasks import judge_task, load_task, write_task
 
 __all__ = ["certify_flow"]
@@ -28,7 +28,10 @@ def certify_flow(
     meta = RunMeta.from_json(run_meta)
     inputs = load_task(bundle_path, references_dir, catalog)
     efficiency = efficiency_flow(bundle_path, references_dir, catalog, limit)
-    results = judge_task(meta, inputs, efficiency["checks"], efficiency["workloads"],
-                         {"efficiency": efficiency["section"]})
+    scaling = scaling_flow(bundle_path, references_dir, catalog, limit)
+    resilience = resilience_flow(bundle_path, references_dir, catalog, limit)
+    checks = [*efficiency["checks"], *scaling["checks"], *resilience["checks"]]
+    results = judge_task(meta, inputs, checks, efficiency["workloads"], {
+        "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]})
     paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

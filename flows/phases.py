@@ -9,11 +9,15 @@ from prefect import flow, task
 from clustercert.bundle import Phase, RunKind
 from clustercert.errors import EvidenceError
 from clustercert.parsers import TrainingLog
+from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
+from clustercert.phases.evidence import parse_run
+from clustercert.phases.resilience import judge_resilience
+from clustercert.phases.scaling import judge_scaling
 from clustercert.runfolder import Inputs
 from flows.tasks import load_task, parse_training_task
 
-__all__ = ["efficiency_flow"]
+__all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
 
 
 @task(name="judge-efficiency")
@@ -29,3 +33,41 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     result = judge_efficiency_task(inputs, logs)
     return {"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
             "section": result.section()}
+
+
+@task(name="parse-run", retries=2, retry_delay_seconds=1)
+def parse_run_task(inputs: Inputs, run_id: str, limit: int) -> object:
+    run = next(r for r in inputs.bundle.spec.runs if r.id == run_id)
+    return parse_run(inputs.bundle, run, limit)
+
+
+@task(name="judge-scaling")
+def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
+    return judge_scaling(inputs.bundle, inputs.catalog, parsed)
+
+
+@task(name="judge-resilience")
+def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
+    return judge_resilience(inputs.bundle, inputs.catalog, parsed)
+
+
+@flow(name="scaling")
+def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None, limit: int) -> dict[str, Any]:
+    """Weak scaling from the training runs at every GPU count, collective bandwidth per scope, degraded pairs."""
+    inputs = load_task(bundle_path, references_dir, catalog)
+    runs = [r.id for r in inputs.bundle.spec.runs
+            if (r.kind is RunKind.TRAINING and r.phase in (Phase.SCALING, Phase.EFFICIENCY))
+            or (r.kind is RunKind.COLLECTIVE)]
+    parsed = {run_id: parse_run_task(inputs, run_id, limit) for run_id in runs}
+    result = judge_scaling_task(inputs, parsed)
+    return {"checks": result.checks, "section": result.section}
+
+
+@flow(name="resilience")
+def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None, limit: int) -> dict[str, Any]:
+    """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry."""
+    inputs = load_task(bundle_path, references_dir, catalog)
+    runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.RESILIENCE]
+    parsed = {run_id: parse_run_task(inputs, run_id, limit) for run_id in runs}
+    result = judge_resilience_task(inputs, parsed)
+    return {"checks": result.checks, "section": result.section}
