@@ -282,21 +282,37 @@ def _spans(events: Sequence[Event]) -> list[Span]:
     return [s for e in events for s in e.evidence]
 
 
-def _rank_columns(table: RankTable, origin: float) -> tuple[RankTimings, dict[int, tuple[str, int]]]:
-    """Columns for scoring (times relative to `origin`) and each rank's node and GPU at its first row."""
+@dataclass(frozen=True)
+class _Gpus:
+    """Per-rank timings keyed by physical GPU (node, GPU index), so a replaced node's GPU is scored on its own."""
+
+    timings: RankTimings
+    places: dict[int, tuple[str, int, int]]  # key -> (node, gpu, the rank it ran first)
+    rank_place: dict[int, tuple[str, int]]  # rank -> (node, gpu) at the rank's first row
+
+
+def _gpu_columns(table: RankTable, origin: float) -> _Gpus:
+    """Columns for scoring, reduced column-wise (times relative to `origin`), keyed by (node, GPU)."""
     t = table.table
     stamp_us = pc.cast(pc.cast(t.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64())
     seconds = np.asarray(stamp_us.to_numpy(), dtype=np.float64) / 1e6 - origin
-    ranks = np.asarray(t.column("rank").to_numpy(), dtype=np.int64)
-    uniq, first = np.unique(ranks, return_index=True)
-    nodes = t.column("node").take(pa.array(first)).to_pylist()
-    gpus = t.column("gpu").take(pa.array(first)).to_pylist()
-    places = {int(r): (str(n), int(g)) for r, n, g in zip(uniq.tolist(), nodes, gpus, strict=True)}
+    encoded = pc.dictionary_encode(t.column("node")).combine_chunks()
+    node_codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    names = encoded.dictionary.to_pylist()
+    gpu = np.asarray(t.column("gpu").to_numpy(), dtype=np.int64)
+    rank = np.asarray(t.column("rank").to_numpy(), dtype=np.int64)
+    key = node_codes * (int(gpu.max()) + 1) + gpu
+    uniq, first = np.unique(key, return_index=True)
+    places = {int(k): (str(names[int(node_codes[i])]), int(gpu[i]), int(rank[i]))
+              for k, i in zip(uniq.tolist(), first.tolist(), strict=True)}
+    ranks, rank_first = np.unique(rank, return_index=True)
+    rank_place = {int(r): (str(names[int(node_codes[i])]), int(gpu[i]))
+                  for r, i in zip(ranks.tolist(), rank_first.tolist(), strict=True)}
     timings = RankTimings.from_columns(
-        ranks, t.column("step").to_numpy(), t.column("compute_s").to_numpy(), seconds,
+        key, t.column("step").to_numpy(), t.column("compute_s").to_numpy(), seconds,
         evidence=(Span(table.file, 1, t.num_rows, t.num_rows),),
     )
-    return timings, places
+    return _Gpus(timings, places, rank_place)
 
 
 def _stride(steps: np.ndarray) -> int:
@@ -371,12 +387,20 @@ def _straggler_check(
                       "resilience run's per-rank timings", target=rules.straggler_score_min, unit="score",
                       evidence=report_spans), rows
     table = tables[0]
-    timings, places = _rank_columns(table, origin)
-    placement = {r: RankPlace(node, gpu, domain_of.get(node, "unknown")) for r, (node, gpu) in places.items()}
-    detections = [Detection(r.time_s, r.node or "", r.gpu, r.rank) for r in reported if r.time_s is not None]
+    gpus = _gpu_columns(table, origin)
+    placement = {k: RankPlace(node, gpu, domain_of.get(node, "unknown")) for k, (node, gpu, _) in gpus.places.items()}
+    detections: list[Detection] = []
+    for rep in reported:
+        if rep.time_s is None:
+            continue
+        if rep.node is None and rep.rank is not None and rep.rank in gpus.rank_place:
+            node, gpu = gpus.rank_place[rep.rank]
+            detections.append(Detection(rep.time_s, node, gpu))
+        elif rep.node is not None:
+            detections.append(Detection(rep.time_s, rep.node, rep.gpu))
     report: StragglerReport = score_stragglers(
-        timings, placement, detections, threshold=rules.straggler_score_min,
-        window_steps=_WINDOW_SAMPLES * _stride(timings.step), detect_max_s=rules.straggler_detect_max_s,
+        gpus.timings, placement, detections, threshold=rules.straggler_score_min,
+        window_steps=_WINDOW_SAMPLES * _stride(gpus.timings.step), detect_max_s=rules.straggler_detect_max_s,
     )
     handled_nodes = {e.node for e in events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)}
     rows = []
@@ -384,8 +408,9 @@ def _straggler_check(
     flagged = report.stragglers
     for r in report.ranks:
         place = r.place
+        rank = gpus.places[r.rank][2]
         rows.append({
-            "rank": r.rank, "node": place.node if place else None, "gpu": place.gpu if place else None,
+            "rank": rank, "node": place.node if place else None, "gpu": place.gpu if place else None,
             "domain": place.domain if place else None, "relative_score": r.relative_score,
             "individual_score": r.individual_score, "flagged": r.flagged, "first_visible_s": r.first_visible_s,
             "detected_s": r.detection_s, "source": "rank-timings",
@@ -401,7 +426,7 @@ def _straggler_check(
         if place is None or place.node not in handled_nodes:
             why.append("its node was neither excluded nor replaced")
         if why:
-            failures.append(f"{_who(r.rank, place)}, relative score {r.relative_score:.3f}, first visible at "
+            failures.append(f"{_who(rank, place)}, relative score {r.relative_score:.3f}, first visible at "
                             f"{(r.first_visible_s or 0.0):.0f} s: {'; '.join(why)}")
     lowest = min((r.relative_score for r in report.ranks), default=None)
     spans = [*report.evidence, *report_spans, *_spans([e for e in events if e.type in (
@@ -413,8 +438,8 @@ def _straggler_check(
     elif flagged:
         status = Status.PASS
         message = "; ".join(
-            f"{_who(r.rank, r.place)} score {r.relative_score:.3f}, reported {(r.detection_delay_s or 0.0):.0f} s "
-            "after first visible, node excluded or replaced" for r in flagged)
+            f"{_who(gpus.places[r.rank][2], r.place)} score {r.relative_score:.3f}, reported "
+            f"{(r.detection_delay_s or 0.0):.0f} s after first visible, node excluded or replaced" for r in flagged)
     else:
         status = Status.PASS
         message = (f"no rank below relative score {rules.straggler_score_min:.2f} "
