@@ -203,18 +203,39 @@ def keys_init(
 @app.command()
 def simulate(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the bundle into (must not exist).")],
-    seed: Annotated[int, typer.Option(help="Random seed: the same seed gives byte-identical files.")] = 7,
-    repeats: Annotated[int, typer.Option(help="Repeats per workload.", min=1, max=10)] = 3,
+    scenario: Annotated[str, typer.Option(help="seed (GB200, CERTIFIED), degraded (GB200, NOT CERTIFIED) "
+                                               "or h100 (H100, CERTIFIED).")] = "seed",
+    system: Annotated[str | None, typer.Option(help="gb200-nvl72 or h100-sxm (must match the scenario).")] = None,
+    gpus: Annotated[int | None, typer.Option(help="GPUs of the certification (default: the scenario's).",
+                                             min=128)] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed: the same arguments give byte-identical files.")]
+    = None,
+    repeats: Annotated[int | None, typer.Option(help="Repeats per workload at 512 GPUs.", min=1, max=10)] = None,
+    start: Annotated[str | None, typer.Option(help="Simulated start time, ISO-8601 (never the wall clock).")]
+    = None,
+    fault: Annotated[list[str] | None, typer.Option(
+        help="Replace the scenario's faults (repeatable; 'none' for none): slow-gpu:node=N,gpu=G,pct=X,at=1h"
+             "[,reported=no] | bad-link:a=N,b=M,pct=X | node-fail:node=N,at=2h[,reported=no] | "
+             "hang:at=T,duration=D[,reported=no] | lost-steps:at=T,steps=K")] = None,
 ) -> None:
-    """Write a sealed synthetic bundle of the GB200 seed scenario (see evidence/README.md)."""
+    """Write a sealed synthetic bundle of a scenario (see evidence/README.md for the shipped ones)."""
     if out_dir.exists():
         raise UsageError(f"{out_dir}: already exists; choose a new folder")
     from clustercert.catalog import load_catalog
-    from clustercert.simulate.seed import write_seed_bundle
+    from clustercert.simulate.faults import parse_fault
+    from clustercert.simulate.scenario import ScenarioName, scenario_for, write_bundle
+    from clustercert.simulate.topology import System, build_topology
 
+    try:
+        name = ScenarioName(scenario)
+        chosen = System(system) if system is not None else None
+    except ValueError as exc:
+        raise UsageError(f"simulate: {exc}; scenarios: seed, degraded, h100; systems: gb200-nvl72, h100-sxm") from None
+    faults = None if fault is None else tuple(parse_fault(f) for f in fault if f != "none")
+    sc = scenario_for(name, seed=seed, gpus=gpus, system=chosen, faults=faults, repeats=repeats, start=start)
     settings = load_settings()
-    catalog = load_catalog("exemplar-gb200", settings.references_dir)
-    write_seed_bundle(out_dir, catalog, seed=seed, repeats=repeats)
+    catalog = load_catalog(build_topology(sc.system, sc.gpus).catalog, settings.references_dir)
+    write_bundle(out_dir, sc, catalog)
     out.print(f"wrote {out_dir}")
 
 

@@ -17,7 +17,7 @@ _PREAMBLE = [
     "[NeMo I {ts} utils:302] Setting up ModelTransform for stage: TrainerFn.FITTING",
     "[NeMo I {ts} megatron_strategy:329] Fixing mis-match between ddp-config & mcore-optimizer config",
     "[NeMo I {ts} num_microbatches_calculator:228] setting number of microbatches to constant {micro}",
-    "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1,2,3]",
+    "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [{devices}]",
     "",
     "  | Name   | Type     | Params | Mode ",
     "----------------------------------------------",
@@ -37,12 +37,14 @@ class NemoRun:
     seed: int
     timestamp: str = "2026-11-02 03:00:00"
     params: str = "405 B"
+    visible_devices: str = "0,1,2,3"
 
 
 def render_nemo_log(run: NemoRun) -> str:
     """The whole console log as text; deterministic for the same `run`."""
     rng = np.random.default_rng(run.seed)
-    lines = [p.format(ts=run.timestamp, name=run.name, micro=run.gbs // 8 or 1, params=run.params) for p in _PREAMBLE]
+    lines = [p.format(ts=run.timestamp, name=run.name, micro=run.gbs // 8 or 1, params=run.params,
+                      devices=run.visible_devices) for p in _PREAMBLE]
     max_it = run.steps - 1
     loss = 12.1
     for it in range(run.steps):

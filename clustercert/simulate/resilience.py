@@ -1,0 +1,473 @@
+"""A long resilience run: its NeMo log across restarts, sacct dump, event log, per-rank timings, telemetry."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from clustercert.simulate.faults import Fault, FaultKind
+from clustercert.simulate.topology import Topology, compress_hostlist
+
+__all__ = ["ResilienceFiles", "ResilienceJob", "simulate_resilience"]
+
+STARTUP_S = 210.0  # launch, rendezvous, model build, first checkpoint load
+CHECKPOINT_SAVE_S = 12.0  # blocking part of an async save
+DETECT_STRAGGLER_S = 240.0  # the straggler detector's report interval
+DETECT_FAULT_S = 45.0  # the health watchdog's heartbeat timeout
+RESCHEDULE_S = 95.0  # node swap and requeue by the scheduler's automation
+ADMIN_DELAY_S = 2400.0  # an unreported fault waits for an operator
+COMPUTE_SHARE = 0.82  # compute (NCCL kernels excluded) as a share of a healthy step
+_LAUNCHER = "ft_launcher@{host}"
+
+
+@dataclass(frozen=True)
+class ResilienceJob:
+    """The long job: one workload on `gpus` GPUs for `hours` of simulated time, with its faults."""
+
+    workload: str
+    precision: str
+    gpus: int
+    gbs: int
+    mean_step_s: float
+    hours: float
+    checkpoint_every: int
+    start: datetime
+    job_id: int
+    seed: int
+    faults: tuple[Fault, ...] = ()
+    timings_every: int = 10
+    telemetry_every_s: float = 60.0
+
+
+@dataclass
+class ResilienceFiles:
+    """The rendered files (text, or Parquet bytes) and what happened, for tests and bundle.yaml."""
+
+    nemo_log: str
+    sacct: str
+    events: str
+    rank_timings: bytes
+    telemetry: str
+    allocations: list[tuple[str, ...]] = field(default_factory=list)
+    steps: int = 0
+
+
+@dataclass
+class _Step:
+    step: int
+    end_s: float
+    dur_s: float
+    attempt: int
+
+
+@dataclass
+class _Ev:
+    t: float
+    type: str
+    extra: dict[str, object]
+
+
+def _iso(start: datetime, t: float) -> str:
+    return (start + timedelta(seconds=round(t, 3))).isoformat(timespec="milliseconds")
+
+
+def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFiles:
+    """Run the job's timeline forward step by step, then render every file from it."""
+    rng = np.random.default_rng(job.seed)
+    gpn = topology.gpus_per_node
+    alloc = list(topology.allocation_of(job.gpus))
+    spares = [n for n in topology.spares if n not in alloc]
+    end_s = job.hours * 3600.0
+    slow = [f for f in job.faults if f.kind is FaultKind.SLOW_GPU]
+    pending = sorted((f for f in job.faults if f.kind is not FaultKind.SLOW_GPU and f.kind is not FaultKind.BAD_LINK),
+                     key=lambda f: f.at_s)
+    straggler_pending = [f for f in slow if f.reported]
+    events: list[_Ev] = []
+    steps: list[_Step] = []
+    attempts: list[tuple[float, float, tuple[str, ...], str]] = []  # start, end, nodes, final state
+    replaced: set[str] = set()
+
+    def ev(t: float, type_: str, **extra: object) -> None:
+        events.append(_Ev(t, type_, {k: v for k, v in extra.items() if v is not None}))
+
+    t = 0.0
+    step = 0
+    last_ckpt = -1
+    attempt = 0
+    skipped = 0
+    ev(0.0, "job_started", by="scheduler", job_id=str(job.job_id + attempt), nodes=list(alloc))
+    attempt_start = 0.0
+    t = STARTUP_S
+    first_in_attempt = True
+    done = False
+    while not done:
+        # the slowest GPU on the allocation sets the pace of a synchronous step
+        factor = 1.0
+        for f in slow:
+            if f.node in alloc and f.node not in replaced and t >= f.at_s:
+                factor = max(factor, 1.0 + COMPUTE_SHARE * (f.slowdown - 1.0))
+        warm = 2.2 if first_in_attempt else 1.0
+        dur = job.mean_step_s * factor * warm * (1.0 + 0.003 * float(rng.standard_normal()))
+        fault = pending[0] if pending and pending[0].at_s <= t + dur else None
+        if fault is not None and fault.kind is FaultKind.LOST_STEPS:
+            pending.pop(0)
+            skipped += fault.steps
+            step += fault.steps  # the counter jumps: those steps never ran and nothing says so
+            continue
+        if fault is not None and fault.kind is FaultKind.HANG:
+            pending.pop(0)
+            hang_end = fault.at_s + fault.duration_s
+            if fault.reported:
+                det = fault.at_s + 3.0 * job.mean_step_s + 30.0
+                ev(det, "stall_detected", by="watchdog", step=step, job_id=str(job.job_id + attempt),
+                   detail=f"no step for {det - fault.at_s:.0f} s")
+                t, attempt, attempt_start, _ = _restart(
+                    ev, job, attempts, attempt_start, det, alloc, "hang", last_ckpt, None, None, attempt)
+                step = last_ckpt + 1
+                first_in_attempt = True
+                continue
+            t = hang_end
+            continue
+        if fault is not None and fault.kind is FaultKind.NODE_FAIL:
+            pending.pop(0)
+            node = fault.node or alloc[len(alloc) // 2]
+            tf = fault.at_s
+            ev(tf, "fault_injected", by="injector", node=node, step=step, job_id=str(job.job_id + attempt),
+               detail="tray powered off: GPU fell off the bus (Xid 79)")
+            if fault.reported:
+                tr = tf + DETECT_FAULT_S
+                ev(tr, "fault_detected", by="watchdog", node=node, job_id=str(job.job_id + attempt),
+                   detail="heartbeat lost; NCCL watchdog timeout on peers")
+                by = "scheduler"
+            else:
+                tr = tf + ADMIN_DELAY_S
+                ev(tr, "admin_action", by="operator", node=node, detail="operator drained the node by hand")
+                by = "operator"
+            spare = spares.pop(0)
+            alloc[alloc.index(node)] = spare
+            t, attempt, attempt_start, _ = _restart(
+                ev, job, attempts, attempt_start, tr, alloc, "node-fail", last_ckpt, node, spare, attempt, by=by,
+                failed_at=tf)
+            step = last_ckpt + 1
+            first_in_attempt = True
+            continue
+        for f in list(straggler_pending):
+            if f.node in alloc and t + dur >= f.at_s + DETECT_STRAGGLER_S:
+                straggler_pending.remove(f)
+                td = t + dur
+                node = f.node
+                assert node is not None
+                rank = alloc.index(node) * gpn + (f.gpu or 0)
+                ev(td, "straggler_detected", by="straggler-detector", node=node, gpu=f.gpu, rank=rank,
+                   step=step, job_id=str(job.job_id + attempt),
+                   detail=f"relative GPU performance {1.0 / f.slowdown:.2f} below threshold 0.90")
+                replaced.add(node)
+                spare = spares.pop(0)
+                alloc[alloc.index(node)] = spare
+                t, attempt, attempt_start, _ = _restart(
+                    ev, job, attempts, attempt_start, td + 20.0, alloc, "straggler", last_ckpt, node, spare,
+                    attempt, failed_at=td)
+                step = last_ckpt + 1
+                first_in_attempt = True
+                break
+        else:
+            t += dur
+            steps.append(_Step(step, t, dur, attempt))
+            first_in_attempt = False
+            if (step + 1) % job.checkpoint_every == 0:
+                t += CHECKPOINT_SAVE_S
+                last_ckpt = step
+                ev(t, "checkpoint_saved", by="trainer", step=step, job_id=str(job.job_id + attempt))
+            step += 1
+            if t >= end_s:
+                done = True
+    ev(t + 5.0, "job_finished", by="scheduler", job_id=str(job.job_id + attempt), step=step - 1)
+    attempts.append((attempt_start, t + 5.0, tuple(alloc), "COMPLETED"))
+    events.sort(key=lambda e: e.t)
+    return ResilienceFiles(
+        nemo_log=_render_nemo(job, topology, steps, events),
+        sacct=_render_sacct(job, attempts),
+        events=_render_events(job, events),
+        rank_timings=_render_timings(job, topology, steps, events, slow, rng),
+        telemetry=_render_telemetry(job, topology, attempts, slow, end_s),
+        allocations=[a[2] for a in attempts],
+        steps=len(steps),
+    )
+
+
+def _restart(
+    ev: object,
+    job: ResilienceJob,
+    attempts: list[tuple[float, float, tuple[str, ...], str]],
+    attempt_start: float,
+    t_stop: float,
+    alloc: list[str],
+    why: str,
+    last_ckpt: int,
+    bad: str | None,
+    spare: str | None,
+    attempt: int,
+    *,
+    by: str = "scheduler",
+    failed_at: float | None = None,
+) -> tuple[float, int, float, int]:
+    """Stop the attempt, swap the node, requeue, restart from the last checkpoint; returns the new clock."""
+    emit = ev  # typed loosely: the closure from simulate_resilience
+    assert callable(emit)
+    prior = [a for a in attempts]
+    state = {"straggler": "REQUEUED", "node-fail": "NODE_FAIL", "hang": "REQUEUED"}[why]
+    old_nodes = tuple(alloc) if bad is None else tuple(bad if n == spare else n for n in alloc)
+    attempts.append((attempt_start, failed_at if why == "node-fail" and failed_at else t_stop, old_nodes, state))
+    del prior
+    old, new = str(job.job_id + attempt), str(job.job_id + attempt + 1)
+    emit(t_stop, "restart_started", by=by, job_id=old,
+         detail=f"restart {attempt + 1} after {why}: requeued as job {new}")
+    if bad is not None and spare is not None:
+        emit(t_stop + 5.0, "node_excluded", by=by, node=bad, job_id=old)
+        emit(t_stop + RESCHEDULE_S - 10.0, "node_added", by=by, node=spare, job_id=new)
+    start = t_stop + RESCHEDULE_S
+    emit(start, "job_started", by=by, job_id=new, nodes=list(alloc))
+    emit(start + STARTUP_S - 30.0, "checkpoint_loaded", by="trainer", step=last_ckpt, job_id=new)
+    return start + STARTUP_S, attempt + 1, start, last_ckpt
+
+
+def _ckpt_path(step: int, gbs: int, name: str) -> str:
+    return (f"/lustre/ckpt/{name}/checkpoints/model_name=0--val_loss=0.00-step={step}-"
+            f"consumed_samples={(step + 1) * gbs}.0-last")
+
+
+def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], events: list[_Ev]) -> str:
+    """The console log of the whole job as NeMo-Run's fault-tolerance launcher prints it across restarts."""
+    name = f"{job.workload}-{job.precision}-resilience"
+    pre = f"{name[-10:]}/0 "
+    host = topology.allocation_of(job.gpus)[0]
+    launcher = _LAUNCHER.format(host=host)
+    lines: list[str] = []
+    total = max(s.step for s in steps) + 1
+
+    def ts_launcher(t: float) -> str:
+        return (job.start + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S,") + f"{int(t * 1000) % 1000:03d}"
+
+    def ts_nemo(t: float) -> str:
+        return (job.start + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S")
+
+    def rendezvous(t: float, restart: int) -> None:
+        lines.extend([
+            f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] starting workers for entrypoint: python",
+            f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Rendezvous'ing worker group",
+            f"{pre}[{ts_launcher(t + 0.3)}] [INFO] [{launcher}] [default] Rendezvous complete for workers. Result:",
+            f"{pre}  restart_count={restart}",
+            f"{pre}  master_addr={host}",
+            f"{pre}  master_port={29500 + restart}",
+            f"{pre}  group_rank=0",
+            f"{pre}  group_world_size={job.gpus // topology.gpus_per_node}",
+            f"{pre}  local_ranks={list(range(topology.gpus_per_node))}",
+            f"{pre}  role_ranks={list(range(topology.gpus_per_node))}",
+            f"{pre}[default0]:[NeMo I {ts_nemo(t + 20)} nemo_logger:145] Experiments will be logged at "
+            f"/lustre/ckpt/{name}",
+        ])
+
+    by_time: list[tuple[float, int, str, object]] = []
+    for s in steps:
+        by_time.append((s.end_s, 1, "step", s))
+    for e in events:
+        by_time.append((e.t, 0, e.type, e))
+    by_time.sort(key=lambda x: (x[0], x[1]))
+    rendezvous(0.0, 0)
+    lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(25)} resume:228] There were no checkpoints found in "
+                 f"checkpoint_dir or no checkpoint folder at checkpoint_dir :/lustre/ckpt/{name}/checkpoints. "
+                 "Training from scratch.")
+    restart = 0
+    resumed = False
+    loss = 12.1
+    rng = np.random.default_rng(job.seed + 1)
+    for t, _, kind, obj in by_time:
+        if kind == "step":
+            assert isinstance(obj, _Step)
+            loss = max(1.7, loss * (0.9985 - 0.001 * float(rng.random())))
+            lr = 1.5e-07 * (obj.step + 1)
+            head = f"Training epoch 0, iteration {obj.step}/{total - 1} | lr: {lr:.4g}"
+            consumed = f"consumed_samples: {(obj.step + 1) * job.gbs}"
+            rest = (f"global_batch_size: {job.gbs} | global_step: {obj.step} | reduced_train_loss: {loss:.4g} | "
+                    f"train_step_timing in s: {obj.dur_s:.4g}")
+            if resumed:
+                body = f"{head} | {consumed} | {rest}"
+            elif obj.step == 0:
+                body = f"{head} | {rest}"
+            else:
+                body = f"{head} | {rest} | {consumed}"
+            lines.append(f"{pre}[default0]:{body}")
+            continue
+        assert isinstance(obj, _Ev)
+        step_val = obj.extra.get("step")
+        if kind == "checkpoint_saved":
+            assert isinstance(step_val, int)
+            path = _ckpt_path(step_val, job.gbs, name)
+            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t - CHECKPOINT_SAVE_S)} model_checkpoint:497] "
+                         f"Scheduled async checkpoint save for {path}.ckpt")
+            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:522] Async checkpoint save for "
+                         f"step {step_val + 1} ({path}.ckpt) finalized successfully.")
+        elif kind == "straggler_detected":
+            lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(t)} straggler_det_callback:188] GPU relative "
+                         "performance:")
+            lines.append(f"{pre}[default0]: Rank={obj.extra.get('rank')} Node={obj.extra.get('node')} "
+                         f"Score={float(str(obj.extra['detail']).split()[3]):.2f}")
+            lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(t)} straggler_det_callback:209] STRAGGLER DETECTION "
+                         f"WARNING: Some GPUs have worse relative performance. Affected ranks: "
+                         f"{{StragglerId(rank={obj.extra.get('rank')}, node='{obj.extra.get('node')}')}}")
+            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} straggler_det_callback:245] Detected stragglers. "
+                         "Terminating training...")
+        elif kind == "fault_injected":
+            lines.append(f"{pre}[default0]:[rank0]:[E {ts_nemo(t + DETECT_FAULT_S - 5)} ProcessGroupNCCL.cpp:632] "
+                         "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=184220, "
+                         f"OpType=ALLREDUCE) ran for {int((DETECT_FAULT_S - 5) * 1000)} milliseconds before timing "
+                         "out.")
+        elif kind == "restart_started":
+            lines.append(f"{pre}[{ts_launcher(t)}] [ERROR] [{launcher}] failed (exitcode: 1) local_rank: 0 "
+                         "(pid: 418822) of binary: /usr/bin/python")
+            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Worker group FAILED. "
+                         f"{3 - restart}/3 attempts left; will restart worker group")
+            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Stopping worker group")
+        elif kind == "job_started" and t > 0:
+            restart += 1
+            rendezvous(t, restart)
+        elif kind == "checkpoint_loaded":
+            assert isinstance(step_val, int)
+            path = _ckpt_path(step_val, job.gbs, name)
+            lines.append(f"{pre}[default0]:Restoring states from the checkpoint path at {path}/weights")
+            lines.append(f"{pre}[default0]:Restored all states from the checkpoint at {path}/weights")
+            resumed = True
+        elif kind == "job_finished":
+            lines.append(f"{pre}[default0]:`Trainer.fit` stopped: `max_steps={total}` reached.")
+            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] worker group successfully "
+                         "finished. Waiting 300 seconds for other agents to finish.")
+            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] Local worker group finished "
+                         "(WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to finish")
+    return "\n".join(lines) + "\n"
+
+
+_SACCT_FIELDS = ("JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode|Submit|Start|End|Elapsed|NNodes|"
+                 "NodeList")
+
+
+def _elapsed(seconds: float) -> str:
+    s = round(seconds)
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def _render_sacct(job: ResilienceJob, attempts: list[tuple[float, float, tuple[str, ...], str]]) -> str:
+    """`sacct --parsable2 --format ...` with its header: one job per attempt, each requeue a new job id."""
+    lines = [_SACCT_FIELDS]
+    for index, (start, end, nodes, state) in enumerate(attempts):
+        jid = job.job_id + index
+        fmt = "%Y-%m-%dT%H:%M:%S"
+        submit = (job.start + timedelta(seconds=start - (30.0 if index == 0 else 10.0))).strftime(fmt)
+        s_txt = (job.start + timedelta(seconds=start)).strftime(fmt)
+        e_txt = (job.start + timedelta(seconds=end)).strftime(fmt)
+        exit_code = {"COMPLETED": "0:0", "NODE_FAIL": "1:0"}.get(state, "0:15")
+        cpus = len(nodes) * 144
+        host = compress_hostlist(nodes)
+        el = _elapsed(end - start)
+        lines.append(f"{jid}|{job.workload}-{job.precision}-resilience|batch|cert|{cpus}|{state}|{exit_code}|"
+                     f"{submit}|{s_txt}|{e_txt}|{el}|{len(nodes)}|{host}")
+        step_state = {"REQUEUED": "CANCELLED", "NODE_FAIL": "FAILED"}.get(state, state)
+        lines.append(f"{jid}.batch|batch||cert|144|{step_state}|{exit_code}|{s_txt}|{s_txt}|{e_txt}|{el}|1|"
+                     f"{nodes[0]}")
+        lines.append(f"{jid}.extern|extern||cert|{cpus}|COMPLETED|0:0|{s_txt}|{s_txt}|{e_txt}|{el}|{len(nodes)}|"
+                     f"{host}")
+        lines.append(f"{jid}.0|python||cert|{cpus}|{step_state}|{exit_code}|{s_txt}|{s_txt}|{e_txt}|{el}|"
+                     f"{len(nodes)}|{host}")
+    return "\n".join(lines) + "\n"
+
+
+def _render_events(job: ResilienceJob, events: list[_Ev]) -> str:
+    out = []
+    for e in events:
+        record: dict[str, object] = {"ts": _iso(job.start, e.t), "type": e.type}
+        record.update(e.extra)
+        out.append(json.dumps(record, separators=(", ", ": ")))
+    return "\n".join(out) + "\n"
+
+
+def _render_timings(
+    job: ResilienceJob, topology: Topology, steps: list[_Step], events: list[_Ev], slow: list[Fault],
+    rng: np.random.Generator,
+) -> bytes:
+    """Every `timings_every`-th step of every rank: compute (NCCL excluded) and the rest of the step as comm."""
+    gpn = topology.gpus_per_node
+    starts = sorted((e.t, list(map(str, e.extra["nodes"]))) for e in events  # type: ignore[call-overload]
+                    if e.type == "job_started")
+    sampled = [s for s in steps if s.step % job.timings_every == 0]
+    n = job.gpus
+    rows = len(sampled) * n
+    rank = np.tile(np.arange(n, dtype=np.int32), len(sampled))
+    step_col = np.repeat(np.array([s.step for s in sampled], dtype=np.int64), n)
+    gpu = (rank % gpn).astype(np.int16)
+    node_col: list[str] = []
+    compute = np.empty(rows, dtype=np.float64)
+    comm = np.empty(rows, dtype=np.float64)
+    stamp = np.empty(rows, dtype=np.int64)
+    base = job.mean_step_s * COMPUTE_SHARE
+    for i, s in enumerate(sampled):
+        nodes = [nodes for t0, nodes in starts if t0 <= s.end_s][-1]
+        sl = slice(i * n, (i + 1) * n)
+        c = base * (1.0 + 0.004 * rng.standard_normal(n))
+        for f in slow:
+            if f.node in nodes and s.end_s - s.dur_s >= f.at_s:
+                c[nodes.index(f.node) * gpn + (f.gpu or 0)] *= f.slowdown
+        compute[sl] = np.round(c, 4)
+        comm[sl] = np.round(np.maximum(s.dur_s - c, 0.001) , 4)
+        stamp[sl] = round((job.start.timestamp() + s.end_s) * 1e6)
+        node_col.extend(nodes[r // gpn] for r in range(n))
+    table = pa.table({
+        "rank": pa.array(rank, pa.int32()),
+        "node": pa.array(node_col, pa.string()).dictionary_encode(),
+        "gpu": pa.array(gpu, pa.int16()),
+        "step": pa.array(step_col, pa.int64()),
+        "compute_s": pa.array(compute, pa.float64()),
+        "comm_s": pa.array(comm, pa.float64()),
+        "timestamp": pa.array(stamp, pa.timestamp("us", tz="UTC")),
+    })
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", row_group_size=65536, write_statistics=True)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _render_telemetry(
+    job: ResilienceJob, topology: Topology, attempts: list[tuple[float, float, tuple[str, ...], str]],
+    slow: list[Fault], end_s: float,
+) -> str:
+    """DCGM exporter samples once every `telemetry_every_s`: SM clock (MHz) of every GPU of the running job."""
+    rng = np.random.default_rng(job.seed + 2)
+    gpn = topology.gpus_per_node
+    nominal = 1965 if topology.system.value == "gb200-nvl72" else 1980
+    lines = ["# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).",
+             "# TYPE DCGM_FI_DEV_SM_CLOCK gauge"]
+    t = 0.0
+    while t <= end_s:
+        running = [a for a in attempts if a[0] <= t < a[1]]
+        if running:
+            nodes = running[0][2]
+            ms = round((job.start.timestamp() + t) * 1000)
+            for node in nodes:
+                for g in range(gpn):
+                    clock = nominal - int(abs(rng.normal(0, 6)))
+                    for f in slow:
+                        if f.reported and f.node == node and f.gpu == g and t >= f.at_s:
+                            clock = int(nominal / f.slowdown)  # thermal throttling the monitoring sees
+                    lines.append(f'DCGM_FI_DEV_SM_CLOCK{{gpu="{g}",Hostname="{node}"}} {clock} {ms}')
+        t += job.telemetry_every_s
+    return "\n".join(lines) + "\n"
+
+
+def fixed_start(text: str) -> datetime:
+    """The simulated start time: an ISO-8601 string read as UTC when it has no offset."""
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
