@@ -43,7 +43,7 @@ __all__ = ["JobTimeline", "build_job_timeline", "judge_resilience"]
 
 PHASE = Phase.RESILIENCE.value
 _ADMINS = frozenset({"operator", "admin", "administrator", "sysadmin", "human"})
-_WINDOW_SAMPLES = 10  # straggler windows hold this many sampled steps per rank
+_WINDOW_SAMPLES = 3  # straggler windows: this many sampled steps per GPU (a median that outvotes one outlier)
 
 
 @dataclass(frozen=True)
@@ -401,6 +401,7 @@ def _straggler_check(
     report: StragglerReport = score_stragglers(
         gpus.timings, placement, detections, threshold=rules.straggler_score_min,
         window_steps=_WINDOW_SAMPLES * _stride(gpus.timings.step), detect_max_s=rules.straggler_detect_max_s,
+        flag_windows=True,
     )
     handled_nodes = {e.node for e in events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)}
     rows = []
@@ -412,7 +413,8 @@ def _straggler_check(
         rows.append({
             "rank": rank, "node": place.node if place else None, "gpu": place.gpu if place else None,
             "domain": place.domain if place else None, "relative_score": r.relative_score,
-            "individual_score": r.individual_score, "flagged": r.flagged, "first_visible_s": r.first_visible_s,
+            "individual_score": r.individual_score, "lowest_window_score": r.lowest_window_score,
+            "flagged": r.flagged, "first_visible_s": r.first_visible_s,
             "detected_s": r.detection_s, "source": "rank-timings",
         })
         if not r.flagged:
@@ -426,9 +428,10 @@ def _straggler_check(
         if place is None or place.node not in handled_nodes:
             why.append("its node was neither excluded nor replaced")
         if why:
-            failures.append(f"{_who(rank, place)}, relative score {r.relative_score:.3f}, first visible at "
+            failures.append(f"{_who(rank, place)}, relative score {r.relative_score:.3f} (lowest window "
+                            f"{r.lowest_window_score:.3f}), first visible at "
                             f"{(r.first_visible_s or 0.0):.0f} s: {'; '.join(why)}")
-    lowest = min((r.relative_score for r in report.ranks), default=None)
+    lowest = min((min(r.relative_score, r.lowest_window_score) for r in report.ranks), default=None)
     spans = [*report.evidence, *report_spans, *_spans([e for e in events if e.type in (
         EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])]
     if failures:
@@ -438,7 +441,8 @@ def _straggler_check(
     elif flagged:
         status = Status.PASS
         message = "; ".join(
-            f"{_who(gpus.places[r.rank][2], r.place)} score {r.relative_score:.3f}, reported "
+            f"{_who(gpus.places[r.rank][2], r.place)} score {r.relative_score:.3f} (lowest window "
+            f"{r.lowest_window_score:.3f}), reported "
             f"{(r.detection_delay_s or 0.0):.0f} s after first visible, node excluded or replaced" for r in flagged)
     else:
         status = Status.PASS
@@ -700,7 +704,11 @@ def judge_resilience(
             measured=ready.goodput, target=rules.goodput_min, unit="ratio",
             evidence=[*log_span, *_spans(events)[:20]]))
         steps = list(job.timeline.steps)
-        report = analyze_resilience(steps, events, job.timeline.end_s, stall_factor=rules.stall_factor,
+        final = logs[0].training.steps[-1]
+        completed = final.max_iteration is not None and _step_no(final) >= final.max_iteration
+        # a job that logged its final iteration finished: the wind-down after it is no stall
+        horizon = steps[-1].end_s if completed and steps else job.timeline.end_s
+        report = analyze_resilience(steps, events, horizon, stall_factor=rules.stall_factor,
                                     restart_max_s=rules.restart_max_s)
         stall_rows = [{"start_s": s.start_s, "end_s": s.end_s, "duration_s": s.duration_s, "detected_s": s.detected_s,
                        "acted_s": s.acted_s, "handled": s.handled} for s in report.stalls]

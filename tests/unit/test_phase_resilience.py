@@ -39,7 +39,7 @@ def _step_line(i: int, t: float) -> str:
 def scenario(
     tmp_path: Path, *, resume_from: int = 14, hang_s: float = 0.0, stall_detected: bool = False,
     straggler_reported: bool = True, admin: bool = False, restart_nodes: tuple[str, ...] = ("n1", "n4", "n5", "n6"),
-    events: bool = True, rules: dict[str, Any] | None = None,
+    events: bool = True, rules: dict[str, Any] | None = None, tail_s: float = 10.0,
 ) -> dict[str, Any]:
     seg1 = {i: 20.0 + 10 * i for i in range(16)}
     seg2_times = {i: 10.0 + (hang_s if i == 25 else 0.0) for i in range(resume_from + 1, 30)}
@@ -48,7 +48,7 @@ def scenario(
     for i, t in seg2_times.items():
         end += t
         seg2[i] = end
-    finish = end + 10
+    finish = end + tail_s
     log = ["[2026-01-01 00:00:00,000] [INFO] [ft_launcher] launching\n"]
     log += [_step_line(i, 10.0) for i in seg1]
     log.append(f"[default0]:[NeMo I {_nemo_stamp(170)} model_checkpoint:497] after step 15\n")
@@ -135,8 +135,9 @@ def test_reported_and_replaced_straggler_passes(tmp_path: Path) -> None:
     # n2's GPU: 11 of its 16 steps at 1.25 s -> median 1.25; fastest median 1.0
     assert slow["relative_score"] == pytest.approx(0.8) and (slow["rank"], slow["node"], slow["gpu"]) == (1, "n2", 0)
     assert slow["domain"] == "rack1"
-    # first visible at the end of its first 10-step window (steps 0-9, median 1.125 -> 0.889 < 0.90): 110 s
-    assert slow["first_visible_s"] == pytest.approx(110) and slow["detected_s"] == pytest.approx(150)
+    # windows of 3 sampled steps: 3-5 has one slow step (median 1.0); 6-8 is all slow (0.8): visible at step 8, 100 s
+    assert slow["first_visible_s"] == pytest.approx(100) and slow["detected_s"] == pytest.approx(150)
+    assert slow["lowest_window_score"] == pytest.approx(0.8)
     assert check.measured == pytest.approx(0.8)
 
 
@@ -217,3 +218,9 @@ def test_unusable_rank_timings_are_an_error_naming_file_and_line(tmp_path: Path)
     assert f"{timings} line 3 field 'compute_s': expected values >= 0, got -1.0" in checks[
         "resilience.timings_valid"].message
     assert checks["resilience.stragglers_detected_and_handled"].status is Status.ERROR
+
+
+def test_wind_down_after_the_final_iteration_is_no_stall(tmp_path: Path) -> None:
+    # 60 s from the last step (29 of 29) to job_finished would exceed 3 x 10 s mid-run; after the end it is teardown
+    check = scenario(tmp_path, tail_s=60.0)["checks"]["resilience.stalls_detected"]
+    assert check.status is Status.PASS and check.measured == 0.0
