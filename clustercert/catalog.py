@@ -120,6 +120,8 @@ class Rules(_Strict):
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
     # phases whose absence from a bundle is a FAIL (the cluster did not show it); others are judged advisory
     required_phases: list[Phase] = Field(default_factory=lambda: list(Phase))
+    # MLPerf time-to-train targets in minutes by benchmark; without one the score is reported only
+    mlperf_targets_minutes: dict[str, float] = Field(default_factory=dict)
 
 
 class SuiteEntry(_Strict):

@@ -20,9 +20,16 @@ from flows.tasks import load_task, parse_training_task
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
 
 
+@task(name="parse-run", retries=2, retry_delay_seconds=1)
+def parse_run_task(inputs: Inputs, run_id: str, limit: int) -> object:
+    run = next(r for r in inputs.bundle.spec.runs if r.id == run_id)
+    return parse_run(inputs.bundle, run, limit)
+
+
 @task(name="judge-efficiency")
-def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError]) -> EfficiencyResult:
-    return judge_efficiency(inputs.bundle.spec, inputs.catalog, logs)
+def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
+                          mlperf: dict[str, object]) -> EfficiencyResult:
+    return judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
 
 
 @flow(name="efficiency")
@@ -30,15 +37,10 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
     logs = {run_id: parse_training_task(inputs, run_id, limit) for run_id in runs}
-    result = judge_efficiency_task(inputs, logs)
+    mlperf = {r.id: parse_run_task(inputs, r.id, limit) for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF}
+    result = judge_efficiency_task(inputs, logs, mlperf)
     return {"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
             "section": result.section()}
-
-
-@task(name="parse-run", retries=2, retry_delay_seconds=1)
-def parse_run_task(inputs: Inputs, run_id: str, limit: int) -> object:
-    run = next(r for r in inputs.bundle.spec.runs if r.id == run_id)
-    return parse_run(inputs.bundle, run, limit)
 
 
 @task(name="judge-scaling")
