@@ -295,7 +295,13 @@ def _collective_checks(
                 "nodes": list(m.result.nodes), "problem": _problem_text(m) if m.result.busbw_gbps is None else None,
                 "status": status.value,
             })
-        parts = [f"{m.run.id} {v:.1f} GB/s" for v, m in values]
+        if values:
+            low_v, low_m = min(values, key=lambda x: x[0])
+            high_v, high_m = max(values, key=lambda x: x[0])
+            parts = [f"{len(values)} run(s), lowest {low_v:.1f} GB/s ({low_m.run.id})"
+                     + (f", highest {high_v:.1f} GB/s ({high_m.run.id})" if len(values) > 1 else "")]
+        else:
+            parts = []
         problems = [_problem_text(m) for m in unusable]
         if below:
             status = Status.FAIL
