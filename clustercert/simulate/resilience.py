@@ -15,8 +15,7 @@ from clustercert.simulate.topology import Topology, compress_hostlist
 
 __all__ = ["ResilienceFiles", "ResilienceJob", "simulate_resilience"]
 
-STARTUP_S = 210.0  # launch, rendezvous, model build, first checkpoint load
-CHECKPOINT_SAVE_S = 12.0  # blocking part of an async save
+STARTUP_S = 150.0  # launch, rendezvous, model build, checkpoint load
 DETECT_STRAGGLER_S = 240.0  # the straggler detector's report interval
 DETECT_FAULT_S = 45.0  # the health watchdog's heartbeat timeout
 RESCHEDULE_S = 95.0  # node swap and requeue by the scheduler's automation
@@ -105,6 +104,7 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
     t = STARTUP_S
     first_in_attempt = True
     done = False
+    saving: int | None = None
     while not done:
         # the slowest GPU on the allocation sets the pace of a synchronous step
         factor = 1.0
@@ -130,6 +130,7 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
                     ev, job, attempts, attempt_start, det, alloc, "hang", last_ckpt, None, None, attempt)
                 step = last_ckpt + 1
                 first_in_attempt = True
+                saving = None
                 continue
             t = hang_end
             continue
@@ -155,6 +156,7 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
                 failed_at=tf)
             step = last_ckpt + 1
             first_in_attempt = True
+            saving = None
             continue
         for f in list(straggler_pending):
             if f.node in alloc and t + dur >= f.at_s + DETECT_STRAGGLER_S:
@@ -174,15 +176,19 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
                     attempt, failed_at=td)
                 step = last_ckpt + 1
                 first_in_attempt = True
+                saving = None
                 break
         else:
             t += dur
             steps.append(_Step(step, t, dur, attempt))
             first_in_attempt = False
+            # async save: scheduled after its step, durable once finalized during the next step
+            if saving is not None:
+                last_ckpt = saving
+                ev(t, "checkpoint_saved", by="trainer", step=saving, job_id=str(job.job_id + attempt))
+                saving = None
             if (step + 1) % job.checkpoint_every == 0:
-                t += CHECKPOINT_SAVE_S
-                last_ckpt = step
-                ev(t, "checkpoint_saved", by="trainer", step=step, job_id=str(job.job_id + attempt))
+                saving = step
             step += 1
             if t >= end_s:
                 done = True
@@ -274,9 +280,9 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
 
     by_time: list[tuple[float, int, str, object]] = []
     for s in steps:
-        by_time.append((s.end_s, 1, "step", s))
+        by_time.append((s.end_s, 0, "step", s))
     for e in events:
-        by_time.append((e.t, 0, e.type, e))
+        by_time.append((e.t, 1, e.type, e))
     by_time.sort(key=lambda x: (x[0], x[1]))
     rendezvous(0.0, 0)
     lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(25)} resume:228] There were no checkpoints found in "
@@ -284,6 +290,8 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
                  "Training from scratch.")
     restart = 0
     resumed = False
+    nodes_now: list[str] = []
+    scheduled: list[int] = []  # steps whose async save was scheduled
     loss = 12.1
     rng = np.random.default_rng(job.seed + 1)
     for t, _, kind, obj in by_time:
@@ -295,6 +303,8 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             consumed = f"consumed_samples: {(obj.step + 1) * job.gbs}"
             rest = (f"global_batch_size: {job.gbs} | global_step: {obj.step} | reduced_train_loss: {loss:.4g} | "
                     f"train_step_timing in s: {obj.dur_s:.4g}")
+            if (obj.step + 1) % job.checkpoint_every == 0:
+                scheduled.append(obj.step)
             if resumed:
                 body = f"{head} | {consumed} | {rest}"
             elif obj.step == 0:
@@ -302,26 +312,21 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             else:
                 body = f"{head} | {rest} | {consumed}"
             lines.append(f"{pre}[default0]:{body}")
+            if scheduled and scheduled[-1] == obj.step:
+                path = _ckpt_path(obj.step, job.gbs, name)
+                lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:497] "
+                             f"Scheduled async checkpoint save for {path}.ckpt")
             continue
         assert isinstance(obj, _Ev)
         step_val = obj.extra.get("step")
         if kind == "checkpoint_saved":
             assert isinstance(step_val, int)
             path = _ckpt_path(step_val, job.gbs, name)
-            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t - CHECKPOINT_SAVE_S)} model_checkpoint:497] "
-                         f"Scheduled async checkpoint save for {path}.ckpt")
             lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:522] Async checkpoint save for "
                          f"step {step_val + 1} ({path}.ckpt) finalized successfully.")
         elif kind == "straggler_detected":
-            lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(t)} straggler_det_callback:188] GPU relative "
-                         "performance:")
-            lines.append(f"{pre}[default0]: Rank={obj.extra.get('rank')} Node={obj.extra.get('node')} "
-                         f"Score={float(str(obj.extra['detail']).split()[3]):.2f}")
-            lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(t)} straggler_det_callback:209] STRAGGLER DETECTION "
-                         f"WARNING: Some GPUs have worse relative performance. Affected ranks: "
-                         f"{{StragglerId(rank={obj.extra.get('rank')}, node='{obj.extra.get('node')}')}}")
-            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} straggler_det_callback:245] Detected stragglers. "
-                         "Terminating training...")
+            lines.extend(_straggler_report(f"{pre}[default0]:", ts_nemo(t), obj, nodes_now, topology.gpus_per_node,
+                                           rng))
         elif kind == "fault_injected":
             lines.append(f"{pre}[default0]:[rank0]:[E {ts_nemo(t + DETECT_FAULT_S - 5)} ProcessGroupNCCL.cpp:632] "
                          "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=184220, "
@@ -333,9 +338,11 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Worker group FAILED. "
                          f"{3 - restart}/3 attempts left; will restart worker group")
             lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Stopping worker group")
-        elif kind == "job_started" and t > 0:
-            restart += 1
-            rendezvous(t, restart)
+        elif kind == "job_started":
+            nodes_now = [str(n) for n in obj.extra["nodes"]]  # type: ignore[attr-defined]
+            if t > 0:
+                restart += 1
+                rendezvous(t, restart)
         elif kind == "checkpoint_loaded":
             assert isinstance(step_val, int)
             path = _ckpt_path(step_val, job.gbs, name)
@@ -349,6 +356,32 @@ def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], eve
             lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] Local worker group finished "
                          "(WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to finish")
     return "\n".join(lines) + "\n"
+
+
+def _straggler_report(
+    pre: str, stamp: str, event: _Ev, nodes: list[str], gpn: int, rng: np.random.Generator
+) -> list[str]:
+    """NeMo's straggler-detection callback report: every rank's relative and individual score, then the verdict."""
+    slow_rank = int(str(event.extra["rank"]))
+    slow_score = float(str(event.extra["detail"]).split()[3])
+    n = len(nodes) * gpn
+    relative = np.round(np.clip(1.0 - np.abs(rng.normal(0.0, 0.008, n)), 0.95, 1.0), 2)
+    relative[slow_rank] = slow_score
+    individual = np.ones(n)
+    individual[slow_rank] = slow_score
+    out = [f"{pre}[NeMo I {stamp} straggler_det_callback:144] ", f"{pre}    GPU relative performance:"]
+    for r in sorted(range(n), key=lambda r: (relative[r], r)):
+        out.append(f"{pre}      Rank={r} Node={nodes[r // gpn]} Score={relative[r]:.2f}")
+    out += [f"{pre}    ", f"{pre}[NeMo I {stamp} straggler_det_callback:153] ", f"{pre}    GPU individual performance:"]
+    for r in sorted(range(n), key=lambda r: (individual[r], r)):
+        out.append(f"{pre}      Rank={r} Node={nodes[r // gpn]} Score={individual[r]:.2f}")
+    out += [
+        f"{pre}    ",
+        f"{pre}[NeMo W {stamp} straggler_det_callback:106] STRAGGLER DETECTION WARNING: Some GPUs have worse "
+        f"relative performance. Affected ranks: {{StragglerId(rank={slow_rank}, node='{event.extra['node']}')}}",
+        f"{pre}[NeMo E {stamp} straggler_det_callback:239] Detected stragglers. Terminating training...",
+    ]
+    return out
 
 
 _SACCT_FIELDS = ("JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode|Submit|Start|End|Elapsed|NNodes|"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -14,6 +15,7 @@ from clustercert.errors import UsageError
 from clustercert.metrics.flops import model_flops_per_sequence
 from clustercert.metrics.throughput import tflops_per_gpu
 from clustercert.simulate.faults import Fault, FaultKind, parse_fault
+from clustercert.simulate.megatron import MegatronRun, render_megatron_log
 from clustercert.simulate.nccl import NcclRun, render_nccl_tests
 from clustercert.simulate.nemo import NemoRun, render_nemo_log
 from clustercert.simulate.resilience import ResilienceJob, fixed_start, simulate_resilience
@@ -45,6 +47,7 @@ class Scenario:
     resilience_gpus: int = 128
     resilience_hours: float = 3.0
     resilience_workload: tuple[str, str] = ("llama3-70b", "fp8")
+    megatron: frozenset[tuple[str, str, int]] = frozenset()  # (workload, precision, GPUs) logged by Megatron-Bridge
     cluster_name: str = "example-cloud-gb200-east"
     recipe_version: str = "25.05.05"
     extra: dict[str, str] = field(default_factory=dict)
@@ -60,6 +63,7 @@ SEED_MARGINS = {
 SCENARIOS: dict[ScenarioName, Scenario] = {
     ScenarioName.SEED: Scenario(
         system=System.GB200_NVL72, gpus=512, seed=7, margins=SEED_MARGINS, scaling_gpus=(128, 256),
+        megatron=frozenset({("llama3-70b", "fp8", 128), ("llama3-70b", "fp8", 256)}),
         faults=(
             parse_fault("slow-gpu:node=gb-r2-n07,gpu=2,pct=15,at=50m,reported=yes"),
             parse_fault("node-fail:node=gb-r1-n11,at=2h,reported=yes"),
@@ -67,6 +71,7 @@ SCENARIOS: dict[ScenarioName, Scenario] = {
     ),
     ScenarioName.DEGRADED: Scenario(
         system=System.GB200_NVL72, gpus=512, seed=11, scaling_gpus=(128, 256),
+        megatron=frozenset({("llama3-70b", "fp8", 128), ("llama3-70b", "fp8", 256), ("llama3-70b", "fp8", 512)}),
         margins={**SEED_MARGINS, ("grok1-314b", "bf16"): -0.072},
         faults=(
             parse_fault("bad-link:a=gb-r3-n09,b=gb-r4-n09,pct=60"),
@@ -134,6 +139,7 @@ _BUSBW = {
         "pair": {"all_reduce": 46.5, "alltoall": 45.9, "sendrecv": 46.4},
     },
 }
+_CHECKPOINT_S = 360.0  # the resilience job checkpoints about every 6 minutes (asynchronously)
 _SCALING_LOSS = 0.004  # per doubling of GPUs: step time grows this much (weak scaling, nearly flat)
 
 
@@ -159,23 +165,28 @@ def _training_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCatal
         for gpus, repeat in points:
             ref = catalog.baseline_for(workload, precision, gpus) or baseline
             gbs = baseline.gbs * gpus // 512
-            doublings = {128: -2, 256: -1, 512: 0, 1024: 1, 2048: 2}.get(gpus, 0)
-            mean = base_mean * (1.0 + _SCALING_LOSS * doublings)
+            mean = base_mean * (1.0 + _SCALING_LOSS * math.log2(gpus / 512))
             flops = model_flops_per_sequence(shape, baseline.seq_len, ref.flops_convention.flops())
             run_id = f"{workload}-{precision}-{gpus}-r{repeat}"
             rel = f"training/{workload}/{precision}/{gpus}/r{repeat}.log"
-            log = NemoRun(
-                name=run_id, steps=50, gbs=gbs, mean_step_s=mean, noise=0.004,
-                tflops_at_mean=tflops_per_gpu(flops, gbs, mean, gpus),
-                seed=sc.seed * 1000 + index * 100 + gpus // 64 * 10 + repeat,
-                params=catalog.spec.models[workload].name.split()[-1],
-                timestamp=fixed_start(sc.start).strftime("%Y-%m-%d %H:%M:%S"),
-                visible_devices=",".join(str(g) for g in range(topo.gpus_per_node)),
-            )
-            _write(out, rel, render_nemo_log(log))
+            run_seed = sc.seed * 1000 + index * 100 + gpus // 64 * 10 + repeat
+            tflops = tflops_per_gpu(flops, gbs, mean, gpus)
+            fmt = "megatron" if (workload, precision, gpus) in sc.megatron else "nemo"
+            if fmt == "megatron":
+                text = render_megatron_log(MegatronRun(
+                    steps=50, gbs=gbs, mean_step_s=mean, noise=0.004, tflops_at_mean=tflops, seed=run_seed,
+                    start=fixed_start(sc.start)))
+            else:
+                text = render_nemo_log(NemoRun(
+                    name=run_id, steps=50, gbs=gbs, mean_step_s=mean, noise=0.004, tflops_at_mean=tflops,
+                    seed=run_seed, params=catalog.spec.models[workload].name.split()[-1],
+                    timestamp=fixed_start(sc.start).strftime("%Y-%m-%d %H:%M:%S"),
+                    visible_devices=",".join(str(g) for g in range(topo.gpus_per_node)),
+                ))
+            _write(out, rel, text)
             runs.append({
                 "id": run_id, "phase": "efficiency" if gpus == 512 else "scaling", "kind": "training",
-                "format": "nemo", "workload": workload, "precision": precision, "gpus": gpus, "gbs": gbs,
+                "format": fmt, "workload": workload, "precision": precision, "gpus": gpus, "gbs": gbs,
                 "seq_len": baseline.seq_len, "parallelism": baseline.parallelism.model_dump(exclude_none=True),
                 "repeat": repeat, "nodes": list(topo.allocation_of(gpus)), "files": [rel],
             })
@@ -254,10 +265,11 @@ def _resilience_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCat
         raise UsageError(f"catalog {catalog.spec.id}: no 512-GPU baseline for {workload} {precision}")
     margin = sc.margins.get((workload, precision), 0.0)
     gpus = sc.resilience_gpus
+    mean = baseline.step_time_s / (1.0 + margin) * (1.0 + _SCALING_LOSS * math.log2(gpus / 512))
     job = ResilienceJob(
-        workload=workload, precision=precision, gpus=gpus, gbs=baseline.gbs * gpus // 512,
-        mean_step_s=baseline.step_time_s / (1.0 + margin) * (1.0 - 2 * _SCALING_LOSS), hours=sc.resilience_hours,
-        checkpoint_every=100, start=fixed_start(sc.start).replace(hour=9), job_id=48213, seed=sc.seed * 7 + 1,
+        workload=workload, precision=precision, gpus=gpus, gbs=baseline.gbs * gpus // 512, mean_step_s=mean,
+        hours=sc.resilience_hours, checkpoint_every=max(10, round(_CHECKPOINT_S / mean)),
+        start=fixed_start(sc.start).replace(hour=9), job_id=48213, seed=sc.seed * 7 + 1,
         faults=tuple(f for f in sc.faults if f.kind is not FaultKind.BAD_LINK),
     )
     files = simulate_resilience(job, topo)
