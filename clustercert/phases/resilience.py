@@ -624,7 +624,7 @@ def _lost_check(rows: list[_FaultRow], interval: int | None, severity: Severity,
                   evidence=spans)
 
 
-def _collect(bundle: LoadedBundle, parsed: Mapping[str, object | EvidenceError]) -> tuple[
+def _collect(bundle: LoadedBundle, parsed: Mapping[str, object | EvidenceError], severity: Severity) -> tuple[
     list[tuple[RunSpec, object]], list[Check]
 ]:
     """Resilience runs' parsed evidence; an unusable file is an ERROR check naming it."""
@@ -636,7 +636,7 @@ def _collect(bundle: LoadedBundle, parsed: Mapping[str, object | EvidenceError])
         value = parsed.get(run.id)
         if isinstance(value, EvidenceError):
             errors.append(_check(
-                f"{PHASE}.{run.id}_valid", f"Resilience evidence {run.id} is usable", Severity.REQUIRED, Status.ERROR,
+                f"{PHASE}.{run.id}_valid", f"Resilience evidence {run.id} is usable", severity, Status.ERROR,
                 str(value), evidence=(Span(value.file, value.line or 0, value.line or 0, 1),)))
         elif value is not None:
             out.append((run, value))
@@ -651,7 +651,7 @@ def judge_resilience(
     required = Phase.RESILIENCE in rules.required_phases
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     absent = Status.FAIL if required else Status.SKIPPED
-    found, checks = _collect(bundle, parsed)
+    found, checks = _collect(bundle, parsed, severity)
     logs = [v for r, v in found if r.kind is RunKind.RESILIENCE and isinstance(v, ResilienceRunLog)]
     event_logs = [v for r, v in found if r.kind is RunKind.EVENTS and isinstance(v, EventLog)]
     sacct = [v for r, v in found if r.kind is RunKind.SCHEDULER and isinstance(v, SacctResult)]
@@ -683,8 +683,9 @@ def judge_resilience(
         status = absent if not logs else Status.ERROR
         for key in ("goodput", "stalls", "lost"):
             checks.append(_check(*ids[key], severity, status, job))
-        checks.append(_check(f"{PHASE}.restarts_automatic_on_healthy_nodes", "Every fatal fault is followed by an "
-                             "automatic restart on healthy nodes", severity, status, job))
+        checks.append(_check(f"{PHASE}.restarts_automatic_on_healthy_nodes", f"Every fatal fault is followed by "
+                             f"an automatic restart within {rules.restart_max_s:g} s on nodes that exclude the "
+                             "faulty one, from the last checkpoint", severity, status, job))
         origin = 0.0
         events: list[Event] = []
     else:

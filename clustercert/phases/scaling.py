@@ -93,11 +93,13 @@ def _weak_scaling(
         problems: list[str] = []
         spans: list[Span] = []
         by_gpus: dict[int, list[_Point]] = {}
+        failed_gpus: set[int] = set()
         for run in mine:
             log = parsed.get(run.id)
             if isinstance(log, EvidenceError):
                 problems.append(str(log))
                 spans.append(_error_span(log))
+                failed_gpus.add(int(run.gpus or 0))
                 continue
             if not isinstance(log, TrainingLog) or window is None:
                 continue
@@ -108,6 +110,7 @@ def _weak_scaling(
                 located = EvidenceError(log.file, first.message, line=first.line, field=first.field)
                 problems.append(f"{located}. Re-run {run.id} or remove it from bundle.yaml")
                 spans.append(Span(log.file, first.line or 0, first.line or 0, 1))
+                failed_gpus.add(int(run.gpus or 0))
                 continue
             span = Span(log.file, measured.lines[0], measured.lines[-1], len(measured.lines))
             by_gpus.setdefault(int(run.gpus or 0), []).append(_Point(run, measured.mean_s, span))
@@ -146,9 +149,13 @@ def _weak_scaling(
         result = weak_scaling(points)
         worst = min(result.points, key=lambda p: p.efficiency)
         passed = result.min_efficiency >= rules.scaling_efficiency_min
-        status = Status.PASS if passed and not problems else Status.FAIL if not passed else Status.ERROR
+        # an unusable repeat is judged by its own run check; only a GPU count left without any usable run
+        # makes the scaling evidence incomplete
+        missing = sorted(failed_gpus - set(by_gpus))
+        status = Status.FAIL if not passed else Status.ERROR if missing else Status.PASS
         detail = ", ".join(f"{p.gpus} GPUs {p.efficiency:.3f}" for p in result.points)
-        extra = f"; unusable runs: {'; '.join(problems)}" if problems else ""
+        extra = (f"; no usable run at {missing} GPUs: {'; '.join(problems)}" if missing
+                 else f"; {len(problems)} unusable repeat(s) left out" if problems else "")
         checks.append(_check(
             check_id, title, severity, status,
             f"efficiency vs {result.reference_gpus} GPUs (tokens/s/GPU ratio): {detail}; lowest {worst.efficiency:.3f} "

@@ -185,3 +185,16 @@ def test_scaling_not_required_turns_absence_into_skipped(tmp_path: Path) -> None
     assert all(c.severity is Severity.ADVISORY for c in result.checks)
     required = judge_scaling(bundle, gb200(), parse_all(bundle))
     assert by_id(required.checks)["scaling.evidence_present"].status is Status.FAIL
+
+
+def test_unusable_repeat_beside_a_usable_one_leaves_scaling_judged(tmp_path: Path) -> None:
+    run, rel, text = _training(128, 7.0)
+    bad = {**run, "id": "llama3-70b-fp8-128-r2", "repeat": 2, "files": ["training/bad.log"]}
+    other, rel2, text2 = _training(256, 7.7)
+    bundle = write_bundle(tmp_path / "b", [run, bad, other],
+                          {rel: text, "training/bad.log": text.replace("iteration 40/", "iteration 99/"), rel2: text2})
+    check = by_id(judge_scaling(bundle, gb200(), parse_all(bundle)).checks)[
+        "scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    # 7.0 / 7.7 = 0.909 >= 0.90; the broken repeat is left out (its own run check reports it)
+    assert check.status is Status.PASS and check.measured == pytest.approx(7.0 / 7.7, rel=1e-12)
+    assert "1 unusable repeat(s) left out" in check.message
