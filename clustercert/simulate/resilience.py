@@ -15,7 +15,7 @@ from clustercert.simulate.topology import Topology, compress_hostlist
 
 __all__ = ["ResilienceFiles", "ResilienceJob", "simulate_resilience"]
 
-STARTUP_S = 150.0  # launch, rendezvous, model build, checkpoint load
+STARTUP_S = 120.0  # launch, rendezvous, model build, checkpoint load
 DETECT_STRAGGLER_S = 240.0  # the straggler detector's report interval
 DETECT_FAULT_S = 45.0  # the health watchdog's heartbeat timeout
 RESCHEDULE_S = 95.0  # node swap and requeue by the scheduler's automation

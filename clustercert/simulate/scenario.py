@@ -139,7 +139,7 @@ _BUSBW = {
         "pair": {"all_reduce": 46.5, "alltoall": 45.9, "sendrecv": 46.4},
     },
 }
-_CHECKPOINT_S = 360.0  # the resilience job checkpoints about every 6 minutes (asynchronously)
+_CHECKPOINT_S = 300.0  # the resilience job checkpoints about every 5 minutes (asynchronously)
 _SCALING_LOSS = 0.004  # per doubling of GPUs: step time grows this much (weak scaling, nearly flat)
 
 
