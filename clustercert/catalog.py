@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clustercert.bundle import Parallelism, Precision
+from clustercert.bundle import Parallelism, Phase, Precision
 from clustercert.errors import CatalogError
 from clustercert.hashing import sha256_file
 from clustercert.metrics.flops import Attention, FlopsConvention, Mlp, ModelShape
@@ -118,6 +118,10 @@ class Rules(_Strict):
     large_message_bytes: int = Field(default=1 << 30, gt=0)
     degraded_pair_fraction: float = Field(default=0.8, gt=0, le=1)
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # phases whose absence from a bundle is a FAIL (the cluster did not show it); others are judged advisory
+    required_phases: list[Phase] = Field(default_factory=lambda: list(Phase))
+    # MLPerf time-to-train targets in minutes by benchmark; without one the score is reported only
+    mlperf_targets_minutes: dict[str, float] = Field(default_factory=dict)
 
 
 class SuiteEntry(_Strict):

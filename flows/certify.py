@@ -8,7 +8,7 @@ from prefect import flow
 
 from clustercert.results import RunMeta
 from flows.artifacts import publish_artifacts_task
-from flows.phases import efficiency_flow
+from flows.phases import efficiency_flow, resilience_flow, scaling_flow
 from flows.runners import on_runner
 from flows.tasks import gate_task, judge_task, load_task, validate_task, write_task
 
@@ -34,9 +34,12 @@ def certify_flow(
     meta = RunMeta.from_json(run_meta)
     inputs = load_task(bundle_path, references_dir, catalog)
     efficiency = on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    scaling = on_runner(scaling_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    resilience = on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit)
     validation = validate_task(inputs, limit)
-    checks = gate_task(efficiency["checks"], validation)
-    results = judge_task(meta, inputs, checks, efficiency["workloads"], {"efficiency": efficiency["section"]})
+    checks = gate_task([*efficiency["checks"], *scaling["checks"], *resilience["checks"]], validation)
+    results = judge_task(meta, inputs, checks, efficiency["workloads"], {
+        "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]})
     paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, validation, redact=redact)
     publish_artifacts_task(results, paths)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

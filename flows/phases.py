@@ -9,17 +9,29 @@ from prefect import flow, task
 from clustercert.bundle import Phase, RunKind
 from clustercert.errors import EvidenceError
 from clustercert.parsers import TrainingLog
+from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
+from clustercert.phases.evidence import parse_run
+from clustercert.phases.resilience import judge_resilience
+from clustercert.phases.scaling import judge_scaling
 from clustercert.runfolder import Inputs
 from flows.caching import CACHED
 from flows.tasks import load_task, parse_training_task
 
-__all__ = ["efficiency_flow"]
+__all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
+
+
+@task(name="parse-runs", retries=2, retry_delay_seconds=1)
+def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> dict[str, object]:
+    """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect)."""
+    wanted = set(run_ids)
+    return {r.id: parse_run(inputs.bundle, r, limit) for r in inputs.bundle.spec.runs if r.id in wanted}
 
 
 @task(name="judge-efficiency", **CACHED)
-def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError]) -> EfficiencyResult:
-    return judge_efficiency(inputs.bundle.spec, inputs.catalog, logs)
+def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
+                          mlperf: dict[str, object]) -> EfficiencyResult:
+    return judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
 
 
 @flow(name="efficiency")
@@ -29,6 +41,40 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     # Submitted, so that the flow's task runner (threads, or Dask with `certify --dask`) runs them in parallel.
     futures = {run_id: parse_training_task.submit(inputs, run_id, limit) for run_id in runs}
     logs = {run_id: future.result() for run_id, future in futures.items()}
-    result = judge_efficiency_task(inputs, logs)
+    mlperf_runs = [r.id for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF]
+    mlperf = parse_runs_task(inputs, mlperf_runs, limit) if mlperf_runs else {}
+    result = judge_efficiency_task(inputs, logs, mlperf)
     return {"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
             "section": result.section()}
+
+
+@task(name="judge-scaling")
+def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
+    return judge_scaling(inputs.bundle, inputs.catalog, parsed)
+
+
+@task(name="judge-resilience")
+def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
+    return judge_resilience(inputs.bundle, inputs.catalog, parsed)
+
+
+@flow(name="scaling")
+def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None, limit: int) -> dict[str, Any]:
+    """Weak scaling from the training runs at every GPU count, collective bandwidth per scope, degraded pairs."""
+    inputs = load_task(bundle_path, references_dir, catalog)
+    runs = [r.id for r in inputs.bundle.spec.runs
+            if (r.kind is RunKind.TRAINING and r.phase in (Phase.SCALING, Phase.EFFICIENCY))
+            or (r.kind is RunKind.COLLECTIVE)]
+    parsed = parse_runs_task(inputs, runs, limit)
+    result = judge_scaling_task(inputs, parsed)
+    return {"checks": result.checks, "section": result.section}
+
+
+@flow(name="resilience")
+def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None, limit: int) -> dict[str, Any]:
+    """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry."""
+    inputs = load_task(bundle_path, references_dir, catalog)
+    runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.RESILIENCE]
+    parsed = parse_runs_task(inputs, runs, limit)
+    result = judge_resilience_task(inputs, parsed)
+    return {"checks": result.checks, "section": result.section}

@@ -81,6 +81,7 @@ class RankScore:
     detection_s: float | None
     detection_delay_s: float | None
     detected_in_time: bool | None  # None when not flagged
+    lowest_window_score: float = 1.0  # the lowest relative score of any window (what a periodic detector sees)
 
 
 @dataclass(frozen=True)
@@ -115,12 +116,15 @@ def score_stragglers(
     window_steps: int = 10,
     warmup_steps: int = 0,
     detect_max_s: float = 600.0,
+    flag_windows: bool = False,
 ) -> StragglerReport:
     """Relative and individual scores per rank, flagged below `threshold`, matched to detections.
 
     Steps below the first step + `warmup_steps` are left out. Windows of `window_steps` steps give the
     time a straggler first became visible: the last timestamp of that rank in its first window whose
-    relative score is below the threshold.
+    relative score is below the threshold. With `flag_windows`, a rank is also flagged when any window's
+    relative score is below the threshold (a GPU that turns slow late, or is replaced, is caught as a periodic
+    detector would catch it); by default only its score over the whole run counts.
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"straggler threshold must lie in (0, 1], got {threshold}")
@@ -162,7 +166,8 @@ def score_stragglers(
 
     out = []
     for i, r in enumerate(ranks.tolist()):
-        flagged = bool(relative[i] < threshold)
+        lowest = float(np.nanmin(np.nan_to_num(window_scores[i], nan=1.0)))
+        flagged = bool(relative[i] < threshold) or (flag_windows and lowest < threshold)
         place = placement.get(r)
         first: float | None = None
         if flagged:
@@ -182,6 +187,7 @@ def score_stragglers(
                 detection_s=det,
                 detection_delay_s=delay,
                 detected_in_time=(delay is not None and delay <= detect_max_s) if flagged else None,
+                lowest_window_score=lowest,
             )
         )
     return StragglerReport(

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from clustercert.bundle import Bundle, Phase, RunKind, RunSpec
 from clustercert.catalog import Baseline, LoadedCatalog
 from clustercert.errors import EvidenceError
-from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
+from clustercert.metrics.flops import CANONICAL, Attention, FlopsConvention, ModelShape, model_flops_per_sequence
+from clustercert.metrics.mlperf import MlperfRun, RunStatus, score_time_to_train
 from clustercert.metrics.stats import median_index
 from clustercert.metrics.throughput import (
     RunThroughput,
@@ -19,7 +20,8 @@ from clustercert.metrics.throughput import (
     tflops_per_gpu,
     tokens_per_s_per_gpu,
 )
-from clustercert.parsers.training import TrainingLog
+from clustercert.parsers.mlperf import MlperfResult
+from clustercert.parsers.training import TrainingLog, TrainingStep
 from clustercert.provenance import Span
 from clustercert.verdicts import Check, Severity, Status
 
@@ -51,6 +53,8 @@ class WorkloadResult:
     mfu: float
     mfu_canonical: float
     flops_convention: str
+    log_tflops_per_gpu: float | None
+    log_flops_convention: str | None
     baseline: Baseline
     baseline_source_title: str
     delta_pct: float
@@ -81,6 +85,8 @@ class WorkloadResult:
             "mfu": self.mfu,
             "mfu_canonical": self.mfu_canonical,
             "flops_convention": self.flops_convention,
+            "log_tflops_per_gpu": self.log_tflops_per_gpu,
+            "log_flops_convention": self.log_flops_convention,
             "baseline": {
                 "step_time_s": self.baseline.step_time_s,
                 "mfu": self.baseline.mfu_published,
@@ -125,8 +131,85 @@ def _problem_check(run: RunSpec, file: str, problem: WindowProblem | EvidenceErr
     )
 
 
+LOG_TFLOPS_TOLERANCE = 0.02  # a printed TFLOP/s within 2 % of a convention's value is explained by it
+
+
+def _candidate_conventions(baseline: Baseline) -> list[FlopsConvention]:
+    """Causal and non-causal, each plain and with the baseline's overrides (errata, fixed vocabulary)."""
+    own = baseline.flops_convention.flops()
+    out: list[FlopsConvention] = []
+    for attention in (Attention.CAUSAL, Attention.NON_CAUSAL):
+        for conv in (FlopsConvention(attention), FlopsConvention(attention, own.kv_groups, own.vocab)):
+            if conv not in out:
+                out.append(conv)
+    return out
+
+
+def match_log_convention(
+    shape: ModelShape, seq_len: int, gbs: int, gpus: int, steps: list[tuple[float, float]], baseline: Baseline
+) -> tuple[float, str | None, dict[str, float]]:
+    """The log's mean printed TFLOP/s per GPU, the convention explaining it within 2 % (None if none), ratios.
+
+    `steps` holds (step time s, printed TFLOP/s) of the window's steps; each convention's ratio is the median of
+    printed / (F x GBS / t / GPUs), so the log's own step times are used.
+    """
+    printed = sum(p for _, p in steps) / len(steps)
+    ratios: dict[str, float] = {}
+    for conv in _candidate_conventions(baseline):
+        flops = model_flops_per_sequence(shape, seq_len, conv)
+        per_step = sorted(p / tflops_per_gpu(flops, gbs, t, gpus) for t, p in steps)
+        mid = len(per_step) // 2
+        ratios[conv.describe()] = (per_step[mid] if len(per_step) % 2 else 0.5 * (per_step[mid - 1] + per_step[mid]))
+    best = min(ratios, key=lambda k: abs(ratios[k] - 1.0))
+    return printed, best if abs(ratios[best] - 1.0) <= LOG_TFLOPS_TOLERANCE else None, ratios
+
+
+def judge_mlperf(
+    runs: list[RunSpec], parsed: Mapping[str, object | EvidenceError], targets: Mapping[str, float]
+) -> list[Check]:
+    """MLPerf time-to-train per `kind: mlperf` run: advisory unless the catalog sets a target (minutes)."""
+    checks: list[Check] = []
+    for run in runs:
+        result = parsed.get(run.id)
+        check_id = f"{PHASE}.mlperf-{run.id}_time_to_train"
+        if isinstance(result, EvidenceError):
+            checks.append(Check(
+                id=check_id, title=f"MLPerf {run.id} time to train", phase=PHASE, severity=Severity.ADVISORY,
+                status=Status.ERROR, measured=None, target=None, unit="min", message=str(result),
+                evidence=(Span(result.file, result.line or 0, result.line or 0, 1),)))
+            continue
+        if not isinstance(result, MlperfResult):
+            continue
+        bench = result.benchmark or run.id
+        target = targets.get(bench)
+        scored = score_time_to_train([
+            MlperfRun(r.file, r.minutes if r.minutes is not None else float("inf"),
+                      RunStatus.SUCCESS if r.minutes is not None else
+                      RunStatus.MISSING_STOP if r.stop_ms is None else RunStatus.ABORTED,
+                      (Span(r.file, r.start_line or 0, r.stop_line or r.start_line or 0, 2),))
+            for r in result.runs
+        ], result.scaling_factor or 1.0)
+        severity = Severity.REQUIRED if target is not None else Severity.ADVISORY
+        title = f"MLPerf {bench} time to train" + (f" within {target:g} min" if target is not None else "")
+        if not scored.valid:
+            status, message = Status.ERROR, f"{result.folder}: no valid score: {scored.reason}"
+        elif target is None:
+            status = Status.SKIPPED
+            message = (f"score {scored.minutes:.2f} min (olympic mean of {scored.runs} runs, scaling factor "
+                       f"{scored.scaling_factor:g}); reported only (the catalog sets no target)")
+        else:
+            status = Status.PASS if scored.minutes <= target else Status.FAIL
+            message = f"score {scored.minutes:.2f} min vs target {target:g} min ({scored.runs} runs)"
+        checks.append(Check(
+            id=check_id, title=title, phase=PHASE, severity=severity, status=status,
+            measured=scored.minutes if scored.valid else None, target=target, unit="min", message=message,
+            evidence=scored.evidence))
+    return checks
+
+
 def judge_efficiency(
-    bundle: Bundle, catalog: LoadedCatalog, logs: Mapping[str, TrainingLog | EvidenceError]
+    bundle: Bundle, catalog: LoadedCatalog, logs: Mapping[str, TrainingLog | EvidenceError],
+    mlperf: Mapping[str, object | EvidenceError] | None = None,
 ) -> EfficiencyResult:
     """Judge every suite workload; `logs` maps a run id to its parsed log or the error that stopped parsing."""
     rules = catalog.spec.rules
@@ -224,6 +307,24 @@ def judge_efficiency(
             message=f"coefficient of variation {cv:.4f} (std {t.std_s:.4f} s over {len(t.step_times)} steps)",
             evidence=(span,),
         ))
+        printed = [(s.step_time_s, s.tflops_per_gpu) for s in logs_steps(logs, used.run_id, t.window)
+                   if s.step_time_s and s.tflops_per_gpu]
+        log_tflops: float | None = None
+        log_convention: str | None = None
+        if printed:
+            log_tflops, log_convention, ratios = match_log_convention(
+                spec, baseline.seq_len, baseline.gbs, entry.gpus, printed, baseline)
+            shown = ", ".join(f"{k}: {v:.3f}" for k, v in ratios.items())
+            checks.append(Check(
+                id=f"{PHASE}.{subject}_log_tflops_explained",
+                title=f"{subject}: the TFLOP/s the log prints matches a known FLOPs convention (within 2 %)",
+                phase=PHASE, severity=Severity.ADVISORY, status=Status.PASS if log_convention else Status.WARN,
+                measured=log_tflops, target=None, unit="TFLOP/s/GPU",
+                message=(f"the log prints {log_tflops:.1f} TFLOP/s/GPU on average: "
+                         + (f"the {log_convention} convention" if log_convention else "no convention explains it")
+                         + f" (printed / computed per convention: {shown})"),
+                evidence=(span,),
+            ))
         workloads.append(WorkloadResult(
             workload=entry.workload, precision=entry.precision.value, gpus=entry.gpus, gbs=baseline.gbs,
             seq_len=baseline.seq_len, used=used, repeats=tuple(valid),
@@ -233,7 +334,21 @@ def judge_efficiency(
             mfu=mfu(f_base, baseline.gbs, t.mean_s, entry.gpus, peak),
             mfu_canonical=mfu(f_canon, baseline.gbs, t.mean_s, entry.gpus, peak),
             flops_convention=baseline.flops_convention.flops().describe(),
+            log_tflops_per_gpu=log_tflops, log_flops_convention=log_convention,
             baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
             delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
         ))
+    mlperf_runs = [r for r in bundle.runs if r.kind is RunKind.MLPERF]
+    if mlperf is not None:
+        checks.extend(judge_mlperf(mlperf_runs, mlperf, rules.mlperf_targets_minutes))
     return EfficiencyResult(checks=checks, workloads=workloads, step_series=series)
+
+
+def logs_steps(
+    logs: Mapping[str, TrainingLog | EvidenceError], run_id: str, window: tuple[int, int]
+) -> list[TrainingStep]:
+    """The printed steps of a run's measurement window."""
+    log = logs[run_id]
+    if isinstance(log, EvidenceError):
+        return []
+    return [s for s in log.steps if window[0] <= s.iteration <= window[1]]

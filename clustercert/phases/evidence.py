@@ -1,0 +1,70 @@
+"""Parse one bundle run with the parser its kind and format name; an unusable file is kept as a finding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustercert.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.errors import EvidenceError
+from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_training_log
+from clustercert.parsers.log_clock import LogClock, parse_log_clock
+from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience
+from clustercert.parsers.training import TrainingLog
+
+__all__ = ["ResilienceRunLog", "parse_run"]
+
+# Which formats each kind of run may use (bundle.yaml `format`).
+_KIND_FORMATS: dict[RunKind, frozenset[str]] = {
+    RunKind.TRAINING: frozenset(TRAINING_FORMATS),
+    RunKind.RESILIENCE: frozenset({"nemo"}),
+    RunKind.COLLECTIVE: frozenset({"nccl-tests"}),
+    RunKind.SCHEDULER: frozenset({"sacct"}),
+    RunKind.EVENTS: frozenset({"events"}),
+    RunKind.RANK_TIMINGS: frozenset({"rank-timings"}),
+    RunKind.TELEMETRY: frozenset({"dcgm"}),
+    RunKind.MLPERF: frozenset({"mlperf"}),
+}
+
+
+@dataclass(frozen=True)
+class ResilienceRunLog:
+    """A training log across restarts: its steps, its resilience lines and its printed times."""
+
+    training: TrainingLog
+    resilience: ResilienceLog
+    clock: LogClock
+
+
+def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | EvidenceError:
+    """The parsed first file of `run` (the parser its kind and format name), or the error that stops it."""
+    rel = run.files[0]
+    display = str(bundle.root / rel)
+    allowed = _KIND_FORMATS[run.kind]
+    if run.format not in allowed:
+        return EvidenceError(
+            f"{bundle.root / 'bundle.yaml'} run '{run.id}'",
+            f"expected a format for kind {run.kind.value} ({', '.join(sorted(allowed))}), got '{run.format}'. "
+            "Fix bundle.yaml",
+            field="format",
+        )
+    try:
+        path = bundle.resolve(rel, entry=f"run '{run.id}' files")
+        if run.kind is RunKind.TRAINING:
+            return parse_training_log(path, display, run.format, limit=limit)
+        if run.kind is RunKind.RESILIENCE:
+            return ResilienceRunLog(
+                training=parse_training_log(path, display, run.format, limit=limit),
+                resilience=parse_nemo_resilience(path, display, limit=limit),
+                clock=parse_log_clock(path, display, timezone=bundle.spec.timezone, limit=limit),
+            )
+        parser = FORMATS[run.format]
+        parsed: object
+        if run.kind is RunKind.SCHEDULER:
+            parsed = parser(path, display, timezone=bundle.spec.timezone, limit=limit)
+        elif run.kind is RunKind.MLPERF:
+            parsed = parser(path, display, ruleset=run.ruleset, limit=limit)
+        else:
+            parsed = parser(path, display, limit=limit)
+        return parsed
+    except EvidenceError as exc:
+        return exc

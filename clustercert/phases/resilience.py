@@ -1,0 +1,764 @@
+"""Resilience phase: long-run goodput, stragglers, stalls, automatic restarts, lost work, administrator actions."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from clustercert.bundle import LoadedBundle, Phase, RunKind, RunSpec
+from clustercert.catalog import LoadedCatalog
+from clustercert.errors import EvidenceError
+from clustercert.metrics.goodput import (
+    BadputKind,
+    CheckpointSave,
+    GoodputResult,
+    Interruption,
+    ReadinessGoodput,
+    StepCompletion,
+    Timeline,
+    compute_ml_goodput,
+    compute_readiness_goodput,
+)
+from clustercert.metrics.resilience import Actor, Event, EventType, ResilienceReport, analyze_resilience
+from clustercert.metrics.stragglers import Detection, RankPlace, RankTimings, StragglerReport, score_stragglers
+from clustercert.parsers.dcgm import Telemetry
+from clustercert.parsers.events import EventLog
+from clustercert.parsers.events import EventType as LogType
+from clustercert.parsers.nemo_resilience import LogEventKind
+from clustercert.parsers.rank_timings import RankTimings as RankTable
+from clustercert.parsers.sacct import SacctResult
+from clustercert.parsers.training import TrainingStep
+from clustercert.phases import PhaseResult
+from clustercert.phases.evidence import ResilienceRunLog
+from clustercert.provenance import Span
+from clustercert.verdicts import Check, Severity, Status
+
+__all__ = ["JobTimeline", "build_job_timeline", "judge_resilience"]
+
+PHASE = Phase.RESILIENCE.value
+_ADMINS = frozenset({"operator", "admin", "administrator", "sysadmin", "human"})
+_WINDOW_SAMPLES = 3  # straggler windows: this many sampled steps per GPU (a median that outvotes one outlier)
+
+
+@dataclass(frozen=True)
+class JobTimeline:
+    """One job across its restarts, on a clock whose zero is the first job start (seconds)."""
+
+    origin_epoch_s: float
+    timeline: Timeline
+    interruptions: tuple[Interruption, ...]
+    events: tuple[Event, ...]
+    segments: tuple[tuple[int, int], ...]  # [first, last) indices into timeline.steps per job start
+    resumed_from: tuple[int | None, ...]  # per restart: the checkpoint step training resumed from
+    note: str
+
+
+def _by(value: str | None) -> Actor:
+    if value is None:
+        return Actor.UNKNOWN
+    return Actor.ADMINISTRATOR if value.lower() in _ADMINS else Actor.AUTOMATION
+
+
+def _events_from_log(logs: Sequence[EventLog]) -> list[tuple[float, Event, LogType]]:
+    """Job events of the cluster's own event log(s), as (epoch seconds, metric event, original type)."""
+    mapping = {
+        LogType.FAULT_INJECTED: EventType.FAULT, LogType.FAULT_DETECTED: EventType.DETECTED,
+        LogType.STALL_DETECTED: EventType.DETECTED, LogType.STRAGGLER_DETECTED: EventType.DETECTED,
+        LogType.JOB_STARTED: EventType.JOB_STARTED, LogType.JOB_FINISHED: EventType.JOB_STOPPED,
+        LogType.RESTART_STARTED: EventType.JOB_STOPPED, LogType.NODE_EXCLUDED: EventType.NODE_EXCLUDED,
+        LogType.NODE_ADDED: EventType.NODE_REPLACED, LogType.CHECKPOINT_SAVED: EventType.CHECKPOINT_SAVED,
+        LogType.ADMIN_ACTION: EventType.ADMIN_ACTION,
+    }
+    out: list[tuple[float, Event, LogType]] = []
+    for log in logs:
+        for e in log.events:
+            kind = mapping.get(e.type)
+            if kind is None:
+                continue
+            nodes = e.extra.get("nodes")
+            by = Actor.ADMINISTRATOR if e.type is LogType.ADMIN_ACTION else _by(e.by)
+            detail = e.detail or e.type.value
+            out.append((e.ts.timestamp(), Event(
+                time_s=0.0, type=kind, node=e.node, detail=detail, by=by,
+                nodes=tuple(str(n) for n in nodes) if isinstance(nodes, list) else (), step=e.step,
+                evidence=(Span(log.file, e.line, e.line, 1),),
+            ), e.type))
+    return out
+
+
+def _segments(run: ResilienceRunLog) -> list[list[int]]:
+    """Indices of the log's steps per job start: a new segment where a worker group starts or the step goes back."""
+    steps = run.training.steps
+    cuts = sorted({line for line, _ in run.clock.worker_starts}
+                  | {e.line for e in run.resilience.events if e.kind is LogEventKind.RESTART})
+    segments: list[list[int]] = []
+    current: list[int] = []
+    seen_cut = 0
+    for i, s in enumerate(steps):
+        passed = bisect.bisect_right(cuts, s.line)
+        if passed != seen_cut and current:
+            segments.append(current)
+            current = []
+        seen_cut = passed
+        current.append(i)
+    if current:
+        segments.append(current)
+    return segments
+
+
+def build_job_timeline(
+    run: ResilienceRunLog, event_logs: Sequence[EventLog], scheduler: Sequence[SacctResult]
+) -> JobTimeline | str:
+    """The job's starts, steps placed in time, checkpoints, interruptions and events; a reason when impossible.
+
+    Step lines print no time. Within a job segment the steps are laid end to end by their printed step
+    times, as late as the log's own timestamps allow: a step ended no later than the first timestamped line
+    printed after it (or a checkpoint the event log records for it). Job starts come from the event log's
+    `job_started`, else the launcher's `Starting worker group` lines, else sacct's job and step starts.
+    """
+    steps = run.training.steps
+    if not steps:
+        return f"{run.training.file}: expected step lines, got none"
+    stamps = run.clock.stamps
+    stamp_lines = [line for line, _ in stamps]
+    logged = _events_from_log(event_logs)
+    starts = sorted(t for t, e, _ in logged if e.type is EventType.JOB_STARTED)
+    source = "event log"
+    if not starts:
+        starts, source = sorted(t for _, t in run.clock.worker_starts), "launcher lines"
+    if not starts:
+        starts = sorted(
+            datetime_s(x) for res in scheduler for job in res.jobs for x in [job.start, *(s.start for s in job.steps)]
+            if x is not None
+        )
+        source = "sacct"
+    if not starts:
+        return (f"{run.training.file}: expected a job start (event log job_started, a launcher 'Starting worker "
+                "group' line or sacct Start), got none")
+    saved_at: list[tuple[float, int]] = sorted(
+        (t, e.step) for t, e, _ in logged if e.type is EventType.CHECKPOINT_SAVED and e.step is not None)
+    placed: list[tuple[int, float, int]] = []  # (step number, epoch end, index)
+    segments = _segments(run)
+    seg_bounds: list[tuple[int, int]] = []
+    for k, seg in enumerate(segments):
+        start = starts[min(k, len(starts) - 1)]
+        following = starts[k + 1] if k + 1 < len(starts) else float("inf")
+        saved_here = {step: t for t, step in saved_at if start <= t < following}
+        cum: list[float] = []
+        total = 0.0
+        for i in seg:
+            total += float(steps[i].step_time_s or 0.0)
+            cum.append(total)
+        offsets: list[float] = []
+        for j, i in enumerate(seg):
+            pos = bisect.bisect_right(stamp_lines, steps[i].line)
+            nxt_line = steps[seg[j + 1]].line if j + 1 < len(seg) else None
+            if pos < len(stamps) and (nxt_line is None or stamps[pos][0] < nxt_line):
+                offsets.append(stamps[pos][1] - cum[j])
+            if _step_no(steps[i]) in saved_here:
+                offsets.append(saved_here[_step_no(steps[i])] - cum[j])
+        previous_end = placed[-1][1] if placed else start
+        offset = max(min(offsets) if offsets else start, start, previous_end)
+        first = len(placed)
+        for j, i in enumerate(seg):
+            placed.append((_step_no(steps[i]), offset + cum[j], i))
+        seg_bounds.append((first, len(placed)))
+    origin = starts[0]
+    finished = [t for t, e, lt in logged if lt is LogType.JOB_FINISHED]
+    end = max(finished) if finished else max(stamps[-1][1] if stamps else origin, placed[-1][1])
+    end = max(end, placed[-1][1])
+    job_starts = starts[: len(segments)] if len(starts) >= len(segments) else starts
+    # interruptions: between segment k's last step and job start k + 1
+    faults = sorted(t for t, e, _ in logged if e.type is EventType.FAULT)
+    stamp_at = dict(stamps)
+    log_failures = sorted(stamp_at[e.line] for e in run.resilience.events
+                          if e.kind in (LogEventKind.WORKER_GROUP_FAILED, LogEventKind.WORKER_FAILED)
+                          and e.line in stamp_at)
+    interruptions: list[Interruption] = []
+    resumed_from: list[int | None] = []
+    previous_resume = origin
+    for k in range(1, len(job_starts)):
+        last_end = placed[seg_bounds[k - 1][1] - 1][1] if seg_bounds[k - 1][1] > seg_bounds[k - 1][0] else origin
+        scheduled = job_starts[k]
+        candidates = [t for t in faults + log_failures if last_end - 1e-9 <= t <= scheduled] or [
+            t for t in faults + log_failures if job_starts[k - 1] <= t <= scheduled]
+        interrupted = min(candidates) if candidates else last_end
+        lo, hi = seg_bounds[k] if k < len(seg_bounds) else (len(placed), len(placed))
+        resumed = scheduled
+        ckpt: float | None = None
+        from_step: int | None = None
+        if hi > lo:
+            first_step, first_end, idx = placed[lo]
+            resumed = max(scheduled, first_end - float(steps[idx].step_time_s or 0.0))
+            from_step = first_step - 1
+            earlier = [end_s for no, end_s, _ in placed[: seg_bounds[k - 1][1]] if no == from_step]
+            ckpt = earlier[-1] if earlier else None
+        interrupted = max(min(interrupted, scheduled), previous_resume)
+        resumed = min(resumed, end)
+        previous_resume = resumed
+        if ckpt is not None and ckpt > interrupted:
+            ckpt = None
+        interruptions.append(Interruption(interrupted - origin, scheduled - origin, resumed - origin,
+                                          None if ckpt is None else ckpt - origin))
+        resumed_from.append(from_step)
+    saves = [CheckpointSave(t - origin - float(e_extra), t - origin, step)
+             for t, step, e_extra in _blocking_saves(event_logs)]
+    timeline = Timeline(
+        job_starts=tuple(s - origin for s in job_starts), end_s=end - origin,
+        steps=tuple(StepCompletion(no, t - origin) for no, t, _ in placed),
+        checkpoints=tuple(sorted(saves, key=lambda c: c.end_s)),
+        interruptions=tuple(interruptions),
+        evidence=(Span(run.training.file, steps[0].line, steps[-1].line, len(steps)),),
+    )
+    events: list[Event] = [
+        Event(t - origin, e.type, e.node, e.detail, e.by, e.nodes, e.step, e.evidence) for t, e, _ in logged
+    ]
+    if not logged:
+        events = _events_from_training_log(run, origin, job_starts)
+    note = (f"job starts from the {source}; step lines print no time, so steps are laid end to end by their "
+            "printed step times as late as the log's timestamps allow (1 s resolution)")
+    return JobTimeline(origin, timeline, tuple(interruptions), tuple(sorted(events, key=lambda e: e.time_s)),
+                       tuple(seg_bounds), tuple(resumed_from), note)
+
+
+def _step_no(step: TrainingStep) -> int:
+    return step.global_step if step.global_step is not None else step.iteration
+
+
+def datetime_s(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def _blocking_saves(logs: Sequence[EventLog]) -> list[tuple[float, int, float]]:
+    """Checkpoint saves the event log marks as blocking (`blocking_s` seconds ending at `ts`)."""
+    out: list[tuple[float, int, float]] = []
+    for log in logs:
+        for e in log.events:
+            blocking = e.extra.get("blocking_s")
+            if e.type is LogType.CHECKPOINT_SAVED and isinstance(blocking, int | float) and blocking > 0:
+                out.append((e.ts.timestamp(), e.step or 0, float(blocking)))
+    return out
+
+
+def _events_from_training_log(run: ResilienceRunLog, origin: float, starts: Sequence[float]) -> list[Event]:
+    """Without an event log: the launcher's worker-group starts, failures, checkpoints and straggler lines."""
+    file = run.training.file
+    out = [Event(t - origin, EventType.JOB_STARTED, detail="worker group started", by=Actor.AUTOMATION,
+                 evidence=(Span(file, line, line, 1),)) for line, t in run.clock.worker_starts if t in starts]
+    stamp_at = dict(run.clock.stamps)
+    for e in run.resilience.events:
+        when = stamp_at[e.line] - origin if e.line in stamp_at else None
+        span = (Span(file, e.line, e.line, 1),)
+        if when is None:
+            continue
+        if e.kind is LogEventKind.WORKER_GROUP_FAILED:
+            out.append(Event(when, EventType.FAULT, detail=e.detail or "worker group failed", evidence=span))
+        elif e.kind is LogEventKind.CHECKPOINT_SAVED:
+            out.append(Event(when, EventType.CHECKPOINT_SAVED, step=e.step, detail="checkpoint saved", evidence=span))
+        elif e.kind is LogEventKind.STRAGGLER_WARNING:
+            for node in e.nodes:
+                out.append(Event(when, EventType.DETECTED, node=node, detail=f"straggler ranks {e.ranks}",
+                                 evidence=span))
+        elif e.kind is LogEventKind.STRAGGLER_TERMINATION:
+            out.append(Event(when, EventType.JOB_STOPPED, detail="terminated by straggler detection", evidence=span))
+    return out
+
+
+def _check(
+    check_id: str, title: str, severity: Severity, status: Status, message: str, *,
+    measured: float | None = None, target: float | None = None, unit: str = "", evidence: Sequence[Span] = (),
+) -> Check:
+    return Check(id=check_id, title=title, phase=PHASE, severity=severity, status=status, measured=measured,
+                 target=target, unit=unit, message=message, evidence=tuple(evidence))
+
+
+def _spans(events: Sequence[Event]) -> list[Span]:
+    return [s for e in events for s in e.evidence]
+
+
+@dataclass(frozen=True)
+class _Gpus:
+    """Per-rank timings keyed by physical GPU (node, GPU index), so a replaced node's GPU is scored on its own."""
+
+    timings: RankTimings
+    places: dict[int, tuple[str, int, int]]  # key -> (node, gpu, the rank it ran first)
+    rank_place: dict[int, tuple[str, int]]  # rank -> (node, gpu) at the rank's first row
+
+
+def _gpu_columns(table: RankTable, origin: float) -> _Gpus:
+    """Columns for scoring, reduced column-wise (times relative to `origin`), keyed by (node, GPU)."""
+    t = table.table
+    stamp_us = pc.cast(pc.cast(t.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64())
+    seconds = np.asarray(stamp_us.to_numpy(), dtype=np.float64) / 1e6 - origin
+    encoded = pc.dictionary_encode(t.column("node")).combine_chunks()
+    node_codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    names = encoded.dictionary.to_pylist()
+    gpu = np.asarray(t.column("gpu").to_numpy(), dtype=np.int64)
+    rank = np.asarray(t.column("rank").to_numpy(), dtype=np.int64)
+    key = node_codes * (int(gpu.max()) + 1) + gpu
+    uniq, first = np.unique(key, return_index=True)
+    places = {int(k): (str(names[int(node_codes[i])]), int(gpu[i]), int(rank[i]))
+              for k, i in zip(uniq.tolist(), first.tolist(), strict=True)}
+    ranks, rank_first = np.unique(rank, return_index=True)
+    rank_place = {int(r): (str(names[int(node_codes[i])]), int(gpu[i]))
+                  for r, i in zip(ranks.tolist(), rank_first.tolist(), strict=True)}
+    timings = RankTimings.from_columns(
+        key, t.column("step").to_numpy(), t.column("compute_s").to_numpy(), seconds,
+        evidence=(Span(table.file, 1, t.num_rows, t.num_rows),),
+    )
+    return _Gpus(timings, places, rank_place)
+
+
+def _stride(steps: np.ndarray) -> int:
+    uniq = np.unique(steps)
+    if uniq.size < 2:
+        return 1
+    return max(1, int(np.median(np.diff(uniq))))
+
+
+@dataclass(frozen=True)
+class _Reported:
+    """A straggler the cluster's own monitoring reported (event log or the training log's detector lines)."""
+
+    time_s: float | None
+    rank: int | None
+    node: str | None
+    gpu: int | None
+    span: Span
+
+
+def _reported(event_logs: Sequence[EventLog], logs: Sequence[ResilienceRunLog], origin: float) -> list[_Reported]:
+    out = [_Reported(e.ts.timestamp() - origin, e.rank, e.node, e.gpu, Span(log.file, e.line, e.line, 1))
+           for log in event_logs for e in log.events if e.type is LogType.STRAGGLER_DETECTED]
+    for run in logs:
+        stamp_at = dict(run.clock.stamps)
+        for e in run.resilience.events:
+            if e.kind is not LogEventKind.STRAGGLER_WARNING:
+                continue
+            when = stamp_at[e.line] - origin if e.line in stamp_at else None
+            node = e.nodes[0] if len(e.nodes) == 1 else None
+            out += [_Reported(when, rank, node, None, Span(run.training.file, e.line, e.line, 1)) for rank in e.ranks]
+    return out
+
+
+def _who(rank: int | None, place: RankPlace | None) -> str:
+    if place is None:
+        return f"rank {rank}"
+    return f"rank {rank} (node {place.node}, GPU {place.gpu}, NVLink domain {place.domain})"
+
+
+def _straggler_check(
+    bundle: LoadedBundle, catalog: LoadedCatalog, tables: Sequence[RankTable], table_error: bool,
+    events: Sequence[Event], reported: Sequence[_Reported], logs: Sequence[ResilienceRunLog], origin: float,
+    severity: Severity,
+) -> tuple[Check, list[dict[str, object]]]:
+    """Score every rank from the per-rank timings; each straggler must be reported in time and its node handled."""
+    rules = catalog.spec.rules
+    check_id, title = (f"{PHASE}.stragglers_detected_and_handled",
+                       f"Every straggler (relative score < {rules.straggler_score_min:.2f}) was detected within "
+                       f"{rules.straggler_detect_max_s:g} s and its node excluded or replaced")
+    domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
+    ranks_seen = sorted({r.rank for r in reported if r.rank is not None})
+    nodes_seen = sorted({r.node for r in reported if r.node is not None})
+    cluster_said = (f"the cluster's own detection reported ranks {ranks_seen} on node(s) {nodes_seen}"
+                    if reported else "the cluster's own detection reported no straggler")
+    report_spans = [r.span for r in reported]
+    if not tables:
+        rows: list[dict[str, object]] = []
+        for run in logs:
+            for block in run.resilience.straggler_reports:
+                for sc in block.scores:
+                    rows.append({"rank": sc.rank, "node": sc.node, "gpu": None, "domain": domain_of.get(sc.node),
+                                 "relative_score" if block.kind == "relative" else "individual_score": sc.score,
+                                 "flagged": sc.rank in ranks_seen, "first_visible_s": None,
+                                 "detected_s": next((r.time_s for r in reported if r.rank == sc.rank), None),
+                                 "source": f"cluster report ({run.training.file} line {block.line})"})
+        status = Status.ERROR if table_error else Status.FAIL if severity is Severity.REQUIRED else Status.SKIPPED
+        return _check(check_id, title, severity, status,
+                      ("the per-rank timings are unusable (see the rank-timings check)" if table_error else
+                       "the bundle has no per-rank step timings (kind rank-timings): clustercert cannot find "
+                       "stragglers itself, the cluster did not show them") + f"; {cluster_said}. Add the "
+                      "resilience run's per-rank timings", target=rules.straggler_score_min, unit="score",
+                      evidence=report_spans), rows
+    table = tables[0]
+    gpus = _gpu_columns(table, origin)
+    placement = {k: RankPlace(node, gpu, domain_of.get(node, "unknown")) for k, (node, gpu, _) in gpus.places.items()}
+    detections: list[Detection] = []
+    for rep in reported:
+        if rep.time_s is None:
+            continue
+        if rep.node is None and rep.rank is not None and rep.rank in gpus.rank_place:
+            node, gpu = gpus.rank_place[rep.rank]
+            detections.append(Detection(rep.time_s, node, gpu))
+        elif rep.node is not None:
+            detections.append(Detection(rep.time_s, rep.node, rep.gpu))
+    report: StragglerReport = score_stragglers(
+        gpus.timings, placement, detections, threshold=rules.straggler_score_min,
+        window_steps=_WINDOW_SAMPLES * _stride(gpus.timings.step), detect_max_s=rules.straggler_detect_max_s,
+        flag_windows=True,
+    )
+    handled_nodes = {e.node for e in events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)}
+    rows = []
+    failures: list[str] = []
+    flagged = report.stragglers
+    for r in report.ranks:
+        place = r.place
+        rank = gpus.places[r.rank][2]
+        rows.append({
+            "rank": rank, "node": place.node if place else None, "gpu": place.gpu if place else None,
+            "domain": place.domain if place else None, "relative_score": r.relative_score,
+            "individual_score": r.individual_score, "lowest_window_score": r.lowest_window_score,
+            "flagged": r.flagged, "first_visible_s": r.first_visible_s,
+            "detected_s": r.detection_s, "source": "rank-timings",
+        })
+        if not r.flagged:
+            continue
+        why: list[str] = []
+        if r.detection_s is None:
+            why.append("never reported by the cluster's monitoring")
+        elif not r.detected_in_time:
+            why.append(f"reported {r.detection_delay_s or 0.0:.0f} s after first visible "
+                       f"(max {rules.straggler_detect_max_s:g} s)")
+        if place is None or place.node not in handled_nodes:
+            why.append("its node was neither excluded nor replaced")
+        if why:
+            failures.append(f"{_who(rank, place)}, relative score {r.relative_score:.3f} (lowest window "
+                            f"{r.lowest_window_score:.3f}), first visible at "
+                            f"{(r.first_visible_s or 0.0):.0f} s: {'; '.join(why)}")
+    lowest = min((min(r.relative_score, r.lowest_window_score) for r in report.ranks), default=None)
+    spans = [*report.evidence, *report_spans, *_spans([e for e in events if e.type in (
+        EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])]
+    if failures:
+        status = Status.FAIL
+        message = (f"{len(failures)} of {len(flagged)} straggler(s) not handled: " + " | ".join(failures)
+                   + f"; {cluster_said}. Make the cluster's straggler detection report and drain slow GPUs")
+    elif flagged:
+        status = Status.PASS
+        message = "; ".join(
+            f"{_who(gpus.places[r.rank][2], r.place)} score {r.relative_score:.3f} (lowest window "
+            f"{r.lowest_window_score:.3f}), reported "
+            f"{(r.detection_delay_s or 0.0):.0f} s after first visible, node excluded or replaced" for r in flagged)
+    else:
+        status = Status.PASS
+        message = (f"no rank below relative score {rules.straggler_score_min:.2f} "
+                   f"(lowest {lowest:.3f}, {len(report.ranks)} ranks); {cluster_said}")
+    return _check(check_id, title, severity, status, message, measured=lowest, target=rules.straggler_score_min,
+                  unit="score", evidence=spans), rows
+
+
+def _intervals_ml(t: Timeline) -> list[dict[str, object]]:
+    """The timeline cut into startup, productive, wasted, recovery and other stretches (merged when adjacent)."""
+    out: list[dict[str, object]] = []
+
+    def add(a: float, b: float, kind: str) -> None:
+        if b <= a:
+            return
+        if out and out[-1]["kind"] == kind and out[-1]["end_s"] == a:
+            out[-1]["end_s"] = b
+        else:
+            out.append({"start_s": a, "end_s": b, "kind": kind})
+
+    last_index: dict[int, int] = {}
+    for i, s in enumerate(t.steps):
+        last_index[s.step] = i
+    ends = [s.end_s for s in t.steps]
+    bounds = [*t.job_starts[1:], t.end_s]
+    for k, start in enumerate(t.job_starts):
+        lo = bisect.bisect_left(ends, start)
+        hi = bisect.bisect_left(ends, bounds[k]) if k + 1 < len(t.job_starts) else len(ends)
+        if lo == hi:
+            add(start, bounds[k], BadputKind.INFRASTRUCTURE_RECOVERY.value if k + 1 < len(t.job_starts)
+                else BadputKind.STARTUP.value)
+            continue
+        add(start, ends[lo], BadputKind.STARTUP.value)
+        for i in range(lo + 1, hi):
+            add(ends[i - 1], ends[i], "productive" if last_index[t.steps[i].step] == i
+                else BadputKind.WASTED_PROGRESS.value)
+        tail = BadputKind.INFRASTRUCTURE_RECOVERY.value if k + 1 < len(t.job_starts) else BadputKind.OTHER.value
+        add(ends[hi - 1], bounds[k], tail)
+    return out
+
+
+def _goodput_sections(job: JobTimeline, ml: GoodputResult, ready: ReadinessGoodput) -> tuple[dict[str, object],
+                                                                                               dict[str, object]]:
+    intervals: list[dict[str, object]] = []
+    for it, cost in zip(sorted(job.interruptions, key=lambda x: x.interrupted_s), ready.interruptions, strict=True):
+        intervals += [
+            {"start_s": cost.last_checkpoint_s, "end_s": it.interrupted_s, "kind": "lost_work"},
+            {"start_s": it.interrupted_s, "end_s": it.scheduled_s, "kind": "reschedule"},
+            {"start_s": it.scheduled_s, "end_s": it.resumed_s, "kind": "resume"},
+        ]
+    intervals += [{"start_s": c.start_s, "end_s": c.end_s, "kind": "checkpoint_save"} for c in job.timeline.checkpoints]
+    readiness: dict[str, object] = {
+        "definition": ready.definition.value, "goodput": ready.goodput, "wall_s": ready.wall_s,
+        "badput": {"lost_work": ready.lost_work_s, "reschedule": ready.reschedule_s, "resume": ready.resume_s,
+                   "checkpoint_save": ready.save_s},
+        "intervals": sorted(intervals, key=lambda x: float(x["start_s"])),  # type: ignore[arg-type]
+        "interruptions": len(ready.interruptions), "note": job.note,
+    }
+    ml_section: dict[str, object] = {
+        "definition": ml.definition.value, "goodput": ml.goodput, "wall_s": ml.wall_s,
+        "productive_s": ml.productive_s, "badput": {k.value: v for k, v in ml.badput_s.items()},
+        "intervals": _intervals_ml(job.timeline), "disruptions": ml.disruptions, "wasted_steps": list(ml.wasted_steps),
+    }
+    return readiness, ml_section
+
+
+def _last_saved_before(events: Sequence[Event], t: float) -> int | None:
+    saved = [e.step for e in events if e.type is EventType.CHECKPOINT_SAVED and e.step is not None and e.time_s <= t]
+    return max(saved) if saved else None
+
+
+@dataclass(frozen=True)
+class _FaultRow:
+    time_s: float
+    node: str | None
+    detail: str
+    detected_s: float | None
+    restarted_s: float | None
+    time_to_restart_s: float | None
+    restart_nodes: tuple[str, ...]
+    excludes_faulty_node: bool | None
+    automatic: bool
+    last_step_before: int | None
+    resumed_from_step: int | None
+    last_checkpoint_step: int | None
+    lost_steps: int | None
+    lost_work_s: float | None
+    within_checkpoint_interval: bool | None
+    restarted_in_time: bool | None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = dict(self.__dict__)
+        out["restart_nodes"] = list(self.restart_nodes)
+        return out
+
+    @property
+    def where(self) -> str:
+        return f"fault at {self.time_s:.0f} s on {self.node or 'an unnamed node'}"
+
+
+def _fault_rows(report: ResilienceReport, events: Sequence[Event], job: JobTimeline) -> list[_FaultRow]:
+    rows: list[_FaultRow] = []
+    for f in report.faults:
+        excluded = f.excludes_faulty_node
+        if excluded is None and f.fault.node is not None:
+            until = f.restarted_s if f.restarted_s is not None else job.timeline.end_s
+            if any(e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED) and e.node == f.fault.node
+                   and f.fault.time_s <= e.time_s <= until for e in events):
+                excluded = True
+        rows.append(_FaultRow(
+            time_s=f.fault.time_s, node=f.fault.node, detail=f.fault.detail, detected_s=f.detected_s,
+            restarted_s=f.restarted_s, time_to_restart_s=f.time_to_restart_s, restart_nodes=f.restart_nodes,
+            excludes_faulty_node=excluded, automatic=f.automatic, last_step_before=f.last_step_before,
+            resumed_from_step=f.resumed_from_step, last_checkpoint_step=_last_saved_before(events, f.fault.time_s),
+            lost_steps=f.lost_steps, lost_work_s=f.lost_work_s,
+            within_checkpoint_interval=f.within_checkpoint_interval, restarted_in_time=f.restarted_in_time,
+        ))
+    return rows
+
+
+def _restart_check(rows: list[_FaultRow], rules_max: float, severity: Severity, spans: list[Span]) -> Check:
+    check_id = f"{PHASE}.restarts_automatic_on_healthy_nodes"
+    title = (f"Every fatal fault is followed by an automatic restart within {rules_max:g} s on nodes that exclude "
+             "the faulty one, from the last checkpoint")
+    if not rows:
+        return _check(check_id, title, severity, Status.SKIPPED,
+                      "no fatal fault in the run: automatic restart was not exercised", target=rules_max, unit="s",
+                      evidence=spans)
+    problems: list[str] = []
+    for r in rows:
+        if r.restarted_s is None or r.time_to_restart_s is None:
+            problems.append(f"{r.where}: the job never restarted")
+            continue
+        if not r.automatic:
+            problems.append(f"{r.where}: an administrator acted before the restart")
+        if not r.restarted_in_time:
+            problems.append(f"{r.where}: restart after {r.time_to_restart_s:.0f} s (max {rules_max:g} s)")
+        if r.excludes_faulty_node is False:
+            problems.append(f"{r.where}: the restart ran on the faulty node again")
+        if r.last_checkpoint_step is not None and r.resumed_from_step != r.last_checkpoint_step:
+            problems.append(f"{r.where}: resumed from step {r.resumed_from_step}, not from the last checkpoint "
+                            f"(step {r.last_checkpoint_step})")
+    times = [r.time_to_restart_s for r in rows if r.time_to_restart_s is not None]
+    worst = max(times) if times else None
+    if problems:
+        return _check(check_id, title, severity, Status.FAIL, " | ".join(problems) + ". Fix the cluster's "
+                      "automatic requeue (exclude failed nodes, resume from the last checkpoint)",
+                      measured=worst, target=rules_max, unit="s", evidence=spans)
+    summary = "; ".join(
+        f"{r.where} restarted after {r.time_to_restart_s or 0.0:.0f} s"
+        + ("" if r.excludes_faulty_node is None else " without the faulty node")
+        + f", resumed from step {r.resumed_from_step}" for r in rows)
+    return _check(check_id, title, severity, Status.PASS, summary, measured=worst, target=rules_max, unit="s",
+                  evidence=spans)
+
+
+def _lost_check(rows: list[_FaultRow], interval: int | None, severity: Severity, absent: Status,
+                spans: list[Span]) -> Check:
+    check_id = f"{PHASE}.lost_work_within_checkpoint_interval"
+    title = "Work lost to each fault stays within one checkpoint interval"
+    if not rows:
+        return _check(check_id, title, severity, Status.SKIPPED, "no fatal fault in the run: no work lost",
+                      evidence=spans)
+    if interval is None:
+        return _check(check_id, title, severity, absent, "fewer than two checkpoint saves in the evidence: the "
+                      "checkpoint interval cannot be shown. Record checkpoint saves in the event log", evidence=spans)
+    lost = [r.lost_steps for r in rows if r.lost_steps is not None]
+    worst = float(max(lost)) if lost else None
+    over = [f"{r.where} lost {r.lost_steps} steps" for r in rows
+            if r.lost_steps is not None and r.lost_steps > interval]
+    over += [f"{r.where}: the job never resumed" for r in rows if r.lost_steps is None]
+    if over:
+        return _check(check_id, title, severity, Status.FAIL, f"{'; '.join(over)} (checkpoint interval {interval} "
+                      "steps). Checkpoint more often", measured=worst, target=float(interval), unit="steps",
+                      evidence=spans)
+    return _check(check_id, title, severity, Status.PASS, f"at most {int(worst or 0)} step(s) lost per fault, "
+                  f"checkpoint interval {interval} steps", measured=worst, target=float(interval), unit="steps",
+                  evidence=spans)
+
+
+def _collect(bundle: LoadedBundle, parsed: Mapping[str, object | EvidenceError], severity: Severity) -> tuple[
+    list[tuple[RunSpec, object]], list[Check]
+]:
+    """Resilience runs' parsed evidence; an unusable file is an ERROR check naming it."""
+    out: list[tuple[RunSpec, object]] = []
+    errors: list[Check] = []
+    for run in bundle.spec.runs:
+        if run.phase is not Phase.RESILIENCE:
+            continue
+        value = parsed.get(run.id)
+        if isinstance(value, EvidenceError):
+            errors.append(_check(
+                f"{PHASE}.{run.id}_valid", f"Resilience evidence {run.id} is usable", severity, Status.ERROR,
+                str(value), evidence=(Span(value.file, value.line or 0, value.line or 0, 1),)))
+        elif value is not None:
+            out.append((run, value))
+    return out, errors
+
+
+def judge_resilience(
+    bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError]
+) -> PhaseResult:
+    """Judge the resilience phase from the long run's log, event log, sacct, per-rank timings and telemetry."""
+    rules = catalog.spec.rules
+    required = Phase.RESILIENCE in rules.required_phases
+    severity = Severity.REQUIRED if required else Severity.ADVISORY
+    absent = Status.FAIL if required else Status.SKIPPED
+    found, checks = _collect(bundle, parsed, severity)
+    logs = [v for r, v in found if r.kind is RunKind.RESILIENCE and isinstance(v, ResilienceRunLog)]
+    event_logs = [v for r, v in found if r.kind is RunKind.EVENTS and isinstance(v, EventLog)]
+    sacct = [v for r, v in found if r.kind is RunKind.SCHEDULER and isinstance(v, SacctResult)]
+    tables = [v for r, v in found if r.kind is RunKind.RANK_TIMINGS and isinstance(v, RankTable)]
+    telemetry = [v for r, v in found if r.kind is RunKind.TELEMETRY and isinstance(v, Telemetry)]
+    has_any = any(r.phase is Phase.RESILIENCE for r in bundle.spec.runs)
+    if required:
+        checks.insert(0, _check(
+            f"{PHASE}.evidence_present", "The bundle holds resilience-phase evidence", Severity.REQUIRED,
+            Status.PASS if has_any else Status.FAIL,
+            "resilience runs present" if has_any else "the bundle has no run of phase resilience: the cluster did "
+            "not show it. Add the long run's training log, event log, sacct dump, per-rank timings and telemetry"))
+    ids = {
+        "goodput": (f"{PHASE}.goodput_meets_min",
+                    f"Long-run goodput (Readiness Engine definition) is at least {rules.goodput_min:.2f}"),
+        "stalls": (f"{PHASE}.stalls_detected", "Every stall (no step for stall_factor x the mean step time) is "
+                   "detected and acted on"),
+        "lost": (f"{PHASE}.lost_work_within_checkpoint_interval", "Work lost to each fault stays within one "
+                 "checkpoint interval"),
+        "admin": (f"{PHASE}.no_admin_action", "No administrator acted during the run"),
+    }
+    section: dict[str, object] = {"goodput": None, "goodput_ml": None, "stragglers": [], "events": [], "stalls": [],
+                                  "faults": []}
+    job: JobTimeline | str = ("the bundle has no resilience training log (kind resilience, format nemo): the "
+                              "cluster did not show a long run")
+    if logs:
+        job = build_job_timeline(logs[0], event_logs, sacct)
+    if isinstance(job, str):
+        status = absent if not logs else Status.ERROR
+        for key in ("goodput", "stalls", "lost"):
+            checks.append(_check(*ids[key], severity, status, job))
+        checks.append(_check(f"{PHASE}.restarts_automatic_on_healthy_nodes", f"Every fatal fault is followed by "
+                             f"an automatic restart within {rules.restart_max_s:g} s on nodes that exclude the "
+                             "faulty one, from the last checkpoint", severity, status, job))
+        origin = 0.0
+        events: list[Event] = []
+    else:
+        origin = job.origin_epoch_s
+        events = list(job.events)
+        ready = compute_readiness_goodput(job.timeline)
+        ml = compute_ml_goodput(job.timeline)
+        section["goodput"], section["goodput_ml"] = _goodput_sections(job, ml, ready)
+        log_span = list(job.timeline.evidence)
+        breakdown = ", ".join(f"{k.value} {v:.0f} s" for k, v in ml.badput_s.items() if v > 0)
+        checks.append(_check(
+            *ids["goodput"], severity, Status.PASS if ready.goodput >= rules.goodput_min else Status.FAIL,
+            f"goodput {ready.goodput:.4f} over {ready.wall_s:.0f} s ({len(ready.interruptions)} interruption(s): "
+            f"lost work {ready.lost_work_s:.0f} s, reschedule {ready.reschedule_s:.0f} s, resume {ready.resume_s:.0f} "
+            f"s, blocking saves {ready.save_s:.0f} s); ml-goodput definition {ml.goodput:.4f} (badput: {breakdown}; "
+            f"re-done steps {list(ml.wasted_steps)})",
+            measured=ready.goodput, target=rules.goodput_min, unit="ratio",
+            evidence=[*log_span, *_spans(events)[:20]]))
+        steps = list(job.timeline.steps)
+        final = logs[0].training.steps[-1]
+        completed = final.max_iteration is not None and _step_no(final) >= final.max_iteration
+        # a job that logged its final iteration finished: the wind-down after it is no stall
+        horizon = steps[-1].end_s if completed and steps else job.timeline.end_s
+        report = analyze_resilience(steps, events, horizon, stall_factor=rules.stall_factor,
+                                    restart_max_s=rules.restart_max_s)
+        stall_rows = [{"start_s": s.start_s, "end_s": s.end_s, "duration_s": s.duration_s, "detected_s": s.detected_s,
+                       "acted_s": s.acted_s, "handled": s.handled} for s in report.stalls]
+        section["stalls"] = stall_rows
+        unhandled = [s for s in report.stalls if not s.handled]
+        threshold = report.stall_threshold_s
+        if unhandled:
+            msg = " | ".join(f"no step from {s.start_s:.0f} s to {s.end_s:.0f} s ({s.duration_s:.0f} s): "
+                             + ("never detected" if s.detected_s is None else "detected but never acted on")
+                             for s in unhandled) + ". Enable hang detection that stops and restarts the job"
+            checks.append(_check(*ids["stalls"], severity, Status.FAIL, msg, measured=float(len(unhandled)),
+                                 target=0.0, unit="stalls", evidence=log_span + _spans(events)))
+        else:
+            msg = (f"{len(report.stalls)} stall(s) above {threshold:.0f} s, each detected and acted on"
+                   if report.stalls else f"no gap between steps above {(threshold or 0.0):.0f} s "
+                   f"({rules.stall_factor:g} x mean step {(report.mean_step_s or 0.0):.1f} s)")
+            checks.append(_check(*ids["stalls"], severity, Status.PASS, msg, measured=float(len(report.stalls)),
+                                 unit="stalls", evidence=log_span))
+        faults = _fault_rows(report, events, job)
+        section["faults"] = [f.to_json() for f in faults]
+        fault_spans = _spans([e for e in events if e.type in (EventType.FAULT, EventType.JOB_STARTED,
+                                                              EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])
+        checks.append(_restart_check(faults, rules.restart_max_s, severity, fault_spans or log_span))
+        checks.append(_lost_check(faults, report.checkpoint_interval_steps, severity, absent,
+                                  fault_spans or log_span))
+    # administrator actions need the cluster's own event log
+    if not event_logs:
+        checks.append(_check(*ids["admin"], severity, absent, "the bundle has no job event log (kind events): the "
+                             "cluster did not show that no administrator acted. Add the job's event log"))
+    else:
+        admin = [e for e in events if e.by is Actor.ADMINISTRATOR or e.type is EventType.ADMIN_ACTION]
+        spans = [Span(log.file, 1, log.events[-1].line, len(log.events)) for log in event_logs]
+        if admin:
+            checks.append(_check(*ids["admin"], severity, Status.FAIL, "administrator action(s): " + "; ".join(
+                f"{e.time_s:.0f} s {e.detail} on {e.node or '-'}" for e in admin), measured=float(len(admin)),
+                target=0.0, unit="actions", evidence=_spans(admin)))
+        else:
+            checks.append(_check(*ids["admin"], severity, Status.PASS,
+                                 f"{sum(len(x.events) for x in event_logs)} events, none by an administrator",
+                                 measured=0.0, target=0.0, unit="actions", evidence=spans))
+    table_error = any(isinstance(parsed.get(r.id), EvidenceError) for r in bundle.spec.runs
+                      if r.kind is RunKind.RANK_TIMINGS and r.phase is Phase.RESILIENCE)
+    straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
+                                       _reported(event_logs, logs, origin), logs, origin, severity)
+    checks.append(straggler)
+    section["stragglers"] = rows
+    section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
+                          "by": e.by.value} for e in events]
+    section["telemetry"] = [{"file": t.file, "samples": len(t.samples),
+                             "gpus": len({(s.host, s.gpu) for s in t.samples}),
+                             "metrics": sorted({s.metric for s in t.samples})} for t in telemetry]
+    return PhaseResult(checks=checks, section=section)

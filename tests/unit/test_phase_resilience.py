@@ -1,0 +1,226 @@
+"""The resilience judge on a hand-written long run: a slow GPU, a node fault, an automatic restart.
+
+Timeline (seconds from the first job start, 2026-01-01T00:00:00Z), every step 10 s unless said:
+steps 0-15 end at 20, 30, ..., 170 (a timestamped log line at 170 anchors them); checkpoints of steps
+4, 9, 14 at 60, 110, 160; n3 faults at 175 (detected 180, excluded 185); restart requested at 190, the job
+starts again at 200 on n1 n4 n5 n6 and resumes from step 14: steps 15-29 end at 230, ..., 370 (anchored);
+the job finishes at 380. Rank 1 runs on n2's GPU 0, 25 % slow from step 5 on, reported at 150.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustercert.phases.resilience import judge_resilience
+from clustercert.verdicts import Severity, Status
+from tests.unit.phase_bundles import by_id, gb200, parse_all, write_bundle
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _iso(t: float) -> str:
+    return (T0 + dt.timedelta(seconds=t)).isoformat()
+
+
+def _nemo_stamp(t: float) -> str:
+    return (T0 + dt.timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _step_line(i: int, t: float) -> str:
+    return (f"[default0]:Training epoch 0, iteration {i}/29 | lr: 1e-05 | global_batch_size: 512 | global_step: {i} "
+            f"| reduced_train_loss: 11.03 | train_step_timing in s: {t}\n")
+
+
+def scenario(
+    tmp_path: Path, *, resume_from: int = 14, hang_s: float = 0.0, stall_detected: bool = False,
+    straggler_reported: bool = True, admin: bool = False, restart_nodes: tuple[str, ...] = ("n1", "n4", "n5", "n6"),
+    events: bool = True, rules: dict[str, Any] | None = None, tail_s: float = 10.0,
+) -> dict[str, Any]:
+    seg1 = {i: 20.0 + 10 * i for i in range(16)}
+    seg2_times = {i: 10.0 + (hang_s if i == 25 else 0.0) for i in range(resume_from + 1, 30)}
+    seg2: dict[int, float] = {}
+    end = 220.0
+    for i, t in seg2_times.items():
+        end += t
+        seg2[i] = end
+    finish = end + tail_s
+    log = ["[2026-01-01 00:00:00,000] [INFO] [ft_launcher] launching\n"]
+    log += [_step_line(i, 10.0) for i in seg1]
+    log.append(f"[default0]:[NeMo I {_nemo_stamp(170)} model_checkpoint:497] after step 15\n")
+    log += [_step_line(i, t) for i, t in seg2_times.items()]
+    log.append(f"[default0]:[NeMo I {_nemo_stamp(end)} model_checkpoint:497] after step 29\n")
+    ev: list[dict[str, Any]] = [{"ts": _iso(0), "type": "job_started", "by": "scheduler",
+                                 "nodes": ["n1", "n2", "n3", "n4"]}]
+    ev += [{"ts": _iso(20 + 10 * s), "type": "checkpoint_saved", "step": s, "by": "trainer"}
+           for s in (4, 9, 14) if s <= resume_from]
+    if straggler_reported:
+        ev.append({"ts": _iso(150), "type": "straggler_detected", "node": "n2", "gpu": 0, "rank": 1,
+                   "by": "straggler-detector"})
+    ev += [
+        {"ts": _iso(175), "type": "fault_injected", "node": "n3", "by": "injector", "detail": "Xid 79"},
+        {"ts": _iso(180), "type": "fault_detected", "node": "n3", "by": "watchdog"},
+        {"ts": _iso(185), "type": "node_excluded", "node": "n3", "by": "scheduler"},
+        {"ts": _iso(186), "type": "node_excluded", "node": "n2", "by": "scheduler"},
+        {"ts": _iso(190), "type": "restart_started", "by": "scheduler"},
+        {"ts": _iso(200), "type": "job_started", "by": "scheduler", "nodes": list(restart_nodes)},
+        {"ts": _iso(210), "type": "checkpoint_loaded", "step": resume_from, "by": "trainer"},
+    ]
+    if admin:
+        ev.append({"ts": _iso(195), "type": "admin_action", "node": "n3", "by": "operator", "detail": "rebooted n3"})
+    if stall_detected:
+        ev.append({"ts": _iso(seg2[24] + 40), "type": "stall_detected", "by": "watchdog"})
+    ev.append({"ts": _iso(finish), "type": "job_finished", "by": "scheduler"})
+    ev.sort(key=lambda e: str(e["ts"]))
+    rows = ["rank,node,gpu,step,compute_s,comm_s,timestamp"]
+    first_nodes, later_nodes = ["n1", "n2", "n3", "n4"], ["n1", "n5", "n6", "n4"]
+    for step, t in seg1.items():
+        for r, node in enumerate(first_nodes):
+            slow = node == "n2" and step >= 5
+            rows.append(f"{r},{node},0,{step},{1.25 if slow else 1.0},0.5,{_iso(t)}")
+    for step, t in seg2.items():
+        for r, node in enumerate(later_nodes):
+            rows.append(f"{r},{node},0,{step},1.0,0.5,{_iso(t)}")
+    runs: list[dict[str, Any]] = [
+        {"id": "long-run", "phase": "resilience", "kind": "resilience", "format": "nemo", "files": ["log.txt"]},
+        {"id": "timings", "phase": "resilience", "kind": "rank-timings", "format": "rank-timings",
+         "files": ["timings.csv"]},
+    ]
+    files: dict[str, str | bytes] = {"log.txt": "".join(log), "timings.csv": "\n".join(rows) + "\n"}
+    if events:
+        runs.append({"id": "events", "phase": "resilience", "kind": "events", "format": "events",
+                     "files": ["events.jsonl"]})
+        files["events.jsonl"] = "".join(json.dumps(e) + "\n" for e in ev)
+    bundle = write_bundle(tmp_path / "b", runs, files)
+    result = judge_resilience(bundle, gb200(**(rules or {})), parse_all(bundle))
+    return {"checks": by_id(result.checks), "section": result.section, "root": bundle.root}
+
+
+def test_goodput_both_definitions_by_hand(tmp_path: Path) -> None:
+    out = scenario(tmp_path)
+    check = out["checks"]["resilience.goodput_meets_min"]
+    # Readiness Engine: t_ch = 175 - 160, t_re = 200 - 175, t_rm = 220 - 200 (step 15 ran 220-230), no blocking save
+    assert check.status is Status.PASS and check.severity is Severity.REQUIRED
+    assert check.measured == pytest.approx((380 - (15 + 20) - 25) / (380 - 25), rel=1e-9)
+    goodput = out["section"]["goodput"]
+    assert goodput["badput"] == pytest.approx({"lost_work": 15, "reschedule": 25, "resume": 20,
+                                               "checkpoint_save": 0})
+    assert goodput["wall_s"] == pytest.approx(380)
+    # ml-goodput: startup 20 + 30, step 15's first run (160-170) wasted, recovery 170-200, other 370-380
+    ml = out["section"]["goodput_ml"]
+    assert ml["goodput"] == pytest.approx(280 / 380, rel=1e-9)
+    assert ml["wasted_steps"] == [15]
+    assert ml["badput"] == pytest.approx({"startup": 50, "data_loading": 0, "checkpoint_save": 0,
+                                          "wasted_progress": 10, "infrastructure_recovery": 30, "other": 10})
+    assert [i["kind"] for i in ml["intervals"]] == ["startup", "productive", "wasted_progress",
+                                                     "infrastructure_recovery", "startup", "productive", "other"]
+    assert [i["start_s"] for i in ml["intervals"]] == pytest.approx([0, 20, 160, 170, 200, 230, 370])
+    assert ml["intervals"][-1]["end_s"] == pytest.approx(380)
+
+
+def test_goodput_below_the_minimum_fails(tmp_path: Path) -> None:
+    check = scenario(tmp_path, rules={"goodput_min": 0.95})["checks"]["resilience.goodput_meets_min"]
+    assert check.status is Status.FAIL and check.measured == pytest.approx(320 / 355, rel=1e-9)
+
+
+def test_reported_and_replaced_straggler_passes(tmp_path: Path) -> None:
+    out = scenario(tmp_path)
+    check = out["checks"]["resilience.stragglers_detected_and_handled"]
+    assert check.status is Status.PASS
+    (slow,) = [s for s in out["section"]["stragglers"] if s["flagged"]]
+    # n2's GPU: 11 of its 16 steps at 1.25 s -> median 1.25; fastest median 1.0
+    assert slow["relative_score"] == pytest.approx(0.8) and (slow["rank"], slow["node"], slow["gpu"]) == (1, "n2", 0)
+    assert slow["domain"] == "rack1"
+    # windows of 3 sampled steps: 3-5 has one slow step (median 1.0); 6-8 is all slow (0.8): visible at step 8, 100 s
+    assert slow["first_visible_s"] == pytest.approx(100) and slow["detected_s"] == pytest.approx(150)
+    assert slow["lowest_window_score"] == pytest.approx(0.8)
+    assert check.measured == pytest.approx(0.8)
+
+
+def test_unreported_straggler_fails_naming_rank_node_gpu_and_domain(tmp_path: Path) -> None:
+    check = scenario(tmp_path, straggler_reported=False)["checks"]["resilience.stragglers_detected_and_handled"]
+    assert check.status is Status.FAIL
+    assert "rank 1 (node n2, GPU 0, NVLink domain rack1), relative score 0.800" in check.message
+    assert "never reported by the cluster's monitoring" in check.message
+
+
+def test_automatic_restart_on_healthy_nodes_passes(tmp_path: Path) -> None:
+    out = scenario(tmp_path)
+    check = out["checks"]["resilience.restarts_automatic_on_healthy_nodes"]
+    assert check.status is Status.PASS and check.measured == pytest.approx(25)
+    (fault,) = out["section"]["faults"]
+    assert fault["node"] == "n3" and fault["excludes_faulty_node"] is True and fault["automatic"] is True
+    assert (fault["resumed_from_step"], fault["last_checkpoint_step"], fault["lost_steps"]) == (14, 14, 1)
+
+
+def test_restart_on_the_faulty_node_fails(tmp_path: Path) -> None:
+    check = scenario(tmp_path, restart_nodes=("n1", "n3", "n4", "n5"))["checks"][
+        "resilience.restarts_automatic_on_healthy_nodes"]
+    assert check.status is Status.FAIL and "fault at 175 s on n3: the restart ran on the faulty node again" in (
+        check.message)
+
+
+def test_lost_work_within_the_checkpoint_interval(tmp_path: Path) -> None:
+    check = scenario(tmp_path)["checks"]["resilience.lost_work_within_checkpoint_interval"]
+    assert check.status is Status.PASS and (check.measured, check.target) == (1.0, 5.0)
+
+
+def test_lost_work_beyond_the_checkpoint_interval_fails(tmp_path: Path) -> None:
+    # checkpoints of steps 4 and 9 only: resumed from 9 after reaching 15 -> 6 steps lost, interval 5
+    check = scenario(tmp_path, resume_from=9)["checks"]["resilience.lost_work_within_checkpoint_interval"]
+    assert check.status is Status.FAIL and (check.measured, check.target) == (6.0, 5.0)
+    assert "fault at 175 s on n3 lost 6 steps" in check.message
+
+
+def test_no_stall_passes_and_an_undetected_hang_fails(tmp_path: Path) -> None:
+    assert scenario(tmp_path / "a")["checks"]["resilience.stalls_detected"].status is Status.PASS
+    out = scenario(tmp_path / "b", hang_s=60.0)
+    check = out["checks"]["resilience.stalls_detected"]
+    # step 25 took 70 s (step 24 ended at 320): mean of kept intervals (13 x 10 + 11 x 10 + 70) / 25 = 12.4 s,
+    # threshold 37.2 s
+    assert check.status is Status.FAIL and "(70 s): never detected" in check.message
+    (stall,) = out["section"]["stalls"]
+    assert stall["duration_s"] == pytest.approx(70) and stall["start_s"] == pytest.approx(320)
+    detected = scenario(tmp_path / "c", hang_s=60.0, stall_detected=True)["checks"]["resilience.stalls_detected"]
+    assert detected.status is Status.PASS
+
+
+def test_administrator_action_fails_two_checks(tmp_path: Path) -> None:
+    out = scenario(tmp_path, admin=True)
+    admin = out["checks"]["resilience.no_admin_action"]
+    assert admin.status is Status.FAIL and "195 s rebooted n3 on n3" in admin.message
+    assert admin.evidence[0].file.endswith("events.jsonl")
+    restart = out["checks"]["resilience.restarts_automatic_on_healthy_nodes"]
+    assert restart.status is Status.FAIL and "an administrator acted before the restart" in restart.message
+    assert scenario(tmp_path / "ok")["checks"]["resilience.no_admin_action"].status is Status.PASS
+
+
+def test_missing_event_log_is_absent_evidence(tmp_path: Path) -> None:
+    check = scenario(tmp_path, events=False)["checks"]["resilience.no_admin_action"]
+    assert check.status is Status.FAIL and "the cluster did not show" in check.message
+
+
+def test_unusable_rank_timings_are_an_error_naming_file_and_line(tmp_path: Path) -> None:
+    out = scenario(tmp_path)
+    timings = out["root"] / "timings.csv"
+    lines = timings.read_text().splitlines()
+    lines[3] = lines[3].replace(",1.0,0.5,", ",-1.0,0.5,")
+    timings.write_text("\n".join(lines) + "\n")
+    from clustercert.bundle import load_bundle
+
+    bundle = load_bundle(out["root"])
+    checks = by_id(judge_resilience(bundle, gb200(), parse_all(bundle)).checks)
+    assert checks["resilience.timings_valid"].status is Status.ERROR
+    assert f"{timings} line 3 field 'compute_s': expected values >= 0, got -1.0" in checks[
+        "resilience.timings_valid"].message
+    assert checks["resilience.stragglers_detected_and_handled"].status is Status.ERROR
+
+
+def test_wind_down_after_the_final_iteration_is_no_stall(tmp_path: Path) -> None:
+    # 60 s from the last step (29 of 29) to job_finished would exceed 3 x 10 s mid-run; after the end it is teardown
+    check = scenario(tmp_path, tail_s=60.0)["checks"]["resilience.stalls_detected"]
+    assert check.status is Status.PASS and check.measured == 0.0

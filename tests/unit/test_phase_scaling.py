@@ -1,0 +1,200 @@
+"""The scaling judge on hand-written bundles: weak scaling, busbw per scope, ceiling, aborts, degraded pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustercert.phases.scaling import judge_scaling
+from clustercert.verdicts import Severity, Status
+from tests.unit.phase_bundles import by_id, gb200, nccl_output, nemo_log, parse_all, write_bundle
+
+GIB = 1 << 30
+
+
+def _training(gpus: int, step_s: float, *, gbs: int | None = None, phase: str = "scaling") -> tuple[
+    dict[str, Any], str, str
+]:
+    rel = f"training/llama3-70b/{gpus}.log"
+    run = {"id": f"llama3-70b-fp8-{gpus}", "phase": phase, "kind": "training", "format": "nemo",
+           "workload": "llama3-70b", "precision": "fp8", "gpus": gpus, "gbs": gbs or 4 * gpus, "seq_len": 8192,
+           "files": [rel]}
+    return run, rel, nemo_log(dict.fromkeys(range(50), step_s))
+
+
+def _weak(tmp_path: Path, times: dict[int, float], **kw: Any) -> dict[str, Any]:
+    runs, files = [], {}
+    for gpus, t in times.items():
+        run, rel, text = _training(gpus, t, phase="efficiency" if gpus == 512 else "scaling",
+                                   gbs=kw.get("gbs", {}).get(gpus))
+        runs.append(run)
+        files[rel] = text
+    bundle = write_bundle(tmp_path / "b", runs, files)
+    result = judge_scaling(bundle, gb200(), parse_all(bundle))
+    return {"checks": by_id(result.checks), "section": result.section}
+
+
+def test_weak_scaling_passes_at_hand_computed_efficiency(tmp_path: Path) -> None:
+    out = _weak(tmp_path, {128: 7.0, 256: 7.2, 512: 7.4})
+    check = out["checks"]["scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    # GBS / GPU is constant, so efficiency = t(128) / t(N): 7.0 / 7.4 is the lowest
+    assert check.status is Status.PASS and check.severity is Severity.REQUIRED
+    assert check.measured == pytest.approx(7.0 / 7.4, rel=1e-12)
+    (entry,) = [w for w in out["section"]["weak_scaling"] if w["workload"] == "llama3-70b"]
+    assert [p["gpus"] for p in entry["points"]] == [128, 256, 512]
+    assert [p["gbs"] for p in entry["points"]] == [512, 1024, 2048]
+    assert [p["efficiency"] for p in entry["points"]] == pytest.approx([1.0, 7.0 / 7.2, 7.0 / 7.4], rel=1e-12)
+    assert entry["points"][0]["tokens_per_s_per_gpu"] == pytest.approx(8192 * 512 / 7.0 / 128, rel=1e-12)
+    assert entry["points"][2]["step_time_s"] == pytest.approx(7.4)
+    assert check.evidence and check.evidence[0].first > 0
+
+
+def test_weak_scaling_fails_below_the_minimum(tmp_path: Path) -> None:
+    check = _weak(tmp_path, {128: 7.0, 256: 7.2, 512: 8.0})["checks"]["scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    assert check.status is Status.FAIL
+    assert check.measured == pytest.approx(7.0 / 8.0, rel=1e-12)
+    assert "lowest 0.875 at 512 GPUs" in check.message
+
+
+def test_suite_workload_without_scaling_runs_fails_as_absent(tmp_path: Path) -> None:
+    checks = _weak(tmp_path, {128: 7.0, 512: 7.0})["checks"]
+    grok = checks["scaling.grok1-314b-bf16_weak_scaling_efficiency"]
+    assert grok.status is Status.FAIL and "the cluster did not show it" in grok.message
+    assert checks["scaling.cross-rack-all_reduce_busbw_meets_target"].status is Status.FAIL
+
+
+def test_gbs_not_proportional_to_gpus_is_an_error(tmp_path: Path) -> None:
+    checks = _weak(tmp_path, {128: 7.0, 256: 7.2}, gbs={128: 512, 256: 512 * 3})["checks"]
+    check = checks["scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    assert check.status is Status.ERROR and "GBS proportional to GPUs" in check.message
+
+
+def test_unreadable_scaling_log_is_an_error_naming_file_and_line(tmp_path: Path) -> None:
+    run, rel, text = _training(128, 7.0)
+    other, rel2, text2 = _training(256, 7.0)
+    lines = text.splitlines(keepends=True)
+    lines[40] = lines[40].replace("train_step_timing in s: 7.0", "train_step_timing in s: 7.O")
+    bundle = write_bundle(tmp_path / "b", [run, other], {rel: "".join(lines), rel2: text2})
+    check = by_id(judge_scaling(bundle, gb200(), parse_all(bundle)).checks)[
+        "scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    assert check.status is Status.ERROR
+    assert f"{bundle.root / rel} line 41 field 'train_step_timing in s': expected a number" in check.message
+
+
+def _collectives(tmp_path: Path, outputs: dict[str, tuple[str, list[str] | None, str]]) -> dict[str, Any]:
+    runs, files = [], {}
+    for run_id, (scope, nodes, text) in outputs.items():
+        rel = f"nccl/{run_id}.log"
+        run: dict[str, Any] = {"id": run_id, "phase": "scaling", "kind": "collective", "format": "nccl-tests",
+                               "scope": scope, "gpus": 8 if scope != "pair" else 2, "files": [rel]}
+        if nodes:
+            run["nodes"] = nodes
+        runs.append(run)
+        files[rel] = text
+    bundle = write_bundle(tmp_path / "b", runs, files)
+    result = judge_scaling(bundle, gb200(), parse_all(bundle))
+    return {"checks": by_id(result.checks), "section": result.section, "root": bundle.root}
+
+
+NVL = "scaling.nvlink-domain-all_reduce_busbw_meets_target"
+
+
+def test_nvlink_domain_busbw_meets_target(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {"ar-rack1": ("nvlink-domain", None, nccl_output(
+        "all_reduce", 8, {GIB // 4: 900.0, GIB: 800.0, 2 * GIB: 810.0}))})
+    check = out["checks"][NVL]
+    # gate on large messages only: max over sizes >= 1 GiB is 810, not the 900 at 256 MiB
+    assert check.status is Status.PASS and check.measured == pytest.approx(810.0) and check.target == 720
+    (row,) = out["section"]["collectives"]
+    assert row["sizes_bytes"] == [GIB // 4, GIB, 2 * GIB] and row["busbw_gbps"] == [900.0, 800.0, 810.0]
+    assert row["large_busbw_gbps"] == 810.0 and row["ceiling_gbps"] == 1800.0 and row["ranks"] == 8
+    assert row["status"] == "PASS" and row["scope"] == "nvlink-domain" and row["collective"] == "all_reduce"
+
+
+def test_nvlink_domain_busbw_below_target_fails(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {"ar-rack1": ("nvlink-domain", None, nccl_output(
+        "all_reduce", 8, {GIB: 600.0, 2 * GIB: 650.0}))})
+    check = out["checks"][NVL]
+    assert check.status is Status.FAIL and check.measured == pytest.approx(650.0)
+    assert "650.0 GB/s (ar-rack1) is below the target 720 GB/s" in check.message
+
+
+def test_busbw_above_the_ceiling_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {"ar-rack1": ("nvlink-domain", None, nccl_output(
+        "all_reduce", 8, {GIB: 2000.0, 2 * GIB: 2100.0}))})
+    check = out["checks"][NVL]
+    assert check.status is Status.ERROR and check.measured is None
+    assert "plausibility ceiling 1800 GB/s" in check.message and "got 2100 GB/s" in check.message
+    assert f"{out['root'] / 'nccl/ar-rack1.log'} line 1" in check.message
+
+
+def test_aborted_test_is_an_error(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {"ar-rack1": ("nvlink-domain", None, nccl_output(
+        "all_reduce", 8, {GIB: 800.0, 2 * GIB: 810.0}, abort=True))})
+    check = out["checks"][NVL]
+    assert check.status is Status.ERROR and "aborted" in check.message
+
+
+def test_collective_without_target_is_reported_only(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {"ag-rack1": ("nvlink-domain", None, nccl_output(
+        "all_gather", 8, {GIB: 600.0}))})
+    check = out["checks"]["scaling.nvlink-domain-all_gather_busbw_meets_target"]
+    assert check.severity is Severity.ADVISORY and check.status is Status.SKIPPED
+    assert check.measured == pytest.approx(600.0) and check.target is None
+
+
+def _pairs(tmp_path: Path, values: list[float]) -> dict[str, Any]:
+    nodes = [["n1", "n3"], ["n2", "n4"], ["n1", "n5"]]
+    return _collectives(tmp_path, {
+        f"pair-{i}": ("pair", pair, nccl_output("all_reduce", 2, {GIB: v, 2 * GIB: v}))
+        for i, (pair, v) in enumerate(zip(nodes, values, strict=True))
+    })
+
+
+def test_pairs_without_a_degraded_link_pass(tmp_path: Path) -> None:
+    out = _pairs(tmp_path, [45.0, 46.0, 44.0])
+    check = out["checks"]["scaling.pairs_no_degraded_link"]
+    assert check.status is Status.PASS and check.measured == pytest.approx(44.0 / 45.0)
+    assert [p["domains"] for p in out["section"]["pairs"]] == [["rack1", "rack2"]] * 3
+
+
+def test_degraded_pair_is_named_with_its_racks(tmp_path: Path) -> None:
+    out = _pairs(tmp_path, [45.0, 46.0, 20.0])
+    check = out["checks"]["scaling.pairs_no_degraded_link"]
+    # median of 45, 46, 20 is 45; 20 / 45 = 0.444 < 0.8
+    assert check.status is Status.FAIL and check.measured == pytest.approx(20.0 / 45.0)
+    assert "n1 (rack1) - n5 (rack2) all_reduce 20.0 GB/s, 44% of the median 45.0 GB/s" in check.message
+    degraded = [p for p in out["section"]["pairs"] if p["degraded"]]
+    assert [(p["nodes"], p["busbw_gbps"]) for p in degraded] == [(["n1", "n5"], 20.0)]
+    assert out["checks"]["scaling.pair-all_reduce_busbw_meets_target"].status is Status.FAIL
+
+
+def test_pair_run_must_name_two_nodes(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {"pair-0": ("pair", ["n1"], nccl_output("all_reduce", 2, {GIB: 45.0}))})
+    check = out["checks"]["scaling.pair-0_valid"]
+    assert check.status is Status.ERROR and "expected the 2 nodes of the pair, got ['n1']" in check.message
+
+
+def test_scaling_not_required_turns_absence_into_skipped(tmp_path: Path) -> None:
+    run, rel, text = _training(512, 7.0, phase="efficiency")
+    bundle = write_bundle(tmp_path / "b", [run], {rel: text})
+    result = judge_scaling(bundle, gb200(required_phases=["efficiency"]), parse_all(bundle))
+    assert all(c.status is not Status.FAIL for c in result.checks)
+    assert all(c.severity is Severity.ADVISORY for c in result.checks)
+    required = judge_scaling(bundle, gb200(), parse_all(bundle))
+    assert by_id(required.checks)["scaling.evidence_present"].status is Status.FAIL
+
+
+def test_unusable_repeat_beside_a_usable_one_leaves_scaling_judged(tmp_path: Path) -> None:
+    run, rel, text = _training(128, 7.0)
+    bad = {**run, "id": "llama3-70b-fp8-128-r2", "repeat": 2, "files": ["training/bad.log"]}
+    other, rel2, text2 = _training(256, 7.7)
+    bundle = write_bundle(tmp_path / "b", [run, bad, other],
+                          {rel: text, "training/bad.log": text.replace("iteration 40/", "iteration 99/"), rel2: text2})
+    check = by_id(judge_scaling(bundle, gb200(), parse_all(bundle)).checks)[
+        "scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    # 7.0 / 7.7 = 0.909 >= 0.90; the broken repeat is left out (its own run check reports it)
+    assert check.status is Status.PASS and check.measured == pytest.approx(7.0 / 7.7, rel=1e-12)
+    assert "1 unusable repeat(s) left out" in check.message
