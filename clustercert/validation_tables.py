@@ -201,11 +201,24 @@ def _arrow_batches(table: pa.Table, columns: list[str]) -> Callable[[], Iterator
     return batches
 
 
+def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each row, how many rows share its (a, b) pair."""
+    order = np.lexsort((b, a))
+    sa, sb = a[order], b[order]
+    starts = np.flatnonzero(np.r_[True, (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])])
+    lengths = np.diff(np.r_[starts, len(order)])
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = np.repeat(lengths, lengths)
+    return out
+
+
 def rank_timings_table(parsed: ParsedFile, gpus_per_node: int | None, span: tuple[float, float] | None) -> TableInput:
     """rank_timings: the Arrow table with column-wise derived columns, validated in row-group batches.
 
-    `key_count` (how many rows share the row's (rank, step)) is computed with numpy over the whole columns,
-    so a duplicate shows on each of its rows even when the copies fall in different batches.
+    `key_count` (how many rows record the same execution of a step on a rank) is computed with numpy over the
+    whole columns, so a duplicate shows on each of its rows even when the copies fall in different batches. An
+    execution is (rank, step, timestamp): after a restart from a checkpoint the job runs the same steps again
+    at later times, which is wasted progress, not a duplicate record; a copied row keeps its timestamp.
     """
     result = parsed.result
     assert isinstance(result, RankTimings)
@@ -219,6 +232,9 @@ def rank_timings_table(parsed: ParsedFile, gpus_per_node: int | None, span: tupl
     else:
         _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
         key_count = counts[inverse]
+    if len(key_count) and int(key_count.max()) > 1:  # the same step again: tell re-runs from copied rows
+        stamp = pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64()).to_numpy()
+        key_count = _pair_counts(keys, np.asarray(stamp, dtype=np.int64))
     seconds = pc.divide(pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64()), 1e6)
     derived = pa.table(
         {
@@ -390,6 +406,9 @@ def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed
     return TableInput(CROSS_SOURCE, "gpu_counts", "bundle", yaml_path, len(frame), _single(frame))
 
 
+_SACCT_RESOLUTION_S = 1.0
+
+
 def _scheduler_jobs(bundle: LoadedBundle, parsed: ParsedBundle, phase: str) -> list[tuple[float, float, float]]:
     """(start, end, elapsed) of every job of the phase's scheduler records with all three known."""
     out: list[tuple[float, float, float]] = []
@@ -406,13 +425,19 @@ def _scheduler_jobs(bundle: LoadedBundle, parsed: ParsedBundle, phase: str) -> l
 
 
 def phase_span(bundle: LoadedBundle, parsed: ParsedBundle, phase: str) -> tuple[float, float] | None:
-    """The time span of the phase's scheduler jobs (first start, last end), None without scheduler records."""
+    """The time span of the phase's scheduler jobs (first start, last end), None without scheduler records.
+
+    sacct prints whole seconds, truncated: a job that ended at 12:00:11.081 reads 12:00:11, so the span's end is
+    the last End plus one second."""
     jobs = _scheduler_jobs(bundle, parsed, phase)
-    return (min(j[0] for j in jobs), max(j[1] for j in jobs)) if jobs else None
+    return (min(j[0] for j in jobs), max(j[1] for j in jobs) + _SACCT_RESOLUTION_S) if jobs else None
 
 
 def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
-    """scheduler_span: per training log of a phase with scheduler records, its logged time beside the longest job."""
+    """scheduler_span: per training log of a phase with scheduler records, its logged time beside the phase's jobs.
+
+    A log that runs across requeues spans several jobs, so the bound is their elapsed times together (each
+    rounded up to sacct's whole second)."""
     rows: list[dict[str, Any]] = []
     for run in bundle.spec.runs:
         if run.kind not in (RunKind.TRAINING, RunKind.RESILIENCE):
@@ -423,7 +448,7 @@ def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInp
         for pf in parsed.get(run.id, []):
             if isinstance(pf.result, TrainingLog) and pf.result.steps:
                 logged = sum(s.step_time_s or 0.0 for s in pf.result.steps)
-                rows.append({"run": run.id, "training_s": logged, "scheduler_elapsed_s": max(j[2] for j in jobs),
+                rows.append({"run": run.id, "training_s": logged, "scheduler_elapsed_s": sum(j[2] + _SACCT_RESOLUTION_S for j in jobs),  # noqa: E501
                              "_file": pf.display, "_line": pf.result.steps[0].line, "_run": run.id})
     columns = ["run", "training_s", "scheduler_elapsed_s", "_file", "_line", "_run"]
     frame = _frame({c: [r[c] for r in rows] for c in columns},

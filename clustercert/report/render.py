@@ -185,6 +185,11 @@ def breakable(text: object) -> markupsafe.Markup:
     return markupsafe.Markup(re.sub(r"([._/,:])", r"\1<wbr>", escaped))
 
 
+def number(value: float | None, fmt: str, scale: float = 1.0) -> str:
+    """`fmt % (value * scale)`, or an en dash where the evidence gave no value."""
+    return "–" if value is None else fmt % (value * scale)
+
+
 def render_html(context: dict[str, Any], templates_dir: Path) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
@@ -193,6 +198,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
         keep_trailing_newline=True,
     )
     env.filters["breakable"] = breakable
+    env.filters["num"] = number
     try:
         css = (templates_dir / CSS).read_text(encoding="utf-8")
         return env.get_template(TEMPLATE).render(css=css, **context)

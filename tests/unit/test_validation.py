@@ -398,9 +398,24 @@ def test_gpu_count_observed_fails_on_a_missing_count(tmp_path: Path, suites: dic
     assert _result(run_tables([bad], suites), "gpu_count_observed").status is ResultStatus.FAIL
 
 
+def test_gpu_count_fits_nodes(tmp_path: Path, suites: dict[str, SuiteSpec], catalog: LoadedCatalog) -> None:
+    """Two nodes of 4 GPUs hold a pairwise test of 2 ranks (one GPU each); one node cannot hold 8 ranks."""
+    pair = NCCL_RUN.replace("gpus: 8,", "gpus: 2, nodes: [n1, n2],")
+    bundle = _bundle(tmp_path, TRAIN_RUN + pair)
+    table = gpu_counts_table(bundle, catalog, _parsed(bundle, _steps(), 2, 3600.0))
+    assert _result(run_tables([table], suites), "gpu_count_fits_nodes").status is ResultStatus.PASS
+    crowded = tmp_path / "crowded"
+    crowded.mkdir()
+    bundle = _bundle(crowded, TRAIN_RUN + NCCL_RUN.replace("gpus: 8,", "gpus: 8, nodes: [n1],"))
+    table = gpu_counts_table(bundle, catalog, _parsed(bundle, _steps(), 8, 3600.0))
+    failed = _result(run_tables([table], suites), "gpu_count_fits_nodes")
+    assert failed.status is ResultStatus.FAIL and failed.sample[0].file == str(crowded / "bundle.yaml")
+
+
 def test_every_expectation_in_checks_has_a_case(suites: dict[str, SuiteSpec]) -> None:
     covered = set(CASES) | {("cross_source", e) for e in (
-        "gpu_counts_agree", "gpu_count_implied_by_log", "scheduler_covers_training", "gpu_count_observed")}
+        "gpu_counts_agree", "gpu_count_implied_by_log", "scheduler_covers_training", "gpu_count_observed",
+        "gpu_count_fits_nodes")}
     declared = {(s.name, e.id) for s in suites.values() for e in s.expectations}
     assert declared == covered
 
@@ -537,3 +552,14 @@ def test_duplicates_are_found_with_sparse_keys(suites: dict[str, SuiteSpec]) -> 
 
     result = _result(run_tables([rank_timings(sparse)], suites), "rank_step_unique")
     assert result.status is ResultStatus.FAIL and [s.line for s in result.sample] == [6, 81]
+
+
+def test_a_step_re_run_after_a_restart_is_not_a_duplicate(suites: dict[str, SuiteSpec]) -> None:
+    """After a restart from a checkpoint the same (rank, step) runs again later: a new execution, not a copy."""
+    def rerun(c: dict[str, list[Any]]) -> None:
+        _rank_dup(c)
+        c["timestamp"][-1] = c["timestamp"][-1] + dt.timedelta(minutes=7)
+
+    assert _result(run_tables([rank_timings(rerun)], suites), "rank_step_unique").status is ResultStatus.PASS
+    copied = _result(run_tables([rank_timings(_rank_dup)], suites), "rank_step_unique")
+    assert copied.status is ResultStatus.FAIL and copied.unexpected_count == 2
