@@ -154,6 +154,10 @@ def scaling_chart(weak: Sequence[dict[str, Any]]) -> Chart | None:
     )
 
 
+def _gbps(value: Any) -> str:
+    return "none" if value is None else f"{float(value):.1f} GB/s"
+
+
 def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
     """Bus bandwidth against message size per collective run, with its target and the plausibility ceiling."""
 
@@ -164,8 +168,9 @@ def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
             ax = fig.add_subplot()
             sizes = [float(s) for s in c["sizes_bytes"]]
             ax.plot(sizes, c["busbw_gbps"], marker=".", ms=3, color=_color(0), label="measured busbw")
-            ax.axhline(float(c["target_gbps"]), color="#2e8b57", ls="--", lw=1.0,
-                       label=f"target {float(c['target_gbps']):.0f} GB/s")
+            if c.get("target_gbps") is not None:
+                ax.axhline(float(c["target_gbps"]), color="#2e8b57", ls="--", lw=1.0,
+                           label=f"target {float(c['target_gbps']):.0f} GB/s")
             ax.axhline(float(c["ceiling_gbps"]), color="#c0392b", ls=":", lw=1.2,
                        label=f"plausibility ceiling {float(c['ceiling_gbps']):.0f} GB/s")
             ax.set_xscale("log", base=2)
@@ -177,9 +182,9 @@ def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
         charts.append(Chart(
             id=f"chart-busbw-{c['run']}", title=f"{c['collective']} {c['scope']} bus bandwidth",
             alt=(f"Line chart of {c['collective']} bus bandwidth against message size over {c['ranks']} ranks "
-                 f"({c['scope']}), {len(sizes)} sizes; large-message busbw {float(c['large_busbw_gbps']):.1f} GB/s "
-                 f"against a target of {float(c['target_gbps']):.1f} GB/s and a plausibility ceiling of "
-                 f"{float(c['ceiling_gbps']):.1f} GB/s; status {c['status']}."),
+                 f"({c['scope']}), {len(sizes)} sizes; large-message busbw {_gbps(c.get('large_busbw_gbps'))} "
+                 f"against a target of {_gbps(c.get('target_gbps'))} and a plausibility ceiling of "
+                 f"{_gbps(c.get('ceiling_gbps'))}; status {c['status']}."),
             uri=uri,
         ))
     return charts
