@@ -75,7 +75,7 @@ def build_results(
                     "title": catalog.spec.title},
         "outcome": outcome.value,
         "valid_until": until.isoformat() if outcome is Outcome.CERTIFIED else None,
-        "rules": catalog.spec.rules.model_dump(),
+        "rules": catalog.spec.rules.model_dump(mode="json"),
         "checks": [c.to_json() for c in checks],
         "workloads": workloads,
         "phases": sections,

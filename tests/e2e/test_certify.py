@@ -25,14 +25,9 @@ STEP_LINE = re.compile(r"iteration (\d+)/\d+ .*train_step_timing in s: ([0-9.]+)
 
 
 @pytest.fixture(scope="session")
-def certified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    work = tmp_path_factory.mktemp("certify")
-    bundle = work / "bundle"
-    shutil.copytree(SAMPLE, bundle)
-    proc = run_cli("certify", str(bundle), "--json", "--redact", "--reports-dir", str(work / "reports"))
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
-    return {"bundle": bundle, "run_dir": Path(out["run_dir"]), "out": out, "stderr": proc.stderr}
+def certified(seed_certified: dict[str, Any]) -> dict[str, Any]:
+    assert seed_certified["rc"] == 0, seed_certified["stderr"]
+    return seed_certified
 
 
 def _window_times(log: Path) -> list[float]:
@@ -295,11 +290,11 @@ def test_missing_window_iteration_is_incomplete_with_file_and_line(tmp_path: Pat
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert errors == [
-        f"error: {log} line {line} field 'iteration': iteration(s) 40 of the window 35-44 are missing",
-        f"error: {log}: required expectation 'window_complete' failed: missing [40] (the baseline's measurement "
-        "window (DOMAIN.md section 1) must be logged completely)",
-    ]
+    assert errors[0] == f"error: {log} line {line} field 'iteration': iteration(s) 40 of the window 35-44 are missing"
+    # The validation suite names the same gap (the checks using that log are gated by it).
+    named = (f"error: {log}: required expectation 'window_complete' failed: missing [40] (the baseline's "
+             "measurement window (DOMAIN.md section 1) must be logged completely)")
+    assert any(e.startswith(named) for e in errors[1:]), errors
     assert "Outcome: INCOMPLETE" in proc.stdout
 
 
