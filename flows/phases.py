@@ -21,7 +21,7 @@ from flows.tasks import load_task, parse_training_task
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
 
 
-@task(name="parse-runs", retries=2, retry_delay_seconds=1)
+@task(name="parse-runs", retries=2, retry_delay_seconds=1, **CACHED)
 def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> dict[str, object]:
     """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect)."""
     wanted = set(run_ids)
