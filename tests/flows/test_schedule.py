@@ -171,18 +171,21 @@ def test_flow_runs_subflows_tasks_and_artifacts_are_in_the_api(scheduled: dict[s
                           r.expected_start_time.minute) == (3, 0) for r in future)
     ran = [r for r in api["flow_runs"] if r.state_name != "Scheduled"]
     by_name = {api["flow_names"][r.id]: r for r in ran}
-    assert sorted(by_name) == ["certify", "efficiency", "scheduled-certify"] and len(ran) == 3
+    phases = ["efficiency", "resilience", "scaling"]
+    assert sorted(by_name) == sorted(["certify", "scheduled-certify", *phases]) and len(ran) == 5
     assert all(r.state_name == "Completed" for r in ran)
     assert by_name["scheduled-certify"].deployment_id is not None
-    assert by_name["certify"].parent_task_run_id is not None and by_name["efficiency"].parent_task_run_id
+    assert by_name["certify"].parent_task_run_id is not None
+    assert all(by_name[p].parent_task_run_id is not None for p in phases)
     tasks: dict[str, list[Any]] = {}
     for t in api["task_runs"]:
         tasks.setdefault(t.name.rsplit("-", 1)[0], []).append(t)  # a task run is named <task>-<suffix>
     results = json.loads((_run_dir(scheduled) / "results.json").read_text())
     repeats = sum(len(w["repeats"]) for w in results["workloads"])
     assert len(tasks["parse-training-log"]) == repeats
-    for name in ("resolve-source", "load-inputs", "judge-efficiency", "judge", "render-and-sign",
-                 "publish-artifacts", "alert", "post-webhook"):
+    for name in ("resolve-source", "load-inputs", "judge-efficiency", "parse-runs", "judge-scaling",
+                 "judge-resilience", "validate", "gate", "judge", "render-and-sign", "publish-artifacts", "alert",
+                 "post-webhook"):
         assert name in tasks, sorted(tasks)
     certify_id = by_name["certify"].id
     arts = {a.key: a for a in api["artifacts"]}
