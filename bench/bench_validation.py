@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clustercert.bundle import RunKind
-from clustercert.evidence import ParsedFile
+from clustercert.evidence.bundle import RunKind
+from clustercert.evidence.parse import ParsedFile
 from clustercert.parsers.rank_timings import parse_rank_timings
-from clustercert.validation import ResultStatus, load_suites, run_tables
-from clustercert.validation_tables import BATCH_ROWS, rank_timings_table
+from clustercert.validation.suites import ResultStatus, load_suites, run_tables
+from clustercert.validation.tables import BATCH_ROWS, rank_timings_table
 
 ROOT = Path(__file__).resolve().parents[1]
 RANKS = 512

@@ -2,6 +2,6 @@
 
 import sys
 
-from clustercert.cli import main
+from clustercert.cli.app import main
 
 sys.exit(main())

@@ -8,9 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clustercert.bundle import Parallelism, Phase, Precision
 from clustercert.errors import CatalogError
-from clustercert.hashing import sha256_file
+from clustercert.evidence.bundle import Parallelism, Phase, Precision
+from clustercert.evidence.hashing import sha256_file
 from clustercert.metrics.flops import Attention, FlopsConvention, Mlp, ModelShape
 from clustercert.yamlio import load_yaml_model
 

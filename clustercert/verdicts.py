@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from clustercert.provenance import Span
+from clustercert.evidence.provenance import Span
 
 __all__ = ["Check", "Outcome", "Severity", "Status", "decide_outcome", "exit_code_for"]
 

@@ -11,9 +11,9 @@ from typing import Any
 from prefect.cache_policies import CacheKeyFnPolicy
 from prefect.context import TaskRunContext
 
-from clustercert.bundle import BUNDLE_FILE
-from clustercert.hashing import sha256_file
-from clustercert.runfolder import Inputs
+from clustercert.evidence.bundle import BUNDLE_FILE
+from clustercert.evidence.hashing import sha256_file
+from clustercert.runs.folder import Inputs
 
 __all__ = ["CACHED", "certify_cache_key", "code_version", "evidence_digest"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from clustercert.results import RunMeta
+from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
 from flows.runners import on_runner

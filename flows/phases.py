@@ -6,15 +6,15 @@ from typing import Any
 
 from prefect import flow, task
 
-from clustercert.bundle import Phase, RunKind
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import Phase, RunKind
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
 from clustercert.phases.evidence import parse_run
 from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
-from clustercert.runfolder import Inputs
+from clustercert.runs.folder import Inputs
 from flows.caching import CACHED
 from flows.tasks import load_task, parse_training_task
 

@@ -9,12 +9,12 @@ from typing import Any
 from prefect import flow, task
 from prefect.events import emit_event
 
-from clustercert.alerts import alert_payload, post_webhook
-from clustercert.bundle import load_bundle
-from clustercert.runmeta import new_run_meta
+from clustercert.attest.signing import MANIFEST_KEY, init_keys, load_signing_key
+from clustercert.evidence.bundle import load_bundle
+from clustercert.runs.alerts import alert_payload, post_webhook
+from clustercert.runs.meta import new_run_meta
+from clustercert.runs.sources import resolve_source
 from clustercert.settings import load_settings
-from clustercert.signing import MANIFEST_KEY, init_keys, load_signing_key
-from clustercert.sources import resolve_source
 from flows.certify import certify_flow
 
 __all__ = ["ALERT_EVENT", "alert_task", "scheduled_certify_flow", "serve_schedule"]

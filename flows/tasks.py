@@ -7,13 +7,13 @@ from typing import Any
 
 from prefect import task
 
+from clustercert.attest.signing import load_signing_key
 from clustercert.errors import EvidenceError
 from clustercert.parsers import TrainingLog
-from clustercert.results import RunMeta, build_results
-from clustercert.runfolder import Inputs, check_seal, load_inputs, parse_training_run, write_run_folder
+from clustercert.runs.folder import Inputs, check_seal, load_inputs, parse_training_run, write_run_folder
+from clustercert.runs.results import RunMeta, build_results
 from clustercert.settings import load_settings
-from clustercert.signing import load_signing_key
-from clustercert.validation import ValidationReport, apply_gating, validate_bundle
+from clustercert.validation.suites import ValidationReport, apply_gating, validate_bundle
 from clustercert.verdicts import Check
 from flows.caching import CACHED
 
@@ -35,7 +35,7 @@ def parse_training_task(inputs: Inputs, run_id: str, limit: int) -> TrainingLog 
 
 @task(name="validate")
 def validate_task(inputs: Inputs, limit: int) -> ValidationReport:
-    from clustercert.evidence import parse_bundle
+    from clustercert.evidence.parse import parse_bundle
 
     parsed = parse_bundle(inputs.bundle, limit)
     return validate_bundle(inputs.bundle, inputs.catalog, parsed, checks_dir=load_settings().checks_dir)

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from clustercert.provenance import Span
+from clustercert.evidence.provenance import Span
 
 __all__ = ["MlperfRun", "MlperfScore", "RunStatus", "score_time_to_train"]
 

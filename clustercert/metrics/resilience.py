@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from clustercert.evidence.provenance import Span
 from clustercert.metrics.goodput import StepCompletion
-from clustercert.provenance import Span
 
 __all__ = [
     "Actor",

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from clustercert.provenance import Span
+from clustercert.evidence.provenance import Span
 
 __all__ = [
     "Detection",

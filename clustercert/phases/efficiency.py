@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from clustercert.bundle import Bundle, Phase, RunKind, RunSpec
 from clustercert.catalog import Baseline, LoadedCatalog
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import Bundle, Phase, RunKind, RunSpec
+from clustercert.evidence.provenance import Span
 from clustercert.metrics.flops import CANONICAL, Attention, FlopsConvention, ModelShape, model_flops_per_sequence
 from clustercert.metrics.mlperf import MlperfRun, RunStatus, score_time_to_train
 from clustercert.metrics.stats import median_index
@@ -22,7 +23,6 @@ from clustercert.metrics.throughput import (
 )
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep
-from clustercert.provenance import Span
 from clustercert.verdicts import Check, Severity, Status
 
 __all__ = ["EfficiencyResult", "WorkloadResult", "judge_efficiency"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustercert.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_training_log
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
 from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience

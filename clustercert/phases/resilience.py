@@ -11,9 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clustercert.bundle import LoadedBundle, Phase, RunKind, RunSpec
 from clustercert.catalog import LoadedCatalog
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import LoadedBundle, Phase, RunKind, RunSpec
+from clustercert.evidence.provenance import Span
 from clustercert.metrics.goodput import (
     BadputKind,
     CheckpointSave,
@@ -36,7 +37,6 @@ from clustercert.parsers.sacct import SacctResult
 from clustercert.parsers.training import TrainingStep
 from clustercert.phases import PhaseResult
 from clustercert.phases.evidence import ResilienceRunLog
-from clustercert.provenance import Span
 from clustercert.verdicts import Check, Severity, Status
 
 __all__ = ["JobTimeline", "build_job_timeline", "judge_resilience"]

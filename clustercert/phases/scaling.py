@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from clustercert.bundle import LoadedBundle, Phase, RunKind, RunSpec
 from clustercert.catalog import LoadedCatalog, Window
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import LoadedBundle, Phase, RunKind, RunSpec
+from clustercert.evidence.provenance import Span
 from clustercert.metrics.collectives import (
     BusbwSample,
     Collective,
@@ -25,7 +26,6 @@ from clustercert.parsers.common import finite
 from clustercert.parsers.nccl_tests import NcclTestsResult
 from clustercert.parsers.training import TrainingLog
 from clustercert.phases import PhaseResult
-from clustercert.provenance import Span
 from clustercert.verdicts import Check, Severity, Status
 
 __all__ = ["judge_scaling"]

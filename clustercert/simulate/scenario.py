@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from clustercert.bundle import load_bundle, seal_bundle
 from clustercert.catalog import Baseline, LoadedCatalog
 from clustercert.errors import UsageError
+from clustercert.evidence.bundle import load_bundle, seal_bundle
 from clustercert.metrics.flops import model_flops_per_sequence
 from clustercert.metrics.throughput import tflops_per_gpu
 from clustercert.simulate.faults import Fault, FaultKind, parse_fault

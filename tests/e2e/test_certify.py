@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from clustercert.bundle import load_bundle, seal_bundle
+from clustercert.evidence.bundle import load_bundle, seal_bundle
 from tests.conftest import ISOLATED_ENV, ROOT, run_cli
 
 SAMPLE = ROOT / "evidence" / "gb200-seed"
@@ -132,7 +132,7 @@ def test_verify_command_names_the_first_broken_item(certified: dict[str, Any], t
     ("change", "evidence"), ("remove", "evidence"), ("change", "bundle.yaml"),
 ])
 def test_verify_names_the_tampered_file(certified: dict[str, Any], tmp_path: Path, action: str, target: str) -> None:
-    from clustercert.attest import verify_run
+    from clustercert.attest.manifest import verify_run
 
     run_dir, bundle = _copy(certified, tmp_path)
     victim = bundle / EVIDENCE if target == "evidence" else bundle / target if target == "bundle.yaml" \
@@ -167,8 +167,8 @@ def _append_incremental_update(pdf: Path) -> None:
 def test_pdf_with_an_appended_update_is_invalid_even_in_a_re_signed_manifest(
     certified: dict[str, Any], tmp_path: Path
 ) -> None:
-    from clustercert.attest import write_manifest
-    from clustercert.signing import load_signing_key
+    from clustercert.attest.manifest import write_manifest
+    from clustercert.attest.signing import load_signing_key
 
     run_dir, bundle = _copy(certified, tmp_path)
     pdf = run_dir / "report.pdf"
@@ -223,8 +223,8 @@ def test_pdf_signed_by_another_certificate_is_untrusted(certified: dict[str, Any
     """A PDF re-signed by someone else's certificate fails, even listed in a manifest signed by a trusted key."""
     import datetime as dt
 
-    from clustercert.attest import write_manifest
-    from clustercert.signing import init_keys, load_signing_key, sign_pdf
+    from clustercert.attest.manifest import write_manifest
+    from clustercert.attest.signing import init_keys, load_signing_key, sign_pdf
 
     run_dir, bundle = _copy(certified, tmp_path)
     pdf = run_dir / "report.pdf"
@@ -249,7 +249,7 @@ def test_pdf_signed_by_another_certificate_is_untrusted(certified: dict[str, Any
 def test_verify_warns_when_the_certification_has_expired(certified: dict[str, Any]) -> None:
     import datetime as dt
 
-    from clustercert.attest import verify_run
+    from clustercert.attest.manifest import verify_run
 
     run_dir = certified["run_dir"]
     until = dt.date.fromisoformat(certified["out"]["valid_until"])
@@ -352,9 +352,9 @@ def test_standalone_script_verifies_without_clustercert(certified: dict[str, Any
 def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str, Any]) -> None:
     """Same inputs + the run metadata recorded in the manifest => the same HTML bytes and the signed PDF's
     first revision is the unsigned PDF rendered again (both copies)."""
-    from clustercert.results import RunMeta
-    from clustercert.runfolder import load_inputs, render_reports
-    from clustercert.signing import load_signing_key
+    from clustercert.attest.signing import load_signing_key
+    from clustercert.runs.folder import load_inputs, render_reports
+    from clustercert.runs.results import RunMeta
 
     run_dir = certified["run_dir"]
     predicate = json.loads((run_dir / "manifest.json").read_text())["predicate"]

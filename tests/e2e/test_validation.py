@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clustercert.bundle import load_bundle, seal_bundle
+from clustercert.evidence.bundle import load_bundle, seal_bundle
 from tests.conftest import ROOT, run_cli
 
 SAMPLE = ROOT / "evidence" / "gb200-seed"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.bundle import RunKind, load_bundle
 from clustercert.catalog import load_catalog
-from clustercert.evidence import ParsedFile, parse_bundle
+from clustercert.evidence.bundle import RunKind, load_bundle
+from clustercert.evidence.parse import ParsedFile, parse_bundle
 from clustercert.parsers import FORMATS, detect_format
 from clustercert.parsers.nemo_resilience import parse_nemo_resilience
-from clustercert.validation import ResultStatus, ValidationReport, load_suites, run_tables, validate_bundle
-from clustercert.validation_tables import mlperf_table, scheduler_table, training_table
+from clustercert.validation.suites import ResultStatus, ValidationReport, load_suites, run_tables, validate_bundle
+from clustercert.validation.tables import mlperf_table, scheduler_table, training_table
 from tests.real.test_real_parsers import SACCT_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
-from clustercert.bundle import LoadedBundle, load_bundle
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import LoadedBundle, load_bundle
 from clustercert.phases.evidence import parse_run
 from clustercert.settings import PROJECT_ROOT
 from clustercert.verdicts import Check

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.bundle import load_bundle, read_seal, seal_bundle
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import load_bundle, read_seal, seal_bundle
 
 GOOD = """\
 schema_version: 1

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from clustercert.evidence.provenance import Span
 from clustercert.metrics.collectives import (
     BusbwBasis,
     BusbwSample,
@@ -18,7 +19,6 @@ from clustercert.metrics.collectives import (
     large_message_busbw,
     plausibility_ceiling_gbps,
 )
-from clustercert.provenance import Span
 
 GIB = 1 << 30
 TARGETS = {"nvlink-domain": {"all_reduce": 360.0}, "pair": {"all_reduce": 40.0}}

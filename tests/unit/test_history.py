@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from clustercert.alerts import alert_payload
 from clustercert.errors import EvidenceError
-from clustercert.history import compare_headlines, index_runs, previous_summary
-from clustercert.results import previous_run_section
-from clustercert.sources import resolve_source
+from clustercert.runs.alerts import alert_payload
+from clustercert.runs.history import compare_headlines, index_runs, previous_summary
+from clustercert.runs.results import previous_run_section
+from clustercert.runs.sources import resolve_source
 
 
 def _workload(name: str, delta: float | None, mfu: float | None) -> dict[str, Any]:

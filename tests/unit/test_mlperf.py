@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from clustercert.evidence.provenance import Span
 from clustercert.metrics.mlperf import MlperfRun, RunStatus, score_time_to_train
-from clustercert.provenance import Span
 
 
 def _runs(*times: float | None) -> list[MlperfRun]:

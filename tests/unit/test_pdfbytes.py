@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.pdfbytes import unsigned_bytes
-from clustercert.signing import PDF_CERT, PDF_KEY, init_keys
+from clustercert.attest.pdfbytes import unsigned_bytes
+from clustercert.attest.signing import PDF_CERT, PDF_KEY, init_keys
 
 
 def _blank_pdf() -> bytes:

@@ -210,7 +210,7 @@ def test_unusable_rank_timings_are_an_error_naming_file_and_line(tmp_path: Path)
     lines = timings.read_text().splitlines()
     lines[3] = lines[3].replace(",1.0,0.5,", ",-1.0,0.5,")
     timings.write_text("\n".join(lines) + "\n")
-    from clustercert.bundle import load_bundle
+    from clustercert.evidence.bundle import load_bundle
 
     bundle = load_bundle(out["root"])
     checks = by_id(judge_resilience(bundle, gb200(), parse_all(bundle)).checks)

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from clustercert.replay import compare_run_folders, software_differences
+from clustercert.runs.replay import compare_run_folders, software_differences
 
 
 def _folder(path: Path, results: dict[str, object], html: str, pdf: bytes) -> Path:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.errors import SigningError
-from clustercert.signing import (
+from clustercert.attest.signing import (
     MANIFEST_KEY,
     PDF_KEY,
     PdfSignatureCheck,
@@ -25,6 +24,7 @@ from clustercert.signing import (
     verify_envelope,
     verify_pdf_signature,
 )
+from clustercert.errors import SigningError
 
 NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.cli import main
+from clustercert.cli.app import main
 
 
 @pytest.mark.parametrize(

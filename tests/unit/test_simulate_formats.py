@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.bundle import load_bundle
+from clustercert.evidence.bundle import load_bundle
 from clustercert.parsers import FORMATS, detect_format
 from clustercert.parsers.sacct import parse_sacct
 from clustercert.settings import PROJECT_ROOT

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.cli import main
+from clustercert.cli.app import main
 from clustercert.settings import PROJECT_ROOT
 
 EVIDENCE = PROJECT_ROOT / "evidence"

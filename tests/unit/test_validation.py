@@ -13,10 +13,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from clustercert.bundle import LoadedBundle, RunKind, RunSpec, load_bundle
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import ChecksError
-from clustercert.evidence import ParsedFile
+from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec, load_bundle
+from clustercert.evidence.parse import ParsedFile
+from clustercert.evidence.provenance import Span
 from clustercert.parsers.dcgm import DcgmSample, Telemetry
 from clustercert.parsers.events import Event, EventLog, EventType
 from clustercert.parsers.mlperf import MlperfResult, MlperfRun
@@ -25,8 +26,7 @@ from clustercert.parsers.nemo_resilience import LogEvent, LogEventKind, Resilien
 from clustercert.parsers.rank_timings import RankTimings
 from clustercert.parsers.sacct import SacctJob, SacctResult, SacctStep
 from clustercert.parsers.training import TrainingLog, TrainingStep
-from clustercert.provenance import Span
-from clustercert.validation import (
+from clustercert.validation.suites import (
     ResultStatus,
     SuiteSpec,
     ValidationReport,
@@ -34,7 +34,7 @@ from clustercert.validation import (
     load_suites,
     run_tables,
 )
-from clustercert.validation_tables import (
+from clustercert.validation.tables import (
     TableInput,
     collective_table,
     events_table,
@@ -434,7 +434,7 @@ def test_restart_after_a_checkpoint_load_starts_a_new_segment(suites: dict[str, 
 
 def test_duplicates_are_found_across_row_group_batches(monkeypatch: pytest.MonkeyPatch,
                                                        suites: dict[str, SuiteSpec]) -> None:
-    monkeypatch.setattr("clustercert.validation_tables.BATCH_ROWS", 16)
+    monkeypatch.setattr("clustercert.validation.tables.BATCH_ROWS", 16)
     table = rank_timings(_rank_dup)
     assert len(list(table.batches())) == 6
     result = _result(run_tables([table], suites), "rank_step_unique")

@@ -14,8 +14,8 @@ from rich.table import Table
 from clustercert.errors import ClusterCertError, EvidenceError, UsageError
 
 if TYPE_CHECKING:
-    from clustercert.evidence import ParsedFile
-    from clustercert.validation import ValidationReport
+    from clustercert.evidence.parse import ParsedFile
+    from clustercert.validation.suites import ValidationReport
 
 __all__ = ["EvidenceUnusable", "evidence_app"]
 
@@ -41,7 +41,7 @@ def _bundle_path(bundle: Path) -> Path:
 @evidence_app.command("seal")
 def seal(bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")]) -> None:
     """Write MANIFEST.sha256 over bundle.yaml and every evidence file the runs name."""
-    from clustercert.bundle import load_bundle, seal_bundle
+    from clustercert.evidence.bundle import load_bundle, seal_bundle
 
     loaded = load_bundle(_bundle_path(bundle))
     path = seal_bundle(loaded)
@@ -122,10 +122,10 @@ def check(
     ] = None,
 ) -> None:
     """Verify the seal, parse every file, run the expectation suites; exit 3 when anything is unusable."""
-    from clustercert.evidence import parse_bundle
-    from clustercert.runfolder import check_seal, load_inputs
+    from clustercert.evidence.parse import parse_bundle
+    from clustercert.runs.folder import check_seal, load_inputs
     from clustercert.settings import load_settings
-    from clustercert.validation import validate_bundle
+    from clustercert.validation.suites import validate_bundle
 
     settings = load_settings()
     if data_docs is not None and any((d / "manifest.json").is_file() for d in (data_docs, *data_docs.parents)):

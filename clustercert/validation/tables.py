@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clustercert.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.catalog import LoadedCatalog
-from clustercert.evidence import ParsedBundle, ParsedFile
+from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.evidence.parse import ParsedBundle, ParsedFile
 from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
 from clustercert.parsers.dcgm import Telemetry
 from clustercert.parsers.events import EventLog

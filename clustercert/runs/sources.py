@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clustercert.bundle import BUNDLE_FILE, MANIFEST_NAME
 from clustercert.errors import EvidenceError
+from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME
 
 __all__ = ["newest_sealed_bundle", "resolve_source"]
 

@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from clustercert.bundle import LoadedBundle
 from clustercert.catalog import LoadedCatalog
-from clustercert.history import compare_headlines, headline
+from clustercert.evidence.bundle import LoadedBundle
+from clustercert.runs.history import compare_headlines, headline
 from clustercert.verdicts import Check, Outcome, decide_outcome
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "RunMeta", "build_results", "dump_json", "previous_run_section", "valid_until"]

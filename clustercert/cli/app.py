@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from clustercert import cli_ops
-from clustercert.cli_evidence import evidence_app
+from clustercert.cli import ops as cli_ops
+from clustercert.cli.evidence import evidence_app
 from clustercert.errors import ClusterCertError, UsageError
 from clustercert.settings import PROJECT_ROOT, Settings, load_settings
 
@@ -61,7 +61,7 @@ def _now() -> dt.datetime:
 
 
 def _ensure_key(settings: Settings, now: dt.datetime) -> None:
-    from clustercert.signing import MANIFEST_KEY, init_keys
+    from clustercert.attest.signing import MANIFEST_KEY, init_keys
 
     if not (settings.key_dir / MANIFEST_KEY).exists():
         init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name="clustercert development key",
@@ -93,15 +93,15 @@ def certify(
     reports = reports_dir or settings.reports_dir
     if not bundle.exists():
         raise UsageError(f"{bundle}: no such bundle. Give a bundle folder (default: {DEFAULT_BUNDLE}).")
-    from clustercert.runfolder import check_seal, load_inputs
+    from clustercert.runs.folder import check_seal, load_inputs
 
     # Unreadable input is refused here, with one line, before any flow starts.
     inputs = load_inputs(bundle, settings.references_dir, catalog)
     check_seal(inputs.bundle)
     loaded = inputs.bundle
     _ensure_key(settings, now)
-    from clustercert.runmeta import new_run_meta
-    from clustercert.signing import load_signing_key
+    from clustercert.attest.signing import load_signing_key
+    from clustercert.runs.meta import new_run_meta
 
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
     meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports)
@@ -181,7 +181,7 @@ def verify(
     no unlisted file. Exit 0 valid, 1 invalid; warns when the certification has expired."""
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a run folder")
-    from clustercert.attest import verify_run
+    from clustercert.attest.manifest import verify_run
 
     settings = load_settings()
     result = verify_run(run_dir, key_dir=settings.key_dir, trust=trust or None, bundle=bundle, today=_now().date())
@@ -209,7 +209,7 @@ def keys_init(
 
     The passphrase, if any, comes from CLUSTERCERT_KEY_PASSPHRASE; private files are mode 0600.
     """
-    from clustercert.signing import init_keys
+    from clustercert.attest.signing import init_keys
 
     settings = load_settings()
     pair = init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name=common_name, dev=False,

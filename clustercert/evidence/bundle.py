@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clustercert.errors import EvidenceError
-from clustercert.hashing import sha256_file
+from clustercert.evidence.hashing import sha256_file
 from clustercert.yamlio import load_yaml_model
 
 __all__ = [

@@ -12,12 +12,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from clustercert.bundle import LoadedBundle
 from clustercert.catalog import LoadedCatalog
 from clustercert.errors import ChecksError
-from clustercert.evidence import ParsedBundle
-from clustercert.provenance import Span
-from clustercert.validation_tables import CROSS_SOURCE, TableInput, build_tables
+from clustercert.evidence.bundle import LoadedBundle
+from clustercert.evidence.parse import ParsedBundle
+from clustercert.evidence.provenance import Span
+from clustercert.validation.tables import CROSS_SOURCE, TableInput, build_tables
 from clustercert.verdicts import Check, Severity, Status
 
 __all__ = [

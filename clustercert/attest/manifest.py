@@ -11,9 +11,7 @@ from typing import Any
 
 from cryptography import x509
 
-from clustercert.errors import SigningError
-from clustercert.hashing import sha256_file
-from clustercert.signing import (
+from clustercert.attest.signing import (
     KeyPair,
     cert_sha256,
     load_trust,
@@ -22,6 +20,8 @@ from clustercert.signing import (
     verify_envelope,
     verify_pdf_signature,
 )
+from clustercert.errors import SigningError
+from clustercert.evidence.hashing import sha256_file
 
 __all__ = ["ENVELOPE", "MANIFEST", "Verification", "verify_run", "write_manifest"]
 

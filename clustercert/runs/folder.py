@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clustercert.attest import ENVELOPE, write_manifest
-from clustercert.bundle import LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
+from clustercert.attest.manifest import ENVELOPE, write_manifest
+from clustercert.attest.signing import KeyPair, sign_pdf
+from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import EvidenceError
-from clustercert.hashing import sha256_file
+from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
+from clustercert.evidence.hashing import sha256_file
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
-from clustercert.results import RunMeta, dump_json
-from clustercert.signing import KeyPair, sign_pdf
-from clustercert.software import software_record
+from clustercert.runs.results import RunMeta, dump_json
 
 __all__ = ["Inputs", "check_seal", "load_inputs", "parse_training_run", "render_reports", "write_run_folder"]
 

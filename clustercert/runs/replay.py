@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from clustercert.attest import EVIDENCE_PREFIX, MANIFEST
+from clustercert.attest.manifest import EVIDENCE_PREFIX, MANIFEST
+from clustercert.attest.pdfbytes import unsigned_bytes
 from clustercert.errors import EvidenceError, UsageError
-from clustercert.hashing import sha256_file
-from clustercert.pdfbytes import unsigned_bytes
+from clustercert.evidence.hashing import sha256_file
 
 __all__ = ["check_recorded_evidence", "compare_run_folders", "read_predicate", "software_differences"]
 

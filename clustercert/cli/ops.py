@@ -53,7 +53,7 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list.")] = False,
 ) -> None:
     """List past runs, oldest first: date, cluster, bundle, outcome and headline figures per workload."""
-    from clustercert.history import compare_headlines, index_runs
+    from clustercert.runs.history import compare_headlines, index_runs
 
     records = index_runs(reports_dir or load_settings().reports_dir, cluster)
     if as_json:
@@ -86,8 +86,13 @@ def rerun(
     Exit 0 reproduced identically, 1 differs (differences printed), 2 usage, 3 evidence missing or changed."""
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
-    from clustercert.replay import check_recorded_evidence, compare_run_folders, read_predicate, software_differences
-    from clustercert.software import software_record
+    from clustercert.attest.software import software_record
+    from clustercert.runs.replay import (
+        check_recorded_evidence,
+        compare_run_folders,
+        read_predicate,
+        software_differences,
+    )
 
     predicate = read_predicate(run_dir)
     root = bundle or Path(str(predicate["run"]["bundle_path"]))
@@ -95,7 +100,7 @@ def rerun(
     for line in software_differences(predicate.get("software", {}), software_record()):
         err.print(f"warning: software differs from the manifest's: {line}", markup=False)
     settings = load_settings()
-    from clustercert.signing import load_signing_key
+    from clustercert.attest.signing import load_signing_key
 
     load_signing_key(settings.key_dir, settings.key_passphrase)  # refuse an unusable key before any flow runs
     os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result is used
@@ -113,7 +118,7 @@ def rerun(
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    from clustercert.cli import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
+    from clustercert.cli.app import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
 
     if not diffs:
         out.print(f"identical: results.json, report.html and the unsigned report.pdf of {run_dir} reproduced")

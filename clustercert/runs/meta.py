@@ -6,9 +6,9 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from clustercert.bundle import BUNDLE_FILE, LoadedBundle
-from clustercert.hashing import sha256_file
-from clustercert.history import index_runs, previous_summary
+from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle
+from clustercert.evidence.hashing import sha256_file
+from clustercert.runs.history import index_runs, previous_summary
 
 __all__ = ["new_run_meta"]
 

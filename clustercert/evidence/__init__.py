@@ -1,0 +1,1 @@
+"""The evidence bundle: bundle.yaml, safe file resolution, hashing, provenance, parsing every file."""
