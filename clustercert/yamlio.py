@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from clustercert.errors import ClusterCertError, located
+from clustercert.errors import ClusterCertError, EvidenceError, located
+from clustercert.evidence.guards import MAX_NESTING, MAX_YAML_ALIASES, MAX_YAML_BYTES, read_regular, short_repr
 
 __all__ = ["load_yaml_model", "yaml_line_of"]
 
@@ -34,6 +35,39 @@ def yaml_line_of(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None
     return line
 
 
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: a 4 MB bundle.yaml in well under a second
+
+
+def _line(event: yaml.Event) -> int | None:
+    return None if event.start_mark is None else event.start_mark.line + 1
+
+
+def _compose_bounded(text: str, name: str, error: type[ClusterCertError], hint: str) -> tuple[yaml.Node | None, Any]:
+    """The node tree and the data of one YAML document, after one streaming pass has bounded its aliases and
+    its nesting (an alias re-uses a subtree: a few hundred of them can stand for billions of nodes)."""
+    aliases = depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise located(error, name, f"expected at most {MAX_YAML_ALIASES} YAML aliases (*name), got more. "
+                              f"Write the values out. {hint}".strip(), line=_line(event))
+        elif isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise located(error, name, f"expected mappings and lists nested at most {MAX_NESTING} deep, got "
+                              f"deeper. {hint}".strip(), line=_line(event))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    loader = _LOADER(text)
+    try:
+        node = loader.get_single_node()
+        data = None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+    return node, data
+
+
 def _dotted(loc: Sequence[int | str]) -> str:
     out = ""
     for key in loc:
@@ -52,14 +86,16 @@ def load_yaml_model(
     """Parse `path` as YAML into `model`; any problem raises `error(one line message)`."""
     name = display or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise located(error, name, f"expected a file, got nothing at this path. {hint}".strip()) from None
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = read_regular(path, name, limit=MAX_YAML_BYTES)
+        text = raw.decode("utf-8")
+    except EvidenceError as exc:
+        if not path.exists() and not path.is_symlink():
+            raise located(error, name, f"expected a file, got nothing at this path. {hint}".strip()) from None
+        raise located(error, name, f"{exc.message}. {hint}".strip()) from None
+    except UnicodeDecodeError as exc:
         raise located(error, name, f"expected UTF-8 text, got {exc.__class__.__name__}. {hint}".strip()) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data: Any = yaml.safe_load(text)
+        node, data = _compose_bounded(text, name, error, hint)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "invalid YAML"
@@ -74,7 +110,7 @@ def load_yaml_model(
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = [k for k in first["loc"] if isinstance(k, int | str)]
-        got = "" if first["type"] == "missing" else f", got {first.get('input')!r}"[:120]
+        got = "" if first["type"] == "missing" else f", got {short_repr(first.get('input'))}"[:120]
         raise located(
             error, name, f"{first['msg']}{got}. {hint}".strip(),
             line=yaml_line_of(node, loc), field=_dotted(loc) or "(top level)",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
 
+from clustercert.attest.atomic import write_atomic
 from clustercert.attest.signing import (
     KeyPair,
     cert_sha256,
@@ -20,7 +22,8 @@ from clustercert.attest.signing import (
     verify_envelope,
     verify_pdf_signature,
 )
-from clustercert.errors import SigningError
+from clustercert.errors import ClusterCertError, SigningError
+from clustercert.evidence.guards import file_kind
 from clustercert.evidence.hashing import sha256_file
 
 __all__ = ["ENVELOPE", "MANIFEST", "Verification", "verify_run", "write_manifest"]
@@ -36,12 +39,17 @@ _NOT_SUBJECTS = {MANIFEST, ENVELOPE}
 
 
 def write_manifest(
-    run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair
+    run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair,
+    run_files: list[str] | None = None,
 ) -> Path:
-    """Hash every run-folder file and evidence file, write manifest.json, then its DSSE envelope."""
+    """Hash the run-folder files this run wrote (`run_files`; default every regular file there) and every
+    evidence file, write manifest.json, then its DSSE envelope last, each by an atomic rename: a folder without
+    the envelope is unfinished and never verifies."""
+    names = sorted(run_files) if run_files is not None else sorted(
+        p.name for p in run_dir.iterdir() if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
     subjects = [
-        {"name": RUN_PREFIX + p.name, "digest": {"sha256": sha256_file(p)}}
-        for p in sorted(run_dir.iterdir()) if p.is_file() and p.name not in _NOT_SUBJECTS
+        {"name": RUN_PREFIX + name, "digest": {"sha256": sha256_file(run_dir / name)}}
+        for name in names if name not in _NOT_SUBJECTS
     ]
     subjects += [
         {"name": EVIDENCE_PREFIX + rel, "digest": {"sha256": sha256_file(bundle_root / rel)}} for rel in evidence
@@ -57,8 +65,9 @@ def write_manifest(
         },
     }
     data = (json.dumps(statement, indent=2, ensure_ascii=False) + "\n").encode()
-    (run_dir / MANIFEST).write_bytes(data)
-    (run_dir / ENVELOPE).write_text(json.dumps(sign_envelope(key, data), indent=2) + "\n", encoding="utf-8")
+    envelope = (json.dumps(sign_envelope(key, data), indent=2) + "\n").encode()
+    write_atomic(run_dir / MANIFEST, data)
+    write_atomic(run_dir / ENVELOPE, envelope)
     return run_dir / MANIFEST
 
 
@@ -127,43 +136,93 @@ def _embedded_signer_cert(pdf: bytes) -> x509.Certificate | None:
     return None if cert is None else x509.load_der_x509_certificate(cert.dump())
 
 
+def _regular_problem(path: Path, *, links: bool) -> str | None:
+    """Why `path` cannot be a verified file (None when it can): a run folder holds regular files only, never a
+    link; evidence may be a link inside its bundle (checked when the bundle was loaded)."""
+    try:
+        st = path.stat() if links else path.lstat()
+    except OSError:
+        return f"{path}: missing (listed in the manifest)"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path}: a symbolic link; a run folder holds regular files only"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: expected a regular file, got {file_kind(st.st_mode)}"
+    return None
+
+
 def verify_run(
-    run_dir: Path, *, key_dir: Path, trust: list[Path] | None, bundle: Path | None, today: dt.date | None = None
+    run_dir: Path, *, key_dir: Path, trust: list[Path] | None, bundle: Path | None, today: dt.date | None = None,
+    evidence: bool = True, pdf: bool = True,
 ) -> Verification:
-    """Check the envelope, the PDF signatures, every subject's hash, and that no unlisted file is in the run folder.
+    """Check the envelope, the PDF signatures, every subject's hash, and that the run folder holds nothing else
+    (regular files only: no link, no folder, no leftover temporary file).
 
     Every problem is collected; the first one is the one to report. `today` (passed in) turns on the expiry warning.
+    `evidence=False, pdf=False` checks the run folder alone (what history needs: the bundle may have moved).
     """
     out = Verification()
+    for name in (ENVELOPE, MANIFEST):
+        if (run_dir / name).is_symlink():
+            out.problems.append(f"{run_dir / name}: a symbolic link; a run folder holds regular files only")
+            return out
     payload = _open_envelope(run_dir, trust, key_dir, out)
     if payload is None:
         return out
     try:
         statement = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        out.problems.append(f"{run_dir / MANIFEST}: not valid JSON")
+        subjects = statement.get("subject", [])
+        out.predicate = statement.get("predicate", {})
+        if not isinstance(subjects, list) or not isinstance(out.predicate, dict):
+            raise ValueError("subject or predicate of the wrong type")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        out.problems.append(f"{run_dir / MANIFEST}: not a manifest (expected an in-toto Statement in JSON)")
         return out
-    out.predicate = statement.get("predicate", {})
     root = bundle if bundle is not None else Path(str(out.predicate.get("bundle_path", "")))
     listed: set[str] = set()
-    for subject in statement.get("subject", []):
-        name, digest = str(subject["name"]), str(subject["digest"]["sha256"])
+    for subject in subjects:
+        try:
+            name, digest = str(subject["name"]), str(subject["digest"]["sha256"])
+        except (KeyError, TypeError):
+            out.problems.append(f"{run_dir / MANIFEST}: a subject without name and sha256 digest")
+            continue
         if name.startswith(RUN_PREFIX):
-            path = run_dir / name[len(RUN_PREFIX):]
-            listed.add(path.name)
-            if path.name in SIGNED_PDFS and path.is_file():
-                _check_pdf(path, trust, key_dir, out.predicate, out)
+            rel = name[len(RUN_PREFIX):]
+            if not rel or "/" in rel or rel in (".", ".."):
+                out.problems.append(f"{run_dir / MANIFEST}: subject {name!r} is not a file of the run folder")
+                continue
+            path, links = run_dir / rel, False
+            listed.add(rel)
+        elif name.startswith(EVIDENCE_PREFIX):
+            if not evidence:
+                continue
+            path, links = root / name[len(EVIDENCE_PREFIX):], True
         else:
-            path = root / name[len(EVIDENCE_PREFIX):]
-        if not path.is_file():
-            out.problems.append(f"{path}: missing (listed in the manifest)")
-        elif sha256_file(path) != digest:
-            out.problems.append(f"{path}: changed (sha256 differs from the manifest)")
+            out.problems.append(f"{run_dir / MANIFEST}: subject {name!r} is neither run/ nor evidence/")
+            continue
         out.checked += 1
+        problem = _regular_problem(path, links=links)
+        if problem is not None:
+            out.problems.append(problem)
+            continue
+        try:
+            if sha256_file(path) != digest:
+                out.problems.append(f"{path}: changed (sha256 differs from the manifest)")
+                continue
+        except ClusterCertError as exc:
+            out.problems.append(str(exc))
+            continue
+        if pdf and not links and path.name in SIGNED_PDFS:
+            _check_pdf(path, trust, key_dir, out.predicate, out)
     for path in sorted(run_dir.iterdir()):
         if path.name not in listed and path.name not in _NOT_SUBJECTS:
             out.problems.append(f"{path}: not listed in the manifest")
     until = out.predicate.get("valid_until")
-    if today is not None and until and dt.date.fromisoformat(str(until)) < today:
-        out.warnings.append(f"the certification expired on {until}; the signatures are still checked as above")
+    if today is not None and until:
+        try:
+            expired = dt.date.fromisoformat(str(until)) < today
+        except ValueError:
+            out.problems.append(f"{run_dir / MANIFEST}: valid_until {str(until)[:40]!r} is not a date")
+            return out
+        if expired:
+            out.warnings.append(f"the certification expired on {until}; the signatures are still checked as above")
     return out

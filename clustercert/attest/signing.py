@@ -29,6 +29,7 @@ __all__ = [
     "dsse_pae",
     "fingerprint",
     "init_keys",
+    "load_pdf_signer",
     "load_signing_key",
     "load_trust",
     "sign_envelope",
@@ -257,13 +258,10 @@ def pdf_signer_cert(key_dir: Path) -> x509.Certificate:
                            "Run `clustercert keys init`.") from None
 
 
-def sign_pdf(pair: KeyPair, pdf: bytes, *, reason: str, location: str) -> bytes:
-    """`pdf` signed (PAdES B-B, visible block on the last page) as an incremental update: its first revision
-    is `pdf` byte for byte."""
-    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-    from pyhanko.pdf_utils.reader import PdfFileReader
-    from pyhanko.sign import fields, signers
-    from pyhanko.stamp import TextStampStyle
+def load_pdf_signer(pair: KeyPair) -> Any:
+    """The pyHanko signer of the PDF key and certificate; a SigningError when either cannot be used (checked
+    by `certify` before any work, and again when signing)."""
+    from pyhanko.sign import signers
 
     key_path, cert_path = pair.key_dir / PDF_KEY, pair.key_dir / PDF_CERT
     if not key_path.exists():
@@ -275,6 +273,18 @@ def sign_pdf(pair: KeyPair, pdf: bytes, *, reason: str, location: str) -> bytes:
     if signer is None:
         raise SigningError(f"{key_path}: cannot load the PDF signing key with {cert_path}. "
                            "Set CLUSTERCERT_KEY_PASSPHRASE if it is encrypted.")
+    return signer
+
+
+def sign_pdf(pair: KeyPair, pdf: bytes, *, reason: str, location: str) -> bytes:
+    """`pdf` signed (PAdES B-B, visible block on the last page) as an incremental update: its first revision
+    is `pdf` byte for byte."""
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign import fields, signers
+    from pyhanko.stamp import TextStampStyle
+
+    signer = load_pdf_signer(pair)
     last_page = len(PdfFileReader(io.BytesIO(pdf)).root["/Pages"]["/Kids"]) - 1
     meta = signers.PdfSignatureMetadata(
         field_name=PDF_FIELD, md_algorithm="sha256", subfilter=fields.SigSeedSubFilter.PADES,

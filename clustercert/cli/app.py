@@ -15,8 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from clustercert.cli import ops as cli_ops
+from clustercert.cli import safety
 from clustercert.cli.evidence import evidence_app
-from clustercert.errors import ClusterCertError, UsageError
+from clustercert.errors import ClusterCertError, SigningError, UsageError
 from clustercert.settings import PROJECT_ROOT, Settings, load_settings
 
 __all__ = ["app", "main"]
@@ -64,8 +65,12 @@ def _ensure_key(settings: Settings, now: dt.datetime) -> None:
     from clustercert.attest.signing import MANIFEST_KEY, init_keys
 
     if not (settings.key_dir / MANIFEST_KEY).exists():
-        init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name="clustercert development key",
-                  dev=True, now=now)
+        try:
+            init_keys(settings.key_dir, passphrase=settings.key_passphrase,
+                      common_name="clustercert development key", dev=True, now=now)
+        except OSError as exc:
+            raise SigningError(f"{settings.key_dir}: cannot create a development key there ({exc.strerror}). "
+                               "Set CLUSTERCERT_KEY_DIR to a writable folder or run `clustercert keys init`") from None
         err.print(f"note: no signing key in {settings.key_dir}; created a development key there. "
                   "Run `clustercert keys init` for a real one.")
 
@@ -93,6 +98,8 @@ def certify(
     reports = reports_dir or settings.reports_dir
     if not bundle.exists():
         raise UsageError(f"{bundle}: no such bundle. Give a bundle folder (default: {DEFAULT_BUNDLE}).")
+    safety.check_reports_dir(reports)  # an unusable output folder or key directory is refused before any work
+    safety.check_key_dir(settings.key_dir)
     from clustercert.runs.folder import check_seal, load_inputs
 
     # Unreadable input is refused here, with one line, before any flow starts.
@@ -100,11 +107,12 @@ def certify(
     check_seal(inputs.bundle)
     loaded = inputs.bundle
     _ensure_key(settings, now)
-    from clustercert.attest.signing import load_signing_key
+    from clustercert.attest.signing import load_pdf_signer, load_signing_key
     from clustercert.runs.meta import new_run_meta
 
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
-    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports)
+    load_pdf_signer(key)  # a PDF key that cannot be used is refused now, not after the whole run
+    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports, key_dir=settings.key_dir)
     run_id = meta["run_id"]
     run_dir = reports / run_id
     _quiet_prefect()
@@ -112,7 +120,7 @@ def certify(
         from flows.certify import certify_flow
 
         workers = (settings.dask_workers or 2) if dask else settings.dask_workers
-        with cli_ops.dask_address(workers, settings.dask_address) as address:
+        with safety.running(run_dir), cli_ops.dask_address(workers, settings.dask_address) as address:
             summary = certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
                 references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
@@ -121,8 +129,9 @@ def certify(
     except ClusterCertError:
         raise
     except Exception as exc:  # an internal error: one line here, the traceback in the run folder
-        log = _write_crash_log(run_dir if run_dir.exists() else reports, run_id)
-        raise InternalError(f"internal error ({exc.__class__.__name__}); traceback written to {log}") from exc
+        log = safety.write_crash_log(traceback.format_exc(), reports, run_id)  # beside the run folder, never in it
+        raise InternalError(f"internal error ({exc.__class__.__name__}); traceback written to "
+                            f"{log or 'nowhere (no writable folder)'}") from exc
     _print_certify(summary, run_dir, as_json)
     from clustercert.verdicts import Outcome, exit_code_for
 
@@ -131,13 +140,6 @@ def certify(
 
 class InternalError(ClusterCertError):
     exit_code = 4
-
-
-def _write_crash_log(folder: Path, run_id: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{run_id}.error.log" if folder.name != run_id else folder / "error.log"
-    path.write_text(traceback.format_exc(), encoding="utf-8")
-    return path
 
 
 def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool) -> None:
@@ -258,6 +260,7 @@ def simulate(
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never a traceback on the terminal)."""
+    safety.install_signal_handlers()
     try:
         app(args=argv, standalone_mode=False)
     except Exit as done:
@@ -276,9 +279,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if isinstance(exc, click.exceptions.Exit):
             return int(exc.exit_code)
-        path = Path(os.environ.get("TMPDIR", "/tmp")) / "clustercert-error.log"
-        path.write_text(traceback.format_exc(), encoding="utf-8")
-        err.print(f"error: internal error ({exc.__class__.__name__}); traceback written to {path}", markup=False)
+        path = safety.write_crash_log(traceback.format_exc(), None, "clustercert")
+        err.print(f"error: internal error ({exc.__class__.__name__}); traceback written to "
+                  f"{path or 'nowhere (no writable temporary folder)'}", markup=False)
         return 4
     return 0
 

@@ -55,7 +55,8 @@ def runs(
     """List past runs, oldest first: date, cluster, bundle, outcome and headline figures per workload."""
     from clustercert.runs.history import compare_headlines, index_runs
 
-    records = index_runs(reports_dir or load_settings().reports_dir, cluster)
+    settings = load_settings()
+    records = index_runs(reports_dir or settings.reports_dir, cluster, key_dir=settings.key_dir)
     if as_json:
         print(json.dumps([{"run_dir": str(r.run_dir), "cluster": r.cluster, "bundle_path": r.bundle_path,
                            **r.summary()} for r in records], indent=2))

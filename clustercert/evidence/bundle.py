@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clustercert.errors import EvidenceError
+from clustercert.evidence.guards import check_regular
 from clustercert.evidence.hashing import sha256_file
 from clustercert.yamlio import load_yaml_model
 
@@ -180,6 +181,7 @@ def resolve_inside(root: Path, rel: str, *, entry: str) -> Path:
         raise EvidenceError(where, f"expected a file inside the bundle, got '{rel}' which links outside it")
     if not candidate.exists():
         raise EvidenceError(where, f"expected an existing file, got '{rel}' which is missing")
+    check_regular(candidate, f"{where} '{rel}'")  # a FIFO, device or folder is refused here, before any read
     return candidate
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from clustercert.errors import EvidenceError, UsageError
+from clustercert.evidence.guards import open_regular
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.dcgm import parse_dcgm
 from clustercert.parsers.dllogger import parse_dllogger
@@ -56,23 +57,62 @@ FORMATS: dict[str, Callable[..., Any]] = {
 }
 
 _SNIFF_BYTES = 64 * 1024 * 1024
-_DETECT: list[tuple[str, re.Pattern[str]]] = [
-    ("mlperf", re.compile(r":::MLLOG \{")),
-    ("dllogger", re.compile(r"DLLL \{")),
-    ("nccl-tests", re.compile(r"^\S*?#\s*(?:Collective test starting|nThread \d+ nGpus)", re.MULTILINE)),
-    ("nemo", re.compile(r"Training epoch \d+, iteration \d+/\d+")),
-    ("megatron-deepspeed", re.compile(r"elapsed time per iteration \(s\)")),
-    ("megatron", re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration \(ms\)")),
-    ("rank-timings", re.compile(r"\A\ufeff?[^\n]*\brank\b[^\n]*\bcompute_s\b[^\n]*\bcomm_s\b")),
-    ("dcgm", re.compile(r"^(?:DCGM_FI_\w+\{|#\s?Entity\b)", re.MULTILINE)),
-    ("events", re.compile(r'^\s*\{[^\n]*"ts"\s*:[^\n]*"type"\s*:', re.MULTILINE)),
+# Every detector is linear in the text: a regex never restarts a variable-length scan at each offset of a
+# line (Python's engine backtracks; a 1 MB line of the wrong shape otherwise takes minutes).
+_RANK_HEADER = (re.compile(r"\brank\b"), re.compile(r"\bcompute_s\b"), re.compile(r"\bcomm_s\b"))
+_EVENT_KEYS = (re.compile(r'"ts"\s*:'), re.compile(r'"type"\s*:'))
+_JSON_LINE = re.compile(r"^[ \t]*\{", re.MULTILINE)
+
+
+def _in_order(line: str, patterns: tuple[re.Pattern[str], ...]) -> bool:
+    """True when each pattern matches `line` after the previous one's match (leftmost matches suffice)."""
+    at = 0
+    for pattern in patterns:
+        found = pattern.search(line, at)
+        if found is None:
+            return False
+        at = found.end()
+    return True
+
+
+def _lines_starting(text: str, start: re.Pattern[str]) -> Iterator[str]:
+    """Each line of `text` at whose beginning `start` matches."""
+    for match in start.finditer(text):
+        end = text.find("\n", match.start())
+        yield text[match.start():] if end < 0 else text[match.start():end]
+
+
+def _before_on_a_line(text: str, pattern: re.Pattern[str], literal: str) -> bool:
+    """True when some line has a match of `pattern` ending before an occurrence of `literal`."""
+    at = text.find(literal)
+    while at >= 0:
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        last = text.rfind(literal, at, end)
+        if pattern.search(text, text.rfind("\n", 0, at) + 1, last):
+            return True
+        at = text.find(literal, end)
+    return False
+
+
+_MEGATRON_ITER = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
+_DETECT: list[tuple[str, Callable[[str], object]]] = [
+    ("mlperf", re.compile(r":::MLLOG \{").search),
+    ("dllogger", re.compile(r"DLLL \{").search),
+    ("nccl-tests", re.compile(r"^\S*?#\s*(?:Collective test starting|nThread \d+ nGpus)", re.MULTILINE).search),
+    ("nemo", re.compile(r"Training epoch \d+, iteration \d+/\d+").search),
+    ("megatron-deepspeed", re.compile(r"elapsed time per iteration \(s\)").search),
+    ("megatron", lambda text: _before_on_a_line(text, _MEGATRON_ITER, "elapsed time per iteration (ms)")),
+    ("rank-timings", lambda text: _in_order(text.partition("\n")[0], _RANK_HEADER)),
+    ("dcgm", re.compile(r"^(?:DCGM_FI_\w+\{|#\s?Entity\b)", re.MULTILINE).search),
+    ("events", lambda text: any(_in_order(line, _EVENT_KEYS) for line in _lines_starting(text, _JSON_LINE))),
     (
         "sacct",
         re.compile(
             r"^(?=[^\n]*\b(?:COMPLETED|FAILED|CANCELLED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|REQUEUED|RUNNING|"
             r"PENDING|PREEMPTED|State)\b)(?:[^|\n]*\|){3,}",
             re.MULTILINE,
-        ),
+        ).search,
     ),
 ]
 
@@ -97,7 +137,7 @@ def detect_format(path: Path, display: str | None = None) -> str:
             shown, "expected a file, or an MLPerf result folder with result_*.txt, got a folder"
         )
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, shown, limit=DEFAULT_LIMIT << 10) as handle:
             data = handle.read(_SNIFF_BYTES)
     except OSError as exc:
         raise EvidenceError(shown, f"expected a readable file, got {exc.strerror}") from None
@@ -109,8 +149,8 @@ def detect_format(path: Path, display: str | None = None) -> str:
         return "megatron-golden"
     if stripped.startswith(("{", "[")) and '"results"' in text and "busbw" in text:
         return "nccl-tests"
-    for name, pattern in _DETECT:
-        if pattern.search(text):
+    for name, detector in _DETECT:
+        if detector(text):
             return name
     raise EvidenceError(
         shown,

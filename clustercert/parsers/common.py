@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
+from clustercert.evidence.guards import check_regular, read_regular
 
 __all__ = ["DEFAULT_LIMIT", "check_size", "finite", "read_json", "to_float", "to_int"]
 
@@ -14,11 +15,8 @@ DEFAULT_LIMIT = 2 * 1024**3
 
 
 def check_size(path: Path, display: str, limit: int) -> int:
-    """The file's size in bytes; refuses missing, unreadable or oversized files."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise EvidenceError(display, f"expected a readable file, got {exc.strerror}") from None
+    """The file's size in bytes; refuses missing, unreadable, oversized files and anything but a regular file."""
+    size = check_regular(path, display).st_size
     if size > limit:
         raise EvidenceError(
             display,
@@ -29,8 +27,7 @@ def check_size(path: Path, display: str, limit: int) -> int:
 
 def read_json(path: Path, display: str, *, limit: int) -> object:
     """A whole JSON document; any decoding problem is a located EvidenceError."""
-    check_size(path, display, limit)
-    data = path.read_bytes()
+    data = read_regular(path, display, limit=limit)
     if not data.strip():
         raise EvidenceError(display, "expected a JSON document, got an empty file")
     try:

@@ -26,8 +26,10 @@ __all__ = ["DcgmSample", "Telemetry", "parse_dcgm"]
 
 FORMAT = "dcgm"
 _HINT = "Export DCGM telemetry as documented in clustercert/parsers/dcgm.py."
-_PROM = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+(\S+))?\s*$")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+# Each line is read left to right with anchored matches only: no regex here restarts a scan at every offset
+# of a line (a 64 KB label line otherwise takes minutes in Python's backtracking engine).
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_LABEL = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*,?')
 _HEAD_LIMIT = 20
 
 
@@ -113,21 +115,43 @@ def parse_dcgm(
     return _prometheus(lines, display)
 
 
+def _prometheus_line(text: str) -> tuple[str, dict[str, str], str, str | None] | None:
+    """METRIC, labels, VALUE and TIMESTAMP (or None) of one exposition line, or None when it has another shape."""
+    name = _NAME.match(text)
+    if name is None:
+        return None
+    labels: dict[str, str] = {}
+    at = name.end()
+    if text.startswith("{", at):
+        at += 1
+        while not text.startswith("}", at):
+            label = _LABEL.match(text, at)
+            if label is None:
+                return None
+            labels[label.group(1)] = label.group(2)
+            at = label.end()
+        at += 1
+    rest = text[at:]
+    fields = rest.split()
+    if not rest[:1].isspace() or len(fields) not in (1, 2):
+        return None
+    return name.group(0), labels, fields[0], fields[1] if len(fields) == 2 else None
+
+
 def _prometheus(lines: list[str], display: str) -> Telemetry:
     samples: list[DcgmSample] = []
     for number, raw in enumerate(lines, start=1):
         text = raw.strip()
         if not text or text.startswith("#"):
             continue
-        match = _PROM.match(text)
-        if match is None:
+        parts = _prometheus_line(text)
+        if parts is None:
             raise EvidenceError(
                 display,
                 f"expected 'METRIC{{labels}} VALUE TIMESTAMP', got {text[:60]!r}. {_HINT}",
                 line=number,
             )
-        metric, labels_text, value_text, ts_text = match.groups()
-        labels = dict(_LABEL.findall(labels_text or ""))
+        metric, labels, value_text, ts_text = parts
         if ts_text is None:
             raise EvidenceError(
                 display,

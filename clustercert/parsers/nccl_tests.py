@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
+from clustercert.evidence.guards import open_regular
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float, to_int
 from clustercert.parsers.training import read_text_lines
 
@@ -29,7 +30,7 @@ _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:\s|rank\d+:\s?)")
 # an NCCL debug print (`host:pid:tid [dev] NCCL INFO ...`) that may start in the middle of a table row
 _DEBUG = re.compile(
-    r"\S*:\d+:\d+\s+\[\d+\]\s+NCCL\s+(?:INFO|WARN|TRACE|ERROR).*$|\bNCCL (?:INFO|WARN|TRACE)\b.*$"
+    r"(?<!\S)\S*:\d+:\d+\s+\[\d+\]\s+NCCL\s+(?:INFO|WARN|TRACE|ERROR).*$|\bNCCL (?:INFO|WARN|TRACE)\b.*$"
 )
 _ERROR = re.compile(
     r"(NCCL failure|Test failure|Test NCCL failure|CUDA failure|Aborted|abort|Segmentation fault"
@@ -130,7 +131,8 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
     before the test, else from the file name. A test without its `# Avg bus bandwidth` line or without rows
     aborted: its `error` is set and it has no rows (a failed measurement, never a zero).
     """
-    head = path.read_bytes()[:1] if path.exists() else b""
+    with open_regular(path, display, limit=limit) as handle:  # never read whole, never block on a FIFO
+        head = handle.read(1)
     if head in (b"{", b"["):
         return _parse_json(path, display, limit)
     lines = read_text_lines(path, display, limit=limit)

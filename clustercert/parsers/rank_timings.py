@@ -26,6 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from clustercert.errors import EvidenceError
+from clustercert.evidence.guards import check_parquet_bounds
 from clustercert.parsers.common import DEFAULT_LIMIT, check_size
 
 __all__ = ["COLUMNS", "RankTimings", "parse_rank_timings"]
@@ -138,6 +139,7 @@ def _read(path: Path, display: str) -> pa.Table:
         magic = handle.read(4)
     try:
         if magic == b"PAR1":
+            check_parquet_bounds(pq.ParquetFile(path).metadata, display)
             table = pq.read_table(path)
         else:
             table = _read_csv(path)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
-from clustercert.parsers.common import check_size
+from clustercert.evidence.guards import read_regular
 
 __all__ = ["TrainingLog", "TrainingStep", "parse_number", "read_text_lines"]
 
@@ -73,8 +73,7 @@ def parse_number(text: str, *, file: str, line: int, field: str, hint: str) -> f
 
 def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
     """The file's lines as text; refuses empty, binary or oversized files with a located error."""
-    check_size(path, display, limit)
-    data = path.read_bytes()
+    data = read_regular(path, display, limit=limit)
     if not data.strip():
         raise EvidenceError(display, "expected log text, got an empty file")
     if b"\x00" in data[:65536]:

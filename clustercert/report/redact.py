@@ -28,7 +28,11 @@ class Redactor:
     def __init__(self, secret: bytes, hosts: Iterable[str]) -> None:
         self._secret = secret
         names = sorted({h for h in hosts if h}, key=lambda h: (-len(h), h))
-        self._hosts = re.compile("|".join(rf"(?<![\w-]){re.escape(h)}(?![\w-])" for h in names)) if names else None
+        # A hostname is also found inside run ids and file names (`nccl-pair-gb-r4-n10-gb-r7-n10`,
+        # `pair/gb-r1-n02-gb-r2-n02.log`): only a letter or digit next to it makes it part of another word.
+        # Longest names first, so `gb-r1-n10` is never read as `gb-r1-n1` followed by `0`.
+        self._hosts = (re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(h)}(?![A-Za-z0-9])" for h in names))
+                       if names else None)
         self.replaced: dict[str, str] = {}
 
     def pseudonym(self, kind: str, name: str) -> str:

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-import shutil
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clustercert.attest.atomic import write_atomic
 from clustercert.attest.manifest import ENVELOPE, write_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, load_catalog
-from clustercert.errors import EvidenceError
+from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
+from clustercert.evidence.guards import MAX_YAML_BYTES, read_regular
 from clustercert.evidence.hashing import sha256_file
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.runs.results import RunMeta, dump_json
 
-__all__ = ["Inputs", "check_seal", "load_inputs", "parse_training_run", "render_reports", "write_run_folder"]
+__all__ = ["Inputs", "check_seal", "create_run_dir", "load_inputs", "parse_training_run", "render_reports",
+           "write_run_folder"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,19 @@ def render_reports(
     return out
 
 
+def create_run_dir(run_dir: Path) -> None:
+    """Create the run folder exclusively (never an existing one: a concurrent run owns it)."""
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(run_dir)
+    except FileExistsError:
+        raise UsageError(f"{run_dir}: expected a new run folder, got one that exists (another run's). "
+                         "Certify again: every run gets a new id") from None
+    except OSError as exc:
+        raise UsageError(f"{run_dir}: cannot create the run folder ({exc.strerror}). "
+                         "Give a writable --reports-dir or CLUSTERCERT_REPORTS_DIR") from None
+
+
 def write_run_folder(
     run_dir: Path,
     inputs: Inputs,
@@ -109,13 +125,20 @@ def write_run_folder(
 ) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
     manifest.json and its DSSE envelope."""
-    run_dir.mkdir(parents=True, exist_ok=False)
+    create_run_dir(run_dir)
     bundle, catalog = inputs.bundle, inputs.catalog
     software = software_record()
-    (run_dir / "results.json").write_text(dump_json(results), encoding="utf-8")
+    written: list[str] = []
+
+    def put(name: str, data: bytes) -> Path:
+        # Each file under a temporary name, then renamed: a kill leaves no half-written file under its name.
+        written.append(name)
+        return write_atomic(run_dir / name, data)
+
+    put("results.json", dump_json(results).encode())
     if validation is not None:
-        (run_dir / "validation.json").write_text(dump_json(validation), encoding="utf-8")
-    shutil.copyfile(catalog.path, run_dir / "catalog.yaml")
+        put("validation.json", dump_json(validation).encode())
+    put("catalog.yaml", read_regular(catalog.path, limit=MAX_YAML_BYTES))
     rendered = render_reports(inputs, results, meta, software, validation=validation,
                               redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
                               templates_dir=templates_dir)
@@ -123,10 +146,8 @@ def write_run_folder(
                "location": f"run {meta.run_id}"}
     paths = {}
     for stem, (html, unsigned) in rendered.items():
-        (run_dir / f"{stem}.html").write_text(html, encoding="utf-8")
-        (run_dir / f"{stem}.pdf").write_bytes(sign_pdf(key, unsigned, **signing))
-        paths[f"{stem}.html"] = run_dir / f"{stem}.html"
-        paths[f"{stem}.pdf"] = run_dir / f"{stem}.pdf"
+        paths[f"{stem}.html"] = put(f"{stem}.html", html.encode())
+        paths[f"{stem}.pdf"] = put(f"{stem}.pdf", sign_pdf(key, unsigned, **signing))
     predicate = {
         "outcome": results["outcome"],
         "valid_until": results["valid_until"],
@@ -137,6 +158,7 @@ def write_run_folder(
         "cluster": bundle.spec.cluster.name,
         "redacted_copy": redact,
     }
-    write_manifest(run_dir, bundle.root, ["bundle.yaml", *bundle.evidence_files()], predicate, key)
+    # The manifest and its envelope last: only the files this run wrote are signed.
+    write_manifest(run_dir, bundle.root, ["bundle.yaml", *bundle.evidence_files()], predicate, key, run_files=written)
     return {**paths, "results.json": run_dir / "results.json", "manifest.json": run_dir / "manifest.json",
             "manifest.dsse.json": run_dir / ENVELOPE}

@@ -49,12 +49,19 @@ def _bundle_path(run_dir: Path) -> str:
         return ""
 
 
-def index_runs(reports_dir: Path, cluster: str | None = None) -> list[RunRecord]:
-    """Every run folder holding a readable results.json, oldest first; folders without one are skipped."""
+def index_runs(reports_dir: Path, cluster: str | None = None, *, key_dir: Path) -> list[RunRecord]:
+    """Every run folder that verifies (its envelope signed by a key in `key_dir`, every run file as signed, nothing
+    else in it) and holds a readable results.json, oldest first. A folder left by a killed or failed run, or one
+    altered since, is not history: it is skipped, so neither `runs` nor an alert compares against it."""
+    from clustercert.attest.manifest import verify_run
+
     records: list[RunRecord] = []
     if not reports_dir.is_dir():
         return records
-    for run_dir in sorted(p for p in reports_dir.iterdir() if p.is_dir()):
+    for run_dir in sorted(p for p in reports_dir.iterdir()
+                          if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")):
+        if not verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, evidence=False, pdf=False).ok:
+            continue
         try:
             results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
             record = RunRecord(run_dir=run_dir, run_id=str(results["run_id"]), started_at=str(results["started_at"]),

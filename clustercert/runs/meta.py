@@ -1,8 +1,10 @@
-"""A new run's metadata: its id from the start time and bundle.yaml, the signer, the cluster's previous run."""
+"""A new run's metadata: a unique id from the start time, bundle.yaml and a nonce; the signer; the previous run."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +12,23 @@ from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle
 from clustercert.evidence.hashing import sha256_file
 from clustercert.runs.history import index_runs, previous_summary
 
-__all__ = ["new_run_meta"]
+__all__ = ["new_nonce", "new_run_meta"]
+
+
+def new_nonce() -> str:
+    """Six hex digits that tell apart runs of the same bundle started in the same second (even by one process)."""
+    return f"{os.getpid() % 256:02x}{secrets.token_hex(2)}"
 
 
 def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: str, dev_key: bool,
-                 reports_dir: Path) -> dict[str, Any]:
-    """RunMeta JSON for a run starting `now` (read once by the caller); the previous run comes from `reports_dir`."""
+                 reports_dir: Path, *, key_dir: Path, nonce: str | None = None) -> dict[str, Any]:
+    """RunMeta JSON for a run starting `now` (read once by the caller); the previous run comes from `reports_dir`
+    (only folders that verify against `key_dir`'s keys count as history).
+
+    The run id is `<UTC start>-<bundle.yaml sha256[:8]>-<nonce>`: two runs of one bundle started in the same
+    second get distinct ids (the nonce is drawn here unless given). `rerun` replays the recorded id."""
     started_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    run_id = f"{now:%Y%m%dT%H%M%SZ}-{sha256_file(bundle.root / BUNDLE_FILE)[:8]}"
-    previous = previous_summary(index_runs(reports_dir), bundle.spec.cluster.name, started_at)
+    run_id = f"{now:%Y%m%dT%H%M%SZ}-{sha256_file(bundle.root / BUNDLE_FILE)[:8]}-{nonce or new_nonce()}"
+    previous = previous_summary(index_runs(reports_dir, key_dir=key_dir), bundle.spec.cluster.name, started_at)
     return {"run_id": run_id, "started_at": started_at, "bundle_path": str(bundle.root), "signer": signer,
             "dev_key": dev_key, "previous_run": previous}

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from clustercert.catalog import LoadedCatalog
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import ParsedBundle, ParsedFile
 from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
 from clustercert.parsers.dcgm import Telemetry
@@ -45,6 +46,7 @@ __all__ = [
     "scheduler_span_table",
     "scheduler_table",
     "telemetry_table",
+    "training_files_table",
     "training_table",
 ]
 
@@ -406,6 +408,31 @@ def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed
     return TableInput(CROSS_SOURCE, "gpu_counts", "bundle", yaml_path, len(frame), _single(frame))
 
 
+def training_files_table(bundle: LoadedBundle) -> TableInput:
+    """training_files: one row per file of a training run, with its content's sha256, so that one log listed
+    under two runs (or copied under two names) is seen: repeats must be distinct runs.
+
+    Only files that share their size with another are hashed (a file of unique size cannot be a copy); the
+    others get a placeholder digest unique to their path."""
+    yaml_path = str(bundle.root / "bundle.yaml")
+    entries = [(run, rel) for run in bundle.spec.runs if run.kind is RunKind.TRAINING for rel in run.files]
+    sizes: dict[int, int] = {}
+    for _, rel in entries:
+        size = (bundle.root / rel).stat().st_size
+        sizes[size] = sizes.get(size, 0) + 1
+    rows: list[dict[str, Any]] = []
+    for run, rel in entries:
+        path = bundle.root / rel
+        size = path.stat().st_size
+        digest = sha256_file(path, str(path)) if sizes[size] > 1 else f"unique-size:{rel}"
+        rows.append({"run": run.id, "file": rel, "sha256": digest, "_file": yaml_path,
+                     "_line": _bundle_line(bundle, run.id), "_run": run.id})
+    columns = ["run", "file", "sha256", "_file", "_line", "_run"]
+    frame = _frame({c: [r[c] for r in rows] for c in columns},
+                   {"run": "str", "file": "str", "sha256": "str", "_file": "str", "_line": "float64", "_run": "str"})
+    return TableInput(CROSS_SOURCE, "training_files", "bundle", yaml_path, len(frame), _single(frame))
+
+
 _SACCT_RESOLUTION_S = 1.0
 
 
@@ -484,4 +511,5 @@ def build_tables(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: ParsedBun
                 tables.append(mlperf_table(pf))
     tables.append(gpu_counts_table(bundle, catalog, parsed))
     tables.append(scheduler_span_table(bundle, parsed))
+    tables.append(training_files_table(bundle))
     return tables

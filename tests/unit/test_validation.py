@@ -39,6 +39,7 @@ from clustercert.validation.tables import (
     collective_table,
     events_table,
     gpu_counts_table,
+    training_files_table,
     mlperf_table,
     rank_timings_table,
     scheduler_span_table,
@@ -412,10 +413,30 @@ def test_gpu_count_fits_nodes(tmp_path: Path, suites: dict[str, SuiteSpec], cata
     assert failed.status is ResultStatus.FAIL and failed.sample[0].file == str(crowded / "bundle.yaml")
 
 
+def test_training_files_distinct(tmp_path: Path, suites: dict[str, SuiteSpec]) -> None:
+    """Two repeats with their own logs pass; the same log listed as both repeats, or a byte-identical copy of it
+    under another name, fails at the second run's line of bundle.yaml (hostile corpus: repeats must be distinct)."""
+    second = TRAIN_RUN.replace("-r1,", "-r2,").replace("[t.log]", "[t2.log]")
+    (tmp_path / "t2.log").write_text("x\n")
+    bundle = _bundle(tmp_path, TRAIN_RUN + second)
+    (tmp_path / "t.log").write_text("first repeat\n")
+    (tmp_path / "t2.log").write_text("other repeat\n")  # same size, other bytes: hashed and distinct
+    passed = _result(run_tables([training_files_table(bundle)], suites), "training_files_distinct")
+    assert passed.status is ResultStatus.PASS
+    (tmp_path / "t2.log").write_text("first repeat\n")  # a copy under another name
+    copied = _result(run_tables([training_files_table(bundle)], suites), "training_files_distinct")
+    assert copied.status is ResultStatus.FAIL
+    (tmp_path / "same").mkdir()
+    same = _bundle(tmp_path / "same", TRAIN_RUN + second.replace("[t2.log]", "[t.log]"))
+    failed = _result(run_tables([training_files_table(same)], suites), "training_files_distinct")
+    assert failed.status is ResultStatus.FAIL and failed.sample[0].file == str(same.root / "bundle.yaml")
+    assert {x.run for x in failed.sample} == {"llama3-70b-fp8-512-r1", "llama3-70b-fp8-512-r2"}
+
+
 def test_every_expectation_in_checks_has_a_case(suites: dict[str, SuiteSpec]) -> None:
     covered = set(CASES) | {("cross_source", e) for e in (
         "gpu_counts_agree", "gpu_count_implied_by_log", "scheduler_covers_training", "gpu_count_observed",
-        "gpu_count_fits_nodes")}
+        "gpu_count_fits_nodes", "training_files_distinct")}
     declared = {(s.name, e.id) for s in suites.values() for e in s.expectations}
     assert declared == covered
 

@@ -1,0 +1,128 @@
+"""A command's safety net: the output folder and keys checked before any work; SIGINT and SIGTERM stop a run
+promptly (exit 130 and 143) leaving no unfinished run folder; crash logs written under new, unique names."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+from clustercert.errors import SigningError, UsageError
+
+__all__ = ["SIGNAL_EXIT_CODES", "check_key_dir", "check_reports_dir", "discard_unfinished", "install_signal_handlers",
+           "running", "write_crash_log"]
+
+SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal number, as shells report it
+_ENVELOPE = "manifest.dsse.json"  # attest.manifest.ENVELOPE (not imported: this module loads before anything heavy)
+_state: dict[str, Path | None] = {"run_dir": None}
+_stopping: list[int] = []
+
+
+def check_reports_dir(reports: Path) -> None:
+    """`reports` exists (created if need be) and a file can be created in it; else a UsageError, before any work."""
+    hint = "Give a writable folder with --reports-dir or CLUSTERCERT_REPORTS_DIR"
+    try:
+        reports.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{reports}: expected a folder for run folders, got a file. {hint}") from None
+    except OSError as exc:
+        raise UsageError(f"{reports}: expected a folder for run folders, cannot create it ({exc.strerror}). "
+                         f"{hint}") from None
+    if not reports.is_dir():
+        raise UsageError(f"{reports}: expected a folder for run folders, got something else. {hint}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".clustercert-probe-", dir=reports)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{reports}: expected a writable folder for run folders, got {exc.strerror}. {hint}") from None
+
+
+def check_key_dir(key_dir: Path) -> None:
+    """The key directory, when it exists, is a folder (a file there would fail only at signing time)."""
+    if key_dir.exists() and not key_dir.is_dir():
+        raise SigningError(f"{key_dir}: expected the key directory, got a file. "
+                           "Set CLUSTERCERT_KEY_DIR to a folder (created by `clustercert keys init`)")
+
+
+def discard_unfinished(run_dir: Path | None) -> str:
+    """Remove `run_dir` unless it is signed (its envelope is written last); what was done, for the user."""
+    if run_dir is None or not run_dir.exists():
+        return ""
+    if (run_dir / _ENVELOPE).is_file():
+        return f"; {run_dir} was already signed and is kept"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return f"; the unfinished run folder {run_dir} was removed"
+
+
+@contextlib.contextmanager
+def running(run_dir: Path) -> Iterator[None]:
+    """While the block runs, a signal or a failure removes the unfinished `run_dir`."""
+    _state["run_dir"] = run_dir
+    try:
+        yield
+    except BaseException:
+        discard_unfinished(run_dir)
+        raise
+    finally:
+        _state["run_dir"] = None
+
+
+def _stop_prefect_server() -> None:
+    # os._exit skips atexit: stop the temporary Prefect server this process started, if any, so none is orphaned.
+    server = sys.modules.get("prefect.server.api.server")
+    instances = getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {})
+    for instance in list(instances.values()):
+        process = getattr(instance, "server_process", None)
+        if process is None:
+            continue
+        with contextlib.suppress(Exception):
+            process.terminate()
+            try:
+                process.wait(timeout=3)
+            except Exception:
+                process.kill()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    code = SIGNAL_EXIT_CODES.get(signal.Signals(signum), 128 + signum)
+    if _stopping:  # a second signal while stopping: go now
+        os._exit(code)
+    _stopping.append(signum)
+    note = discard_unfinished(_state["run_dir"])
+    name = signal.Signals(signum).name
+    with contextlib.suppress(OSError):
+        os.write(2, f"stopped by {name}{note}. Run the command again to start anew.\n".encode())
+    _stop_prefect_server()
+    os._exit(code)
+
+
+def install_signal_handlers() -> None:
+    """SIGINT and SIGTERM stop the command at once: one line on stderr, no unfinished run folder, exit 130/143.
+
+    Prefect installs its own SIGTERM handler while a flow runs; it re-delivers the signal to this one."""
+    for sig in SIGNAL_EXIT_CODES:
+        with contextlib.suppress(ValueError):  # not the main thread (e.g. the CLI called from a test thread)
+            signal.signal(sig, _on_signal)
+
+
+def write_crash_log(text: str, folder: Path | None, stem: str) -> Path | None:
+    """`text` in a new file `<stem>.<random>.error.log` in `folder` (else the temporary folder), created
+    exclusively with mode 0600: never through a link, never over an earlier log. None when nowhere is writable."""
+    for where in (folder, Path(tempfile.gettempdir())):
+        if where is None:
+            continue
+        try:
+            fd, name = tempfile.mkstemp(prefix=f"{stem}.", suffix=".error.log", dir=where)
+        except OSError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return Path(name)
+    return None
