@@ -10,7 +10,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from clustercert.errors import ClusterCertError, EvidenceError, located
-from clustercert.evidence.guards import MAX_NESTING, MAX_YAML_ALIASES, MAX_YAML_BYTES, read_regular, short_repr
+from clustercert.evidence.guards import (
+    MAX_NESTING,
+    MAX_YAML_ALIASES,
+    MAX_YAML_BYTES,
+    MAX_YAML_NODES,
+    read_regular,
+    short_repr,
+)
 
 __all__ = ["load_yaml_model", "yaml_line_of"]
 
@@ -62,10 +69,28 @@ def _compose_bounded(text: str, name: str, error: type[ClusterCertError], hint: 
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_YAML_NODES:
+            raise located(error, name, f"expected at most {MAX_YAML_NODES} values once aliases are expanded, got "
+                          f"more. Write the values out. {hint}".strip())
         data = None if node is None else loader.construct_document(node)
     finally:
         loader.dispose()
     return node, data
+
+
+def _expanded_size(node: yaml.Node, seen: dict[int, int]) -> int:
+    """How many nodes the tree holds with every alias expanded (an alias is the same node object, so each node
+    is counted once and multiplied by its uses). Depth is already bounded by MAX_NESTING."""
+    known = seen.get(id(node))
+    if known is not None:
+        return known
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, seen) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, seen) + _expanded_size(v, seen) for k, v in node.value)
+    seen[id(node)] = size
+    return size
 
 
 def _dotted(loc: Sequence[int | str]) -> str:

@@ -80,6 +80,8 @@ def verify(run_dir: Path, key_path: Path, bundle: Path | None) -> str | None:
             path = root / name[len("evidence/"):]
         if not path.is_file():
             return f"{path}: missing"
+        if name.startswith("run/") and path.is_symlink():
+            return f"{path}: a symbolic link; a run folder holds regular files only"
         if sha256(path) != digest:
             return f"{path}: sha256 differs from the manifest"
     extra = sorted(p.name for p in run_dir.iterdir() if p.name not in listed)

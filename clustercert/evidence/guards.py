@@ -19,6 +19,7 @@ __all__ = [
     "MAX_TABLE_ROWS",
     "MAX_YAML_ALIASES",
     "MAX_YAML_BYTES",
+    "MAX_YAML_NODES",
     "check_parquet_bounds",
     "check_regular",
     "file_kind",
@@ -32,6 +33,8 @@ __all__ = [
 MAX_YAML_BYTES = 8 * 1024**2
 # Anchors and aliases are legal YAML, but each alias can multiply what is built (billion laughs).
 MAX_YAML_ALIASES = 1000
+# What the document holds once every alias is expanded (a 1,024-node bundle with a run per pair: ~200,000).
+MAX_YAML_NODES = 2_000_000
 # Containers nested deeper than this are refused before anything recursive reads them (RecursionError).
 MAX_NESTING = 100
 # Per-rank timings: 512 ranks x 100,000 steps; a day of 1 Hz telemetry on 512 GPUs is 44 M rows.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from clustercert.attest.manifest import write_manifest
+from clustercert.attest.signing import KeyPair, init_keys
 from clustercert.errors import EvidenceError
 from clustercert.runs.alerts import alert_payload
 from clustercert.runs.history import compare_headlines, index_runs, previous_summary
@@ -21,13 +24,29 @@ def _workload(name: str, delta: float | None, mfu: float | None) -> dict[str, An
     return {"workload": name, "precision": "fp8", "delta_pct": delta, "mfu": mfu}
 
 
-def _run(reports: Path, run_id: str, started: str, cluster: str, outcome: str, workloads: list[dict[str, Any]]) -> None:
+KEYS: dict[str, KeyPair] = {}
+
+
+def _key(keys: Path) -> KeyPair:
+    if str(keys) not in KEYS:
+        KEYS[str(keys)] = init_keys(keys, passphrase=None, common_name="t", dev=True,
+                                    now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    return KEYS[str(keys)]
+
+
+def _run(reports: Path, run_id: str, started: str, cluster: str, outcome: str, workloads: list[dict[str, Any]],
+         *, sign: bool = True) -> Path:
+    """A run folder as `certify` leaves it: results.json and a catalog copy under a signed manifest."""
     folder = reports / run_id
     folder.mkdir(parents=True)
     results = {"run_id": run_id, "started_at": started, "cluster": {"name": cluster}, "outcome": outcome,
                "workloads": workloads}
     (folder / "results.json").write_text(json.dumps(results))
-    (folder / "manifest.json").write_text(json.dumps({"predicate": {"run": {"bundle_path": f"/b/{run_id}"}}}))
+    (folder / "catalog.yaml").write_text("id: x\n")
+    if sign:
+        write_manifest(folder, reports, [], {"run": {"bundle_path": f"/b/{run_id}"}}, _key(reports.parent / "keys"),
+                       run_files=["results.json", "catalog.yaml"])
+    return folder
 
 
 @pytest.fixture
@@ -43,16 +62,35 @@ def reports(tmp_path: Path) -> Path:
 
 
 def test_index_is_oldest_first_and_skips_unreadable_folders(reports: Path) -> None:
-    records = index_runs(reports)
+    keys = reports.parent / "keys"
+    records = index_runs(reports, key_dir=keys)
     assert [(r.run_id, r.cluster, r.outcome, r.bundle_path) for r in records] == [
         ("a", "east", "NOT CERTIFIED", "/b/a"), ("c", "west", "CERTIFIED", "/b/c"), ("b", "east", "CERTIFIED", "/b/b")]
-    assert [r.run_id for r in index_runs(reports, "east")] == ["a", "b"]
+    assert [r.run_id for r in index_runs(reports, "east", key_dir=keys)] == ["a", "b"]
     assert records[0].headline == {"llama3-70b/fp8": {"delta_pct": -6.0, "mfu": 0.37}}
-    assert index_runs(reports / "missing") == []
+    assert index_runs(reports / "missing", key_dir=keys) == []
+
+
+def test_only_folders_that_verify_are_history(reports: Path) -> None:
+    """Hostile corpus: a folder left by a killed run (no envelope), one altered after signing, one with an
+    extra file, and one signed by another key are not history: `runs` and alerts never compare against them."""
+    keys = reports.parent / "keys"
+    best = [_workload("llama3-70b", 9.0, 0.5)]
+    _run(reports, "killed", "2026-03-01T00:00:00Z", "east", "CERTIFIED", best, sign=False)
+    altered = _run(reports, "altered", "2026-03-02T00:00:00Z", "east", "NOT CERTIFIED", best)
+    (altered / "results.json").write_text((altered / "results.json").read_text().replace("NOT CERTIFIED", "CERTIFIED"))
+    extra = _run(reports, "extra", "2026-03-03T00:00:00Z", "east", "CERTIFIED", best)
+    (extra / "error.log").write_text("Traceback\n")
+    other_keys = reports.parent / "other-keys"
+    write_manifest(_run(reports, "forged", "2026-03-04T00:00:00Z", "east", "CERTIFIED", best, sign=False), reports, [],
+                   {"run": {"bundle_path": "/b/x"}}, _key(other_keys), run_files=["results.json", "catalog.yaml"])
+    assert [r.run_id for r in index_runs(reports, key_dir=keys)] == ["a", "c", "b"]
+    assert previous_summary(index_runs(reports, key_dir=keys), "east", "2027-01-01T00:00:00Z")["run_id"] == "b"  # type: ignore[index]
+    assert [r.run_id for r in index_runs(reports, key_dir=other_keys)] == ["forged"]
 
 
 def test_previous_run_is_the_latest_earlier_run_of_the_same_cluster(reports: Path) -> None:
-    records = index_runs(reports)
+    records = index_runs(reports, key_dir=reports.parent / "keys")
     assert previous_summary(records, "east", "2026-03-01T00:00:00Z") == {
         "run_id": "b", "started_at": "2026-02-01T00:00:00Z", "outcome": "CERTIFIED",
         "headline": {"llama3-70b/fp8": {"delta_pct": 2.0, "mfu": 0.40}}}

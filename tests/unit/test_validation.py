@@ -39,12 +39,12 @@ from clustercert.validation.tables import (
     collective_table,
     events_table,
     gpu_counts_table,
-    training_files_table,
     mlperf_table,
     rank_timings_table,
     scheduler_span_table,
     scheduler_table,
     telemetry_table,
+    training_files_table,
     training_table,
 )
 from clustercert.verdicts import Check, Outcome, Severity, Status, decide_outcome
