@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,8 @@ __all__ = ["new_nonce", "new_run_meta"]
 
 
 def new_nonce() -> str:
-    """Six hex digits that tell apart runs of the same bundle started in the same second (even by one process)."""
-    return f"{os.getpid() % 256:02x}{secrets.token_hex(2)}"
+    """Six random hex digits that tell apart runs of the same bundle started in the same second."""
+    return secrets.token_hex(3)
 
 
 def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: str, dev_key: bool,

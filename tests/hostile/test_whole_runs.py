@@ -1,0 +1,94 @@
+"""Hostile corpus, whole runs (issue 14 items 3, 9; crash and signal safety): a run stopped by SIGTERM while its
+flow writes the run folder, then two certifications of one bundle into one folder at the same moment.
+
+One test, so that "certifying again afterwards completes" is shown on the folder the stopped run left; the
+bundle is the smallest that runs every step (one 128-GPU training run of `clustercert simulate`).
+Each case, what it attacks and the expected outcome: tests/hostile/README.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clustercert.attest.manifest import verify_run
+from clustercert.attest.signing import init_keys
+from tests.conftest import ROOT, run_cli
+
+Count = Callable[[int], None]
+RUN = "llama3-70b-fp8-128-r1"
+
+
+def _mini_bundle(tmp_path: Path) -> Path:
+    full = tmp_path / "full"
+    proc = run_cli("simulate", "--out", str(full), "--gpus", "128", "--repeats", "1", "--fault", "none")
+    assert proc.returncode == 0, proc.stderr
+    doc = yaml.safe_load((full / "bundle.yaml").read_text())
+    doc["runs"] = [r for r in doc["runs"] if r["id"] == RUN]
+    mini = tmp_path / "mini"
+    for rel in doc["runs"][0]["files"]:
+        (mini / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(full / rel, mini / rel)
+    (mini / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return mini
+
+
+def _certify(bundle: Path, reports: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "clustercert", "certify", str(bundle), "--reports-dir",
+                             str(reports)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.mark.slow
+def test_stopped_run_leaves_nothing_then_two_concurrent_runs_both_verify(tmp_path: Path, hostile: Count) -> None:
+    bundle = _mini_bundle(tmp_path)
+    keys = tmp_path / "keys"
+    init_keys(keys, passphrase=None, common_name="t", dev=True, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "CLUSTERCERT_KEY_DIR": str(keys)}
+    reports = tmp_path / "reports"
+
+    # 1. SIGTERM while the flow writes the run folder (Prefect's own SIGTERM handler is installed then).
+    stopped = _certify(bundle, reports, env)
+    hostile(1)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and stopped.poll() is None:
+        if reports.is_dir() and any(p.is_dir() for p in reports.iterdir()):
+            break
+        time.sleep(0.05)
+    assert stopped.poll() is None, "the run ended before it could be stopped"
+    sent = time.monotonic()
+    stopped.send_signal(signal.SIGTERM)
+    out, err = stopped.communicate(timeout=30)
+    took = time.monotonic() - sent
+    assert stopped.returncode == 143, out + err
+    assert "Traceback" not in out + err
+    assert err.strip().splitlines()[-1].startswith("stopped by SIGTERM"), err
+    assert took < 15, f"stopping took {took:.1f} s"
+    assert [p.name for p in reports.iterdir()] == [], "the stopped run left a folder"
+
+    # 2. Two certifications of the same bundle into the same folder at the same moment.
+    pair = [_certify(bundle, reports, env), _certify(bundle, reports, env)]
+    hostile(2)
+    results = [p.communicate(timeout=400) for p in pair]
+    codes = [p.returncode for p in pair]
+    assert codes[0] == codes[1] and codes[0] in (0, 1, 3), results
+    assert not any("Traceback" in o + e for o, e in results)
+    folders = sorted(p for p in reports.iterdir() if p.is_dir())
+    assert len(folders) == 2 and folders[0].name != folders[1].name
+    for folder in folders:
+        check = verify_run(folder, key_dir=keys, trust=None, bundle=None)
+        assert check.ok, check.problems
+        assert "error.log" not in " ".join(p.name for p in folder.iterdir())
+    listed = run_cli("runs", "--json", "--reports-dir", str(reports), env={"CLUSTERCERT_KEY_DIR": str(keys)})
+    assert sorted(r["run_dir"] for r in json.loads(listed.stdout)) == [str(f) for f in folders]
