@@ -22,10 +22,10 @@ BOUND_S = 30  # the issue's "within 30 s"
 
 
 def _one_line(proc: object, code: int, *needles: str) -> None:
-    out = getattr(proc, "stdout") + getattr(proc, "stderr")
-    assert getattr(proc, "returncode") == code, out
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == code, out
     assert "Traceback" not in out, out
-    lines = [ln for ln in getattr(proc, "stderr").splitlines() if ln.strip() and not ln.startswith("note:")]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("note:")]
     assert len(lines) == 1 and lines[0].startswith("error: "), out
     for needle in needles:
         assert needle in lines[0], lines[0]
