@@ -14,13 +14,22 @@ __all__ = [
 ]
 
 
+MAX_MESSAGE = 800  # characters of one error line
+
+
 class ClusterCertError(Exception):
     """Root of every error clustercert raises on purpose; its message is one line for the user."""
 
     exit_code = 4
 
     def __str__(self) -> str:
-        return " ".join(str(self.args[0]).split()) if self.args else self.__class__.__name__
+        if not self.args:
+            return self.__class__.__name__
+        text = " ".join(str(self.args[0]).split())
+        # A message quotes the input it refuses; hostile input can make that quote huge. Keep where and the fix.
+        if len(text) > MAX_MESSAGE:
+            text = text[:MAX_MESSAGE - 200] + " [...] " + text[-190:]
+        return text
 
 
 class UsageError(ClusterCertError):

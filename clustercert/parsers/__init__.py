@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.guards import open_regular
@@ -32,28 +33,55 @@ __all__ = [
     "TrainingStep",
     "detect_format",
     "inspect_evidence",
+    "parse_resilience_log",
     "parse_training_log",
 ]
 
 TrainingParser = Callable[..., TrainingLog]
+P = TypeVar("P", bound=Callable[..., Any])
+
+
+def _bounded(parser: P) -> P:
+    """`parser`, with the two failures any parser can hit on hostile input turned into a located EvidenceError:
+    a number of more than 4,300 digits (int() and json refuse it with ValueError) and nesting deep enough for a
+    RecursionError. Other exceptions are bugs and stay what they are."""
+
+    @functools.wraps(parser)
+    def run(path: Path, display: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return parser(path, display, *args, **kwargs)
+        except RecursionError:
+            raise EvidenceError(display, "expected data of reasonable depth, got a too deeply nested document. "
+                                "Re-export the file") from None
+        except ValueError as exc:
+            if "integer string conversion" not in str(exc):
+                raise
+            raise EvidenceError(display, "expected numbers of at most 4300 digits, got a longer one. "
+                                "Re-export the file") from None
+
+    return cast(P, run)
+
 
 TRAINING_FORMATS: dict[str, TrainingParser] = {
-    "nemo": parse_nemo,
-    "megatron": parse_megatron,
-    "megatron-deepspeed": parse_megatron_deepspeed,
-    "dllogger": parse_dllogger,
-    "megatron-golden": parse_megatron_golden,
+    "nemo": _bounded(parse_nemo),
+    "megatron": _bounded(parse_megatron),
+    "megatron-deepspeed": _bounded(parse_megatron_deepspeed),
+    "dllogger": _bounded(parse_dllogger),
+    "megatron-golden": _bounded(parse_megatron_golden),
 }
+
+# the resilience events of a NeMo log (read beside its training steps)
+parse_resilience_log = _bounded(parse_nemo_resilience)
 
 # every parser returns an object with to_json(); options are passed by keyword
 FORMATS: dict[str, Callable[..., Any]] = {
     **TRAINING_FORMATS,
-    "nccl-tests": parse_nccl_tests,
-    "mlperf": parse_mlperf,
-    "sacct": parse_sacct,
-    "rank-timings": parse_rank_timings,
-    "dcgm": parse_dcgm,
-    "events": parse_events,
+    "nccl-tests": _bounded(parse_nccl_tests),
+    "mlperf": _bounded(parse_mlperf),
+    "sacct": _bounded(parse_sacct),
+    "rank-timings": _bounded(parse_rank_timings),
+    "dcgm": _bounded(parse_dcgm),
+    "events": _bounded(parse_events),
 }
 
 _SNIFF_BYTES = 64 * 1024 * 1024
@@ -181,7 +209,7 @@ def inspect_evidence(path: Path, fmt: str | None = None, **options: Any) -> dict
     out: dict[str, object] = {"format": name, **result.to_json()}
     if name == "nemo":
         out.update(
-            parse_nemo_resilience(
+            parse_resilience_log(
                 path, display, **{k: v for k, v in options.items() if k == "limit"}
             ).to_json()
         )

@@ -35,7 +35,8 @@ STATES = frozenset(
         "TIMEOUT",
     }
 )
-_ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.(\d+))?$")
+# Digits bounded: a duration of thousands of digits is not a duration (and int() refuses it past 4,300).
+_ELAPSED = re.compile(r"^(?:(\d{1,9})-)?(?:(\d{1,9}):)?(\d{1,9}):(\d{1,9})(?:\.(\d{1,9}))?$")
 _NO_TIME = {"", "Unknown", "None", "N/A"}
 
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
-from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_training_log
+from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
-from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience
+from clustercert.parsers.nemo_resilience import ResilienceLog
 from clustercert.parsers.training import TrainingLog
 
 __all__ = ["ResilienceRunLog", "parse_run"]
@@ -54,7 +54,7 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
         if run.kind is RunKind.RESILIENCE:
             return ResilienceRunLog(
                 training=parse_training_log(path, display, run.format, limit=limit),
-                resilience=parse_nemo_resilience(path, display, limit=limit),
+                resilience=parse_resilience_log(path, display, limit=limit),
                 clock=parse_log_clock(path, display, timezone=bundle.spec.timezone, limit=limit),
             )
         parser = FORMATS[run.format]

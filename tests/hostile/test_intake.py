@@ -6,6 +6,7 @@ Each case, what it attacks and the expected outcome: tests/hostile/README.md.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -208,3 +209,23 @@ def test_guards_name_every_kind_of_file() -> None:
     assert guards.file_kind(stat.S_IFSOCK) == "a socket"
     with pytest.raises(ClusterCertError, match="got nothing at this path"):
         guards.check_regular(Path("/nonexistent/x"))
+
+
+def test_numbers_of_thousands_of_digits_in_every_format(tmp_path: Path, hostile: Count) -> None:
+    """Every run of digits of every seed line stretched to 5,000 digits: int() and json refuse past 4,300 digits
+    with ValueError (exit 4 before); now a located EvidenceError, or the line is read."""
+    from tests.mangle import OPTIONS
+    from tests.unit.parsers.test_properties import SEEDS
+
+    path = tmp_path / "f"
+    for fmt, lines in SEEDS.items():
+        name = fmt.strip()
+        for i, line in enumerate(lines):
+            for match in re.finditer(r"\d+", line):
+                stretched = line[:match.start()] + "7" * 5000 + line[match.end():]
+                path.write_text("\n".join([*lines[:i], stretched, *lines[i + 1:]]) + "\n")
+                hostile(1)
+                try:
+                    FORMATS[name](path, "f", **OPTIONS.get(name, {})).to_json()
+                except EvidenceError as exc:
+                    assert "\n" not in str(exc) and len(str(exc)) <= 800
