@@ -229,3 +229,11 @@ def test_numbers_of_thousands_of_digits_in_every_format(tmp_path: Path, hostile:
                     FORMATS[name](path, "f", **OPTIONS.get(name, {})).to_json()
                 except EvidenceError as exc:
                     assert "\n" not in str(exc) and len(str(exc)) <= 800
+
+
+def test_yaml_object_tags_are_never_constructed(tmp_path: Path, hostile: Count) -> None:
+    marker = tmp_path / "ran"
+    text = f'schema_version: !!python/object/apply:os.system ["touch {marker}"]\n'
+    hostile(1)
+    assert "expected valid YAML" in _yaml_error(write_bundle(tmp_path / "b", text=text))
+    assert not marker.exists()

@@ -217,6 +217,8 @@ CASES: dict[tuple[str, str], tuple[Callable[[], TableInput], Callable[[], TableI
     ("training_steps", "step_time_positive"): (training, lambda: training(_steps({12: {"step_time_s": 0.0}})), 112),
     ("training_steps", "window_step_time_positive"): (
         training, lambda: training(_steps({40: {"step_time_s": -12.71}})), 140),
+    ("training_steps", "window_step_time_plausible"): (  # hostile corpus: a step time of 1e308 in one repeat
+        training, lambda: training(_steps({40: {"step_time_s": 1e308}})), 140),
     ("training_steps", "iterations_strictly_increasing"): (
         training, lambda: training(_steps({21: {"iteration": 20, "global_step": 20}})), 121),
     ("training_steps", "window_complete"): (
@@ -476,7 +478,8 @@ def test_an_expectation_that_cannot_run_is_error_not_fail(tmp_path: Path, suites
 def test_expectations_without_their_parameter_are_not_applicable(suites: dict[str, SuiteSpec]) -> None:
     table = dataclasses.replace(training(), parameters={})
     report = run_tables([table], suites)
-    assert report.tables[0].not_applicable == ("window_step_time_positive", "window_complete")
+    assert report.tables[0].not_applicable == ("window_step_time_positive", "window_step_time_plausible",
+                                                "window_complete")
     assert all(r.expectation != "window_complete" for r in report.tables[0].results)
 
 
@@ -496,7 +499,7 @@ def test_validation_json_shape(suites: dict[str, SuiteSpec]) -> None:
         "message": bad["message"],
     }
     assert bad["message"].startswith("1 of 49 rows outside the expectation (within a run")
-    assert doc["summary"] == {"required_failed": 1, "errors": 0, "passed": 10}
+    assert doc["summary"] == {"required_failed": 1, "errors": 0, "passed": 11}
 
 
 def _check(file: str, check_id: str = "efficiency.x_meets_baseline") -> Check:
