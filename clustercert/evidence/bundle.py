@@ -181,7 +181,8 @@ def resolve_inside(root: Path, rel: str, *, entry: str) -> Path:
         raise EvidenceError(where, f"expected a file inside the bundle, got '{rel}' which links outside it")
     if not candidate.exists():
         raise EvidenceError(where, f"expected an existing file, got '{rel}' which is missing")
-    check_regular(candidate, f"{where} '{rel}'")  # a FIFO, device or folder is refused here, before any read
+    if not candidate.is_dir():  # a folder is an MLPerf result folder (load_bundle checks the format)
+        check_regular(candidate, f"{where} '{rel}'")  # a FIFO, device or socket is refused here, before any read
     return candidate
 
 
@@ -195,7 +196,9 @@ def load_bundle(path: Path) -> LoadedBundle:
     bundle = LoadedBundle(root=root, spec=spec)
     for run in spec.runs:
         for rel in run.files:
-            bundle.resolve(rel, entry=f"run '{run.id}' files")
+            path = bundle.resolve(rel, entry=f"run '{run.id}' files")
+            if path.is_dir() and run.format != "mlperf":
+                check_regular(path, f"{yaml_path} run '{run.id}' files '{rel}'")  # only MLPerf reads a folder
     return bundle
 
 
