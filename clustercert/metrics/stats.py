@@ -26,8 +26,11 @@ def mean_stats(values: Sequence[float]) -> MeanStats:
     if not values:
         raise ValueError("mean_stats needs at least one value")
     arr = np.asarray(values, dtype=float)
-    std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
-    return MeanStats(n=int(arr.size), mean=float(arr.mean()), std=std)
+    # A forged value near the float maximum (1e308) overflows the squares: the std is then inf, silently (the
+    # run is refused by checks/training_steps.json window_step_time_plausible; no numpy warning on the terminal).
+    with np.errstate(over="ignore", invalid="ignore"):
+        std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+        return MeanStats(n=int(arr.size), mean=float(arr.mean()), std=std)
 
 
 def bootstrap_mean_interval(
@@ -39,9 +42,10 @@ def bootstrap_mean_interval(
         return (float(arr.mean()), float(arr.mean()))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, arr.size, size=(resamples, arr.size))
-    means = arr[idx].mean(axis=1)
     tail = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
+    with np.errstate(over="ignore", invalid="ignore"):  # see mean_stats
+        means = arr[idx].mean(axis=1)
+        low, high = np.quantile(means, [tail, 1.0 - tail])
     return (float(low), float(high))
 
 

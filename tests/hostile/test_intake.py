@@ -237,3 +237,16 @@ def test_yaml_object_tags_are_never_constructed(tmp_path: Path, hostile: Count) 
     hostile(1)
     assert "expected valid YAML" in _yaml_error(write_bundle(tmp_path / "b", text=text))
     assert not marker.exists()
+
+
+def test_a_step_time_of_1e308_prints_no_numpy_warning(hostile: Count) -> None:
+    """The repeat is refused by window_step_time_plausible (tests/unit/test_validation.py); the statistics of
+    it must not print overflow warnings on the terminal (warnings are errors in this suite)."""
+    from clustercert.metrics.stats import bootstrap_mean_interval, mean_stats
+
+    values = [7.5] * 30 + [1e308] + [7.5] * 19
+    hostile(1)
+    stats = mean_stats(values)
+    assert stats.n == 50 and stats.mean == pytest.approx(1e308 / 50) and stats.std == float("inf")
+    low, high = bootstrap_mean_interval(values, resamples=200, seed=1)
+    assert low == 7.5 and not high < 1e306  # meaningless (inf or nan) but silent: the run is refused anyway
