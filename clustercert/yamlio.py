@@ -45,52 +45,48 @@ def yaml_line_of(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: a 4 MB bundle.yaml in well under a second
 
 
-def _line(event: yaml.Event) -> int | None:
-    return None if event.start_mark is None else event.start_mark.line + 1
-
-
 def _compose_bounded(text: str, name: str, error: type[ClusterCertError], hint: str) -> tuple[yaml.Node | None, Any]:
-    """The node tree and the data of one YAML document, after one streaming pass has bounded its aliases and
-    its nesting (an alias re-uses a subtree: a few hundred of them can stand for billions of nodes)."""
-    aliases = depth = 0
-    for event in yaml.parse(text, Loader=_LOADER):
-        if isinstance(event, yaml.AliasEvent):
-            aliases += 1
-            if aliases > MAX_YAML_ALIASES:
-                raise located(error, name, f"expected at most {MAX_YAML_ALIASES} YAML aliases (*name), got more. "
-                              f"Write the values out. {hint}".strip(), line=_line(event))
-        elif isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_NESTING:
-                raise located(error, name, f"expected mappings and lists nested at most {MAX_NESTING} deep, got "
-                              f"deeper. {hint}".strip(), line=_line(event))
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    """The node tree and the data of one YAML document, after its nesting, its aliases and its size with every
+    alias expanded are bounded on the node graph (libyaml composes it; an alias is the same node object, so a
+    few hundred aliases can stand for billions of values) and before anything is built from it."""
     loader = _LOADER(text)
     try:
         node = loader.get_single_node()
-        if node is not None and _expanded_size(node, {}) > MAX_YAML_NODES:
-            raise located(error, name, f"expected at most {MAX_YAML_NODES} values once aliases are expanded, got "
-                          f"more. Write the values out. {hint}".strip())
+        if node is not None:
+            _check_graph(node, name, error, hint)
         data = None if node is None else loader.construct_document(node)
     finally:
         loader.dispose()
     return node, data
 
 
-def _expanded_size(node: yaml.Node, seen: dict[int, int]) -> int:
-    """How many nodes the tree holds with every alias expanded (an alias is the same node object, so each node
-    is counted once and multiplied by its uses). Depth is already bounded by MAX_NESTING."""
-    known = seen.get(id(node))
-    if known is not None:
-        return known
-    size = 1
-    if isinstance(node, yaml.SequenceNode):
-        size += sum(_expanded_size(child, seen) for child in node.value)
-    elif isinstance(node, yaml.MappingNode):
-        size += sum(_expanded_size(k, seen) + _expanded_size(v, seen) for k, v in node.value)
-    seen[id(node)] = size
-    return size
+def _check_graph(root: yaml.Node, name: str, error: type[ClusterCertError], hint: str) -> None:
+    sizes: dict[int, int] = {}
+    aliases = 0
+
+    def size(node: yaml.Node, depth: int) -> int:
+        nonlocal aliases
+        known = sizes.get(id(node))
+        if known is not None:  # a second reference to a node: an alias
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise located(error, name, f"expected at most {MAX_YAML_ALIASES} YAML aliases (*name), got more. "
+                              f"Write the values out. {hint}".strip(), line=node.start_mark.line + 1)
+            return known
+        if depth > MAX_NESTING:
+            raise located(error, name, f"expected mappings and lists nested at most {MAX_NESTING} deep, got "
+                          f"deeper. {hint}".strip(), line=node.start_mark.line + 1)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
+        sizes[id(node)] = total
+        return total
+
+    if size(root, 0) > MAX_YAML_NODES:
+        raise located(error, name, f"expected at most {MAX_YAML_NODES} values once aliases are expanded, got "
+                      f"more. Write the values out. {hint}".strip())
 
 
 def _dotted(loc: Sequence[int | str]) -> str:
@@ -111,12 +107,12 @@ def load_yaml_model(
     """Parse `path` as YAML into `model`; any problem raises `error(one line message)`."""
     name = display or str(path)
     try:
-        raw = read_regular(path, name, limit=MAX_YAML_BYTES)
+        raw = read_regular(path, name, limit=MAX_YAML_BYTES, fix="Split the bundle (or catalog) into smaller ones")
         text = raw.decode("utf-8")
     except EvidenceError as exc:
         if not path.exists() and not path.is_symlink():
             raise located(error, name, f"expected a file, got nothing at this path. {hint}".strip()) from None
-        raise located(error, name, f"{exc.message}. {hint}".strip()) from None
+        raise located(error, name, f"{exc.message.rstrip('.')}. {hint}".strip()) from None
     except UnicodeDecodeError as exc:
         raise located(error, name, f"expected UTF-8 text, got {exc.__class__.__name__}. {hint}".strip()) from None
     try:

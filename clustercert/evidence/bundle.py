@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -175,9 +176,9 @@ def resolve_inside(root: Path, rel: str, *, entry: str) -> Path:
     if ".." in pure.parts:
         raise EvidenceError(where, f"expected a path inside the bundle, got '{rel}' which uses '..'")
     candidate = root / rel
-    real_root = root.resolve()
-    real = candidate.resolve()
-    if real != real_root and real_root not in real.parents:
+    real_root = os.path.realpath(root)  # os.path: a 30,000-run bundle.yaml spent seconds in Path.resolve
+    real = os.path.realpath(candidate)
+    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
         raise EvidenceError(where, f"expected a file inside the bundle, got '{rel}' which links outside it")
     if not candidate.exists():
         raise EvidenceError(where, f"expected an existing file, got '{rel}' which is missing")

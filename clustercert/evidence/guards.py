@@ -28,9 +28,9 @@ __all__ = [
     "short_repr",
 ]
 
-# bundle.yaml and catalogs are written by `evidence init` or by hand: the largest real one (a 1,024-node
-# bundle with a run per workload, repeat and pair) is about 1 MB; 8 MiB leaves room and loads in seconds.
-MAX_YAML_BYTES = 8 * 1024**2
+# bundle.yaml and catalogs are written by `evidence init` or by hand: a 1,024-node bundle with a run per
+# workload, repeat and pair is about 150 KB; 2 MiB (about 17,000 runs) loads in seconds (bench/bench_hostile.py).
+MAX_YAML_BYTES = 2 * 1024**2
 # Anchors and aliases are legal YAML, but each alias can multiply what is built (billion laughs).
 MAX_YAML_ALIASES = 1000
 # What the document holds once every alias is expanded (a 1,024-node bundle with a run per pair: ~200,000).
@@ -98,20 +98,21 @@ def check_regular(path: Path, display: str | None = None) -> os.stat_result:
     return st
 
 
-def _check_size(size: int, shown: str, limit: int) -> None:
+def _check_size(size: int, shown: str, limit: int, fix: str | None = None) -> None:
     if size > limit:
         raise EvidenceError(shown, f"expected at most {limit} bytes, got {size}. "
-                            "Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES")
+                            f"{fix or 'Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES'}")
 
 
 @contextmanager
-def open_regular(path: Path, display: str | None = None, *, limit: int) -> Iterator[BinaryIO]:
+def open_regular(path: Path, display: str | None = None, *, limit: int, fix: str | None = None
+                 ) -> Iterator[BinaryIO]:
     """`path` opened for reading, only when it is a regular file of at most `limit` bytes.
 
     The type is checked before opening (a FIFO would block open(2)) and again on the open descriptor
     (O_NONBLOCK, so a file swapped for a FIFO in between cannot block either)."""
     shown = display or str(path)
-    _check_size(check_regular(path, shown).st_size, shown, limit)
+    _check_size(check_regular(path, shown).st_size, shown, limit, fix)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
@@ -121,7 +122,7 @@ def open_regular(path: Path, display: str | None = None, *, limit: int) -> Itera
         os.close(fd)
         raise EvidenceError(shown, f"expected a regular file, got {file_kind(st.st_mode)}")
     try:
-        _check_size(st.st_size, shown, limit)
+        _check_size(st.st_size, shown, limit, fix)
     except EvidenceError:
         os.close(fd)
         raise
@@ -129,10 +130,12 @@ def open_regular(path: Path, display: str | None = None, *, limit: int) -> Itera
         yield handle
 
 
-def read_regular(path: Path, display: str | None = None, *, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (a file that grows past it while read is refused)."""
+def read_regular(path: Path, display: str | None = None, *, limit: int, fix: str | None = None) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (a file that grows past it while read is refused);
+    `fix` replaces the size error's advice."""
     shown = display or str(path)
-    with open_regular(path, shown, limit=limit) as handle:
-        data = handle.read(limit + 1)
-    _check_size(len(data), shown, limit)
+    with open_regular(path, shown, limit=limit, fix=fix) as handle:
+        # Ask for the size fstat gave (plus one byte, to see growth), never for `limit`: a buffer is made that big.
+        data = handle.read(min(os.fstat(handle.fileno()).st_size, limit) + 1)
+    _check_size(len(data), shown, limit, fix)
     return data
