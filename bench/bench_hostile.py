@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the cases are one line each)
 """Time to refuse or read hostile inputs (issue 14): large bundle.yaml files, the long lines that made
 backtracking regexes take minutes, and format detection; written to bench/results/hostile.json."""
 
