@@ -74,8 +74,15 @@ def running(run_dir: Path) -> Iterator[None]:
         _state["run_dir"] = None
 
 
-def _stop_prefect_server() -> None:
-    # os._exit skips atexit: stop the temporary Prefect server this process started, if any, so none is orphaned.
+def _stop_children() -> None:
+    # os._exit skips atexit: stop what this process started (the temporary Prefect server, a local Dask
+    # cluster's worker processes) so that none is orphaned.
+    if "multiprocessing" in sys.modules:
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            with contextlib.suppress(Exception):
+                child.terminate()
     server = sys.modules.get("prefect.server.api.server")
     instances = getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {})
     for instance in list(instances.values()):
@@ -99,7 +106,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     with contextlib.suppress(OSError):
         os.write(2, f"stopped by {name}{note}. Run the command again to start anew.\n".encode())
-    _stop_prefect_server()
+    _stop_children()
     os._exit(code)
 
 
