@@ -394,6 +394,15 @@ def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed
                         add(run, "nccl-tests", test.ranks, pf.display, test.line)
             elif isinstance(result, RankTimings):
                 add(run, "rank-timings", result.ranks, pf.display, 1)
+                # The fewest ranks any step was timed on: a run that shrinks (128 -> 64 ranks) mid-run still
+                # shows 128 distinct ranks over the whole table, never on every step.
+                per_step = result.table.group_by("step").aggregate([("rank", "count_distinct")])
+                fewest = pc.min(per_step.column("rank_count_distinct")).as_py()
+                if fewest is not None:
+                    first = pc.index(per_step.column("rank_count_distinct"), fewest).as_py()
+                    step = per_step.column("step")[first].as_py()
+                    row = pc.index(result.table.column("step"), step).as_py()
+                    add(run, "rank-timings-per-step", fewest, pf.display, int(row) + 1)
             elif isinstance(result, TrainingLog) and flops is not None and run.gbs:
                 implied = [(flops * run.gbs / (s.step_time_s * s.tflops_per_gpu * 1e12), s.line)
                            for s in result.steps if s.step_time_s and s.tflops_per_gpu]

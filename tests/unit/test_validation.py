@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from clustercert.catalog import LoadedCatalog, load_catalog
@@ -413,6 +414,29 @@ def test_gpu_count_fits_nodes(tmp_path: Path, suites: dict[str, SuiteSpec], cata
     table = gpu_counts_table(bundle, catalog, _parsed(bundle, _steps(), 8, 3600.0))
     failed = _result(run_tables([table], suites), "gpu_count_fits_nodes")
     assert failed.status is ResultStatus.FAIL and failed.sample[0].file == str(crowded / "bundle.yaml")
+
+
+def test_a_run_that_shrinks_mid_run_is_a_gpu_count_finding(tmp_path: Path, suites: dict[str, SuiteSpec],
+                                                             catalog: LoadedCatalog) -> None:
+    """Hostile corpus: per-rank timings of a run declared at 8 GPUs whose last 5 steps ran on 4 ranks still show
+    8 distinct ranks over the table; the fewest ranks of any step (4, from step 5 at row 41) is a finding."""
+    ranks_run = ("  - {id: ranks, phase: resilience, kind: rank-timings, format: rank-timings, gpus: 8,"
+                 " files: [n.log]}\n")
+    bundle = _bundle(tmp_path, ranks_run)
+
+    def parsed(table: pa.Table) -> dict[str, Any]:
+        result = RankTimings("r.parquet", table, 8, 2, 0, 9)
+        return {"ranks": [ParsedFile("ranks", RunKind.RANK_TIMINGS, "n.log", "n.log", result)]}
+
+    whole = pa.table({"rank": [r for _ in range(10) for r in range(8)],
+                      "step": [st for st in range(10) for _ in range(8)]})
+    good = gpu_counts_table(bundle, catalog, parsed(whole))
+    assert _result(run_tables([good], suites), "gpu_counts_agree").status is ResultStatus.PASS
+    shrunk = whole.filter(pc.or_(pc.less(whole.column("step"), 5), pc.less(whole.column("rank"), 4)))
+    bad = gpu_counts_table(bundle, catalog, parsed(shrunk))
+    failed = _result(run_tables([bad], suites), "gpu_counts_agree")
+    assert failed.status is ResultStatus.FAIL
+    assert (failed.sample[0].value, failed.sample[0].file, failed.sample[0].line) == (0.5, "n.log", 41)
 
 
 def test_training_files_distinct(tmp_path: Path, suites: dict[str, SuiteSpec]) -> None:
