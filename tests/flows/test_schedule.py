@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import shutil
@@ -60,6 +61,16 @@ def _previous_run(reports: Path) -> None:
                "outcome": "CERTIFIED",
                "workloads": [{"workload": "llama3-70b", "precision": "fp8", "delta_pct": 9.0, "mfu": 0.9}]}
     (folder / "results.json").write_text(json.dumps(results))
+    # Signed like a real run folder: only a folder that verifies is history (issue 14 item 7).
+    from clustercert.attest.manifest import write_manifest
+    from clustercert.attest.signing import MANIFEST_KEY, init_keys, load_signing_key
+
+    keys = Path(os.environ["CLUSTERCERT_KEY_DIR"])
+    if not (keys / MANIFEST_KEY).exists():
+        init_keys(keys, passphrase=None, common_name="clustercert development key", dev=True,
+                  now=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
+    write_manifest(folder, reports, [], {"run": {"bundle_path": "/b/previous"}}, load_signing_key(keys, None),
+                   run_files=["results.json"])
 
 
 async def _api(server: PrefectServer, deployment: str) -> dict[str, Any]:
