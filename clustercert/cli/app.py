@@ -256,6 +256,23 @@ def simulate(
     out.print(f"wrote {out_dir}")
 
 
+def _click_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(usage-or-Click errors, exits) of Typer's vendored Click and, where installed, of Click itself: Typer 0.29
+    raises its own copies, which are not the `click` package's classes."""
+    from typer._click import exceptions as vendored
+
+    shown: list[type[BaseException]] = [vendored.ClickException]
+    exits: list[type[BaseException]] = [typer.Exit]
+    try:
+        import click
+    except ImportError:  # pragma: no cover - Click comes with Prefect
+        pass
+    else:
+        shown.append(click.exceptions.ClickException)
+        exits.append(click.exceptions.Exit)
+    return tuple(shown), tuple(exits)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never a traceback on the terminal)."""
     try:
@@ -269,13 +286,14 @@ def main(argv: list[str] | None = None) -> int:
         err.print("aborted")
         return 2
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.UsageError):
-            exc.show()
-            return 2
-        if isinstance(exc, click.exceptions.Exit):
-            return int(exc.exit_code)
+        shown, exits = _click_errors()
+        if isinstance(exc, shown):
+            # Click's own message naming the problem (unknown option, missing argument, unknown command), with
+            # the usage line; exit 2 for usage errors, Click's code for the others.
+            exc.show()  # type: ignore[attr-defined]
+            return int(getattr(exc, "exit_code", 2))
+        if isinstance(exc, exits):
+            return int(getattr(exc, "exit_code", 0))
         path = Path(os.environ.get("TMPDIR", "/tmp")) / "clustercert-error.log"
         path.write_text(traceback.format_exc(), encoding="utf-8")
         err.print(f"error: internal error ({exc.__class__.__name__}); traceback written to {path}", markup=False)
