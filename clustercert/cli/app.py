@@ -110,9 +110,10 @@ def certify(
     _quiet_prefect()
     try:
         from flows.certify import certify_flow
+        from flows.runtime import prefect_runtime
 
         workers = (settings.dask_workers or 2) if dask else settings.dask_workers
-        with cli_ops.dask_address(workers, settings.dask_address) as address:
+        with prefect_runtime(), cli_ops.dask_address(workers, settings.dask_address) as address:
             summary = certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
                 references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),

@@ -106,14 +106,16 @@ def rerun(
     os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result is used
     _quiet()
     from flows.certify import certify_flow
+    from flows.runtime import prefect_runtime
 
     work = Path(tempfile.mkdtemp(prefix="clustercert-rerun-")) if keep is None else keep
     replay = work / str(predicate["run"]["run_id"])
     try:
-        certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
-                     key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
-                     templates_dir=str(settings.templates_dir), catalog=str((run_dir / "catalog.yaml").resolve()),
-                     limit=settings.max_evidence_bytes)
+        with prefect_runtime():
+            certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
+                         key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
+                         templates_dir=str(settings.templates_dir),
+                         catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes)
         diffs = compare_run_folders(run_dir, replay)
     finally:
         if keep is None:
