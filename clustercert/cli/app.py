@@ -97,7 +97,7 @@ def certify(
 
     # Unreadable input is refused here, with one line, before any flow starts.
     inputs = load_inputs(bundle, settings.references_dir, catalog)
-    check_seal(inputs.bundle)
+    check_seal(inputs.bundle, inputs.digests)
     loaded = inputs.bundle
     _ensure_key(settings, now)
     from clustercert.attest.signing import load_signing_key
