@@ -9,6 +9,7 @@ from prefect import flow
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
+from flows.progress import report
 from flows.runners import on_runner
 from flows.tasks import gate_task, judge_task, load_task, validate_task, write_task
 
@@ -32,14 +33,22 @@ def certify_flow(
 
     With `dask_address` (a running Dask scheduler) each phase subflow runs its tasks on that cluster."""
     meta = RunMeta.from_json(run_meta)
+    report("load", bundle_path)
     inputs = load_task(bundle_path, references_dir, catalog)
+    report("efficiency", "training logs")
     efficiency = on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    report("scaling", "training runs and collectives")
     scaling = on_runner(scaling_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    report("resilience", "the long run")
     resilience = on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    report("validate", "expectation suites over every table")
     validation = validate_task(inputs, limit)
     checks = gate_task([*efficiency["checks"], *scaling["checks"], *resilience["checks"]], validation)
+    report("judge", f"{len(checks)} checks")
     results = judge_task(meta, inputs, checks, efficiency["workloads"], {
         "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]})
+    report("report", f"render and sign into {run_dir}")
     paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, validation, redact=redact)
+    report("publish", "Prefect artifacts")
     publish_artifacts_task(results, paths)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

@@ -8,7 +8,9 @@ risk under load)."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +20,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,3 +138,21 @@ def sandbox() -> Path:
 def prefect_server() -> PrefectServer:
     """The session's real Prefect server (see `shared_prefect_server`)."""
     return shared_prefect_server()
+
+
+@pytest.fixture(scope="session")
+def seed_certified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`certify --redact --verbose` of a copy of evidence/gb200-seed as a person runs it at an 80-column terminal:
+    exit code, the printed summary, run folder, results (and `out`, what `--json` prints, from results.json)."""
+    work = tmp_path_factory.mktemp("seed")
+    bundle = work / "bundle"
+    shutil.copytree(ROOT / "evidence" / "gb200-seed", bundle)
+    reports = work / "reports"
+    proc = run_cli("certify", str(bundle), "--redact", "--verbose", "--reports-dir", str(reports),
+                   env={"COLUMNS": "80"})
+    folders = [p for p in reports.iterdir() if p.is_dir()] if reports.is_dir() else []
+    run_dir = folders[0] if len(folders) == 1 else None
+    results = json.loads((run_dir / "results.json").read_text()) if run_dir is not None else {}
+    out = {k: results[k] for k in ("outcome", "run_id", "valid_until", "checks", "workloads")} if results else {}
+    return {"bundle": bundle, "run_dir": run_dir, "out": {**out, "run_dir": str(run_dir)}, "stdout": proc.stdout,
+            "stderr": proc.stderr, "rc": proc.returncode, "results": results}

@@ -307,6 +307,7 @@ def test_nan_grad_norm_is_incomplete_with_file_and_line(tmp_path: Path) -> None:
     line = next(i for i, ln in enumerate(log.read_text().splitlines(), 1) if "iteration 20/49" in ln)
     proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp_path / "reports"))
     assert proc.returncode == 3
+    assert "progress [" not in proc.stderr  # --json: no progress lines
     out = json.loads(proc.stdout)
     assert out["outcome"] == "INCOMPLETE"
     bad = [c for c in out["checks"] if c["status"] == "ERROR"]
