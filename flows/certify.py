@@ -6,6 +6,7 @@ from typing import Any
 
 from prefect import flow
 
+from clustercert.evidence.parse import forget_parsed
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
@@ -32,6 +33,16 @@ def certify_flow(
     """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths.
 
     With `dask_address` (a running Dask scheduler) each phase subflow runs its tasks on that cluster."""
+    try:
+        return _certify(bundle_path, run_dir, run_meta, key_dir, references_dir, templates_dir, catalog, limit,
+                        dask_address, redact)
+    finally:
+        forget_parsed()  # each file was parsed once for the phases and the validation; nothing is kept after
+
+
+def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: str, references_dir: str,
+             templates_dir: str, catalog: str | None, limit: int, dask_address: str | None,
+             redact: bool) -> dict[str, Any]:
     meta = RunMeta.from_json(run_meta)
     report("load", bundle_path)
     inputs = load_task(bundle_path, references_dir, catalog)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["Sink", "listening", "report"]
+__all__ = ["Sink", "current_stage", "listening", "report"]
 
 Sink = Callable[[str, str], None]
 _LOCK = threading.Lock()
@@ -20,6 +20,14 @@ def report(stage: str, what: str = "") -> None:
         sinks = list(_SINKS)
     for sink in sinks:
         sink(stage, what)
+
+
+def current_stage(default: str) -> str:
+    """The name of the flow this task runs in (the phase subflow: "efficiency", "scaling", "resilience")."""
+    from prefect.runtime import flow_run
+
+    name = flow_run.flow_name
+    return str(name) if name else default
 
 
 @contextmanager

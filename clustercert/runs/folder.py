@@ -15,6 +15,7 @@ from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
 from clustercert.evidence.hashing import sha256_file
+from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.runs.results import RunMeta, dump_json
@@ -95,7 +96,7 @@ def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> Traini
         raise ValueError(f"run {run.id} is not a training run")
     rel = run.files[0]
     try:
-        return parse_training_log(bundle.resolve(rel), f"{bundle.root / rel}", run.format, limit=limit)
+        return read_evidence(parse_training_log, bundle.resolve(rel), f"{bundle.root / rel}", run.format, limit=limit)
     except EvidenceError as exc:
         return exc
 
