@@ -128,7 +128,14 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
         lines += [_fit(f"  - {n}", width) for n in found]
     if paths:
         folders = {str(Path(p).parent) for p in paths.values()}
-        lines.append(_fit("Written: " + ", ".join(Path(p).name for p in paths.values()), width))
+        current = "Written:"
+        for name in (Path(p).name for p in paths.values()):
+            if len(current) + 1 + len(name) + 1 > width:
+                lines.append(current + ",")
+                current = "  " + name
+            else:
+                current += (" " if current.endswith(":") else ", ") + name
+        lines.append(current)
         lines += [f"  in {folder}" for folder in sorted(folders)]  # a path is printed whole, however long
     return lines
 
