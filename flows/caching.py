@@ -12,8 +12,7 @@ from prefect.cache_policies import CacheKeyFnPolicy
 from prefect.context import TaskRunContext
 
 from clustercert.evidence.bundle import BUNDLE_FILE
-from clustercert.evidence.hashing import sha256_file
-from clustercert.runs.folder import Inputs
+from clustercert.runs.folder import Inputs, file_digest
 
 __all__ = ["CACHED", "certify_cache_key", "code_version", "evidence_digest"]
 
@@ -31,18 +30,12 @@ def code_version() -> str:
     return digest.hexdigest()
 
 
-@functools.cache
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    return sha256_file(Path(path))
-
-
 def evidence_digest(inputs: Inputs) -> str:
-    """sha256 over bundle.yaml and every evidence file's sha256 (by relative path)."""
+    """sha256 over bundle.yaml and every evidence file's sha256 (by relative path), as the run read them."""
     digest = hashlib.sha256()
     for rel in [BUNDLE_FILE, *inputs.bundle.evidence_files()]:
-        path = inputs.bundle.root / rel
-        stat = path.stat()
-        digest.update(f"{rel}\0{_file_digest(str(path), stat.st_size, stat.st_mtime_ns)}\n".encode())
+        value = inputs.digests.get(rel) or file_digest(inputs.bundle.root / rel)
+        digest.update(f"{rel}\0{value}\n".encode())
     return digest.hexdigest()
 
 

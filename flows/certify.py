@@ -6,9 +6,11 @@ from typing import Any
 
 from prefect import flow
 
+from clustercert.evidence.parse import forget_parsed
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
+from flows.progress import report
 from flows.runners import on_runner
 from flows.tasks import gate_task, judge_task, load_task, validate_task, write_task
 
@@ -31,15 +33,33 @@ def certify_flow(
     """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths.
 
     With `dask_address` (a running Dask scheduler) each phase subflow runs its tasks on that cluster."""
+    try:
+        return _certify(bundle_path, run_dir, run_meta, key_dir, references_dir, templates_dir, catalog, limit,
+                        dask_address, redact)
+    finally:
+        forget_parsed()  # each file was parsed once for the phases and the validation; nothing is kept after
+
+
+def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: str, references_dir: str,
+             templates_dir: str, catalog: str | None, limit: int, dask_address: str | None,
+             redact: bool) -> dict[str, Any]:
     meta = RunMeta.from_json(run_meta)
+    report("load", bundle_path)
     inputs = load_task(bundle_path, references_dir, catalog)
+    report("efficiency", "training logs")
     efficiency = on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    report("scaling", "training runs and collectives")
     scaling = on_runner(scaling_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    report("resilience", "the long run")
     resilience = on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    report("validate", "expectation suites over every table")
     validation = validate_task(inputs, limit)
     checks = gate_task([*efficiency["checks"], *scaling["checks"], *resilience["checks"]], validation)
+    report("judge", f"{len(checks)} checks")
     results = judge_task(meta, inputs, checks, efficiency["workloads"], {
         "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]})
+    report("report", f"render and sign into {run_dir}")
     paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, validation, redact=redact)
+    report("publish", "Prefect artifacts")
     publish_artifacts_task(results, paths)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

@@ -16,6 +16,7 @@ from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import Inputs
 from flows.caching import CACHED
+from flows.progress import current_stage, report
 from flows.tasks import load_task, parse_training_task
 
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
@@ -25,7 +26,12 @@ __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
 def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> dict[str, object]:
     """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect)."""
     wanted = set(run_ids)
-    return {r.id: parse_run(inputs.bundle, r, limit) for r in inputs.bundle.spec.runs if r.id in wanted}
+    out: dict[str, object] = {}
+    for r in inputs.bundle.spec.runs:
+        if r.id in wanted:
+            report(current_stage(r.phase.value), f"parse {r.id} ({r.files[0]})")
+            out[r.id] = parse_run(inputs.bundle, r, limit)
+    return out
 
 
 @task(name="judge-efficiency", **CACHED)

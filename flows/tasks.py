@@ -16,20 +16,22 @@ from clustercert.settings import load_settings
 from clustercert.validation.suites import ValidationReport, apply_gating, validate_bundle
 from clustercert.verdicts import Check
 from flows.caching import CACHED
+from flows.progress import current_stage, report
 
 __all__ = ["gate_task", "judge_task", "load_task", "parse_training_task", "validate_task", "write_task"]
 
 
 @task(name="load-inputs", retries=2, retry_delay_seconds=1)
 def load_task(bundle_path: str, references_dir: str, catalog: str | None) -> Inputs:
-    inputs = load_inputs(Path(bundle_path), Path(references_dir), catalog)
-    check_seal(inputs.bundle)
+    inputs = load_inputs(Path(bundle_path), Path(references_dir), catalog)  # once per process (see load_inputs)
+    check_seal(inputs.bundle, inputs.digests)
     return inputs
 
 
 @task(name="parse-training-log", retries=2, retry_delay_seconds=1, **CACHED)
 def parse_training_task(inputs: Inputs, run_id: str, limit: int) -> TrainingLog | EvidenceError:
     run = next(r for r in inputs.bundle.spec.runs if r.id == run_id)
+    report(current_stage(run.phase.value), f"parse {run.id} ({run.files[0]})")
     return parse_training_run(inputs.bundle, run, limit)
 
 

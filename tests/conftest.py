@@ -1,12 +1,26 @@
-"""Test isolation: Prefect, keys, reports and HOME all live in a temporary folder, set before anything runs."""
+"""Test isolation: Prefect, keys, reports and HOME all live in a temporary folder, set before anything runs.
+
+One real Prefect server (SQLite, loopback) serves the whole test run: it is started on the first test that needs
+it (a subprocess certification, or the `prefect_server` fixture) and stopped when the session ends, also on failure
+or interrupt. Without it every certification paid a temporary server start of its own (6-12 s idle, and a timeout
+risk under load)."""
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +45,84 @@ Path(ISOLATED_ENV["HOME"]).mkdir(parents=True, exist_ok=True)
 os.environ.pop("PREFECT_API_URL", None)
 
 
+@dataclass(frozen=True)
+class PrefectServer:
+    api_url: str
+    home: Path
+
+    def env(self) -> dict[str, str]:
+        """What a client process needs to use this server (and its result storage)."""
+        return {"PREFECT_API_URL": self.api_url, "PREFECT_HOME": str(self.home),
+                "PREFECT_LOGGING_TO_API_ENABLED": "true", "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group we started, then SIGKILL what is left after 10 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+_SERVER: list[tuple[PrefectServer, subprocess.Popen[bytes]]] = []
+# Commands that run flows: they use the session's server unless the test names its own PREFECT_API_URL.
+FLOW_COMMANDS = frozenset({"certify", "rerun"})
+
+
+def shared_prefect_server() -> PrefectServer:
+    """The session's Prefect server, started on first use (`prefect server start` on a free loopback port)."""
+    if _SERVER:
+        return _SERVER[0][0]
+    home = _SANDBOX / "prefect-server"
+    home.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env.pop("PREFECT_API_URL", None)
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    with (home / "server.log").open("wb") as log:
+        proc = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    atexit.register(stop, proc)  # also when the session dies before pytest_sessionfinish
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 300  # a loaded 2-core machine: slow, never a failure
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise RuntimeError(f"prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
+        time.sleep(0.25)
+    server = PrefectServer(api_url=url, home=home)
+    _SERVER.append((server, proc))
+    return server
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    while _SERVER:
+        stop(_SERVER.pop()[1])
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run `python -m clustercert ARGS` as a user would, from the project root."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})}
+    """Run `python -m clustercert ARGS` as a user would, from the project root (a flow command against the
+    session's Prefect server unless `env` names another)."""
+    server = {}
+    if args and args[0] in FLOW_COMMANDS and "PREFECT_API_URL" not in (env or {}):
+        server = {"PREFECT_API_URL": shared_prefect_server().api_url}
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **server, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
         timeout=timeout, check=False,
@@ -43,3 +132,27 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
 @pytest.fixture(scope="session")
 def sandbox() -> Path:
     return _SANDBOX
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> PrefectServer:
+    """The session's real Prefect server (see `shared_prefect_server`)."""
+    return shared_prefect_server()
+
+
+@pytest.fixture(scope="session")
+def seed_certified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`certify --redact --verbose` of a copy of evidence/gb200-seed as a person runs it at an 80-column terminal:
+    exit code, the printed summary, run folder, results (and `out`, what `--json` prints, from results.json)."""
+    work = tmp_path_factory.mktemp("seed")
+    bundle = work / "bundle"
+    shutil.copytree(ROOT / "evidence" / "gb200-seed", bundle)
+    reports = work / "reports"
+    proc = run_cli("certify", str(bundle), "--redact", "--verbose", "--reports-dir", str(reports),
+                   env={"COLUMNS": "80"})
+    folders = [p for p in reports.iterdir() if p.is_dir()] if reports.is_dir() else []
+    run_dir = folders[0] if len(folders) == 1 else None
+    results = json.loads((run_dir / "results.json").read_text()) if run_dir is not None else {}
+    out = {k: results[k] for k in ("outcome", "run_id", "valid_until", "checks", "workloads")} if results else {}
+    return {"bundle": bundle, "run_dir": run_dir, "out": {**out, "run_dir": str(run_dir)}, "stdout": proc.stdout,
+            "stderr": proc.stderr, "rc": proc.returncode, "results": results}

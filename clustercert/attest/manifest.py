@@ -22,11 +22,11 @@ from clustercert.attest.signing import (
     verify_envelope,
     verify_pdf_signature,
 )
-from clustercert.errors import ClusterCertError, SigningError
+from clustercert.errors import ClusterCertError, EvidenceError, SigningError
 from clustercert.evidence.guards import file_kind
 from clustercert.evidence.hashing import sha256_file
 
-__all__ = ["ENVELOPE", "MANIFEST", "Verification", "verify_run", "write_manifest"]
+__all__ = ["ENVELOPE", "MANIFEST", "Verification", "evidence_subjects", "verify_run", "write_manifest"]
 
 MANIFEST = "manifest.json"
 ENVELOPE = "manifest.dsse.json"
@@ -38,22 +38,45 @@ SIGNED_PDFS = ("report.pdf", "report.redacted.pdf")
 _NOT_SUBJECTS = {MANIFEST, ENVELOPE}
 
 
+def evidence_subjects(bundle_root: Path, evidence: list[str], digests: dict[str, str] | None) -> list[dict[str, Any]]:
+    """The evidence subjects of the manifest. Given `digests` (each file's sha256 as the run read it), those are
+    signed, after every file is hashed again: a file missing from them, missing on disk or changed since it was read
+    is a refusal naming the file (what is signed must be what was judged)."""
+    subjects = []
+    for rel in evidence:
+        path = bundle_root / rel
+        if not path.is_file():
+            raise EvidenceError(str(path), "was read by this run but is gone now. Restore it and certify again")
+        now = sha256_file(path)
+        if digests is not None:
+            read = digests.get(rel)
+            if read is None:
+                raise EvidenceError(str(path), "expected a file this run read, got one it never hashed. "
+                                    "Certify again")
+            if now != read:
+                raise EvidenceError(str(path), f"changed during the run (sha256 {read[:12]}... when read, "
+                                    f"{now[:12]}... now). Leave the bundle untouched while certifying and certify "
+                                    "again")
+        subjects.append({"name": EVIDENCE_PREFIX + rel, "digest": {"sha256": now}})
+    return subjects
+
+
 def write_manifest(
     run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair,
     run_files: list[str] | None = None,
+    digests: dict[str, str] | None = None,
 ) -> Path:
-    """Hash the run-folder files this run wrote (`run_files`; default every regular file there) and every
-    evidence file, write manifest.json, then its DSSE envelope last, each by an atomic rename: a folder without
-    the envelope is unfinished and never verifies."""
+    """Hash the run-folder files this run wrote (`run_files`; default every regular file there), take the evidence
+    subjects (see `evidence_subjects`), write manifest.json, then its DSSE envelope last, each by an atomic rename:
+    a folder without the envelope is unfinished and never verifies."""
+    evidence_part = evidence_subjects(bundle_root, evidence, digests)
     names = sorted(run_files) if run_files is not None else sorted(
         p.name for p in run_dir.iterdir() if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
     subjects = [
         {"name": RUN_PREFIX + name, "digest": {"sha256": sha256_file(run_dir / name)}}
         for name in names if name not in _NOT_SUBJECTS
     ]
-    subjects += [
-        {"name": EVIDENCE_PREFIX + rel, "digest": {"sha256": sha256_file(bundle_root / rel)}} for rel in evidence
-    ]
+    subjects += evidence_part
     statement = {
         "_type": STATEMENT_TYPE,
         "subject": subjects,

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Annotated, Any
@@ -91,8 +92,10 @@ def certify(
         bool, typer.Option(help="Also write report.redacted.html/.pdf for customers: hostnames, user names and "
                                 "process ids replaced by stable pseudonyms.")
     ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print the table of every check.")] = False,
 ) -> None:
     """Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2 usage/configuration error, 3 INCOMPLETE or unreadable."""
+    started = time.monotonic()
     settings = load_settings()
     now = _now()
     reports = reports_dir or settings.reports_dir
@@ -104,7 +107,7 @@ def certify(
 
     # Unreadable input is refused here, with one line, before any flow starts.
     inputs = load_inputs(bundle, settings.references_dir, catalog)
-    check_seal(inputs.bundle)
+    check_seal(inputs.bundle, inputs.digests)
     loaded = inputs.bundle
     _ensure_key(settings, now)
     from clustercert.attest.signing import load_pdf_signer, load_signing_key
@@ -117,10 +120,16 @@ def certify(
     run_dir = reports / run_id
     _quiet_prefect()
     try:
+        from clustercert.cli.progress import Progress
         from flows.certify import certify_flow
+        from flows.progress import listening
+        from flows.runtime import prefect_runtime
 
         workers = (settings.dask_workers or 2) if dask else settings.dask_workers
-        with safety.running(run_dir), cli_ops.dask_address(workers, settings.dask_address) as address:
+        progress = Progress(err, enabled=not as_json, started=started)
+        progress("start", "Prefect API")
+        with safety.running(run_dir), progress, listening(progress), prefect_runtime(), \
+                cli_ops.dask_address(workers, settings.dask_address) as address:
             summary = certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
                 references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
@@ -132,7 +141,7 @@ def certify(
         log = safety.write_crash_log(traceback.format_exc(), reports, run_id)  # beside the run folder, never in it
         raise InternalError(f"internal error ({exc.__class__.__name__}); traceback written to "
                             f"{log or 'nowhere (no writable folder)'}") from exc
-    _print_certify(summary, run_dir, as_json)
+    _print_certify(summary, run_dir, as_json, dev_key=key.dev_key, redacted=redact, verbose=verbose)
     from clustercert.verdicts import Outcome, exit_code_for
 
     raise Exit(exit_code_for(Outcome(summary["outcome"])))
@@ -142,7 +151,8 @@ class InternalError(ClusterCertError):
     exit_code = 4
 
 
-def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool) -> None:
+def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool, *, dev_key: bool = False,
+                   redacted: bool = False, verbose: bool = False) -> None:
     results = summary["results"]
     errors = [c for c in results["checks"] if c["status"] == "ERROR" and c["severity"] == "required"]
     if as_json:
@@ -150,22 +160,21 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool) -> Non
                           "valid_until": results["valid_until"], "paths": summary["paths"],
                           "checks": results["checks"], "workloads": results["workloads"]}, indent=2))
         return
-    table = Table(title=f"{results['cluster']['name']}: {results['outcome']}")
-    table.add_column("check", overflow="fold", min_width=30)
-    for col in ("status", "measured", "target", "delta"):
-        table.add_column(col, no_wrap=True)
-    for c in results["checks"]:
-        measured = "–" if c["measured"] is None else f"{c['measured']:.4g} {c['unit']}"
-        target = "–" if c["target"] is None else f"{c['target']:.4g} {c['unit']}"
-        delta = "" if c["delta_pct"] is None else f"{c['delta_pct']:+.1f} % ({c['ci_low']:+.1f} to {c['ci_high']:+.1f})"
-        table.add_row(c["id"], c["status"], measured, target, delta)
-    out.print(table)
-    out.print(f"Outcome: {results['outcome']}" + (f" (valid until {results['valid_until']})"
-                                                  if results["valid_until"] else ""))
+    from clustercert.cli.summary import check_table_rows, summary_lines
+
+    if verbose:
+        table = Table(title=f"{results['cluster']['name']}: {results['outcome']}", expand=True)
+        table.add_column("check", overflow="fold", ratio=3)
+        table.add_column("status", no_wrap=True)
+        table.add_column("measured / target", overflow="fold", ratio=1)
+        table.add_column("delta (95% interval)", overflow="fold", ratio=1)
+        for row in check_table_rows(results):
+            table.add_row(*row)
+        out.print(table)
+    for line in summary_lines(results, summary["paths"], dev_key=dev_key, redacted=redacted, width=out.width):
+        out.print(line, markup=False, highlight=False)
     for e in errors[:5]:
-        err.print(f"error: {e['message']}")
-    for name, path in summary["paths"].items():
-        out.print(f"{name}: {path}")
+        err.print(f"error: {e['message']}", markup=False)
 
 
 @app.command()
@@ -258,6 +267,23 @@ def simulate(
     out.print(f"wrote {out_dir}")
 
 
+def _click_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(usage-or-Click errors, exits) of Typer's vendored Click and, where installed, of Click itself: Typer 0.29
+    raises its own copies, which are not the `click` package's classes."""
+    from typer._click import exceptions as vendored
+
+    shown: list[type[BaseException]] = [vendored.ClickException]
+    exits: list[type[BaseException]] = [typer.Exit]
+    try:
+        import click
+    except ImportError:  # pragma: no cover - Click comes with Prefect
+        pass
+    else:
+        shown.append(click.exceptions.ClickException)
+        exits.append(click.exceptions.Exit)
+    return tuple(shown), tuple(exits)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never a traceback on the terminal)."""
     safety.install_signal_handlers()
@@ -272,13 +298,14 @@ def main(argv: list[str] | None = None) -> int:
         err.print("aborted")
         return 2
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.UsageError):
-            exc.show()
-            return 2
-        if isinstance(exc, click.exceptions.Exit):
-            return int(exc.exit_code)
+        shown, exits = _click_errors()
+        if isinstance(exc, shown):
+            # Click's own message naming the problem (unknown option, missing argument, unknown command), with
+            # the usage line; exit 2 for usage errors, Click's code for the others.
+            exc.show()  # type: ignore[attr-defined]
+            return int(getattr(exc, "exit_code", 2))
+        if isinstance(exc, exits):
+            return int(getattr(exc, "exit_code", 0))
         path = safety.write_crash_log(traceback.format_exc(), None, "clustercert")
         err.print(f"error: internal error ({exc.__class__.__name__}); traceback written to "
                   f"{path or 'nowhere (no writable temporary folder)'}", markup=False)

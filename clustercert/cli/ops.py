@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from clustercert.errors import UsageError
 from clustercert.settings import load_settings
@@ -61,20 +60,42 @@ def runs(
         print(json.dumps([{"run_dir": str(r.run_dir), "cluster": r.cluster, "bundle_path": r.bundle_path,
                            **r.summary()} for r in records], indent=2))
         return
-    table = Table(title="clustercert runs")
-    for col in ("started", "run", "cluster", "bundle", "outcome", "headline (delta vs baseline, MFU)"):
-        table.add_column(col, overflow="fold")
     last: dict[str, dict[str, Any]] = {}
+    width = max(40, out.width)
+    if records:
+        out.print("clustercert runs, oldest first (per workload: delta vs baseline %, MFU)", markup=False)
     for r in records:
         regressed = {c.workload for c in compare_headlines(last[r.cluster], r.headline)
                      if c.regressed} if r.cluster in last else set()
-        figures = "\n".join(f"{w} {_fmt(h['delta_pct'], '+.1f')} % {_fmt(h['mfu'], '.3f')}"
-                            + (" REGRESSED" if w in regressed else "") for w, h in r.headline.items())
-        table.add_row(r.started_at, r.run_id, r.cluster, r.bundle_path, r.outcome, figures)
+        figures = [f"{w} {_fmt(h['delta_pct'], '+.1f')} % {_fmt(h['mfu'], '.3f')}"
+                   + (" REGRESSED" if w in regressed else "") for w, h in r.headline.items()]
+        for line in _run_lines(r.started_at, r.outcome, r.cluster, r.run_id, r.bundle_path, figures, width):
+            out.print(line, markup=False, highlight=False)
         last[r.cluster] = r.headline
-    out.print(table)
     if not records:
         out.print("no runs" + (f" of cluster {cluster}" if cluster else ""))
+
+
+def _run_lines(started: str, outcome: str, cluster: str, run_id: str, bundle: str, figures: list[str],
+               width: int) -> list[str]:
+    """A run in a few lines of at most `width` characters: when, outcome, cluster and run id; the bundle; the
+    headline figures (delta vs baseline %, MFU) packed onto as few lines as fit."""
+    head = f"{started}  {outcome:<13} {cluster}  {run_id}"
+    if len(head) > width:
+        head = f"{started}  {outcome:<13} {cluster}"
+        lines = [head[:width], f"  run {run_id}"]
+    else:
+        lines = [head]
+    lines.append(f"  bundle {bundle}")  # a path is printed whole, however long
+    current = " "
+    for figure in figures:
+        if len(current) + 2 + len(figure) > width and current.strip():
+            lines.append(current.rstrip())
+            current = " "
+        current += " " + figure + " "
+    if current.strip():
+        lines.append(current.rstrip())
+    return lines
 
 
 def rerun(
@@ -107,14 +128,16 @@ def rerun(
     os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result is used
     _quiet()
     from flows.certify import certify_flow
+    from flows.runtime import prefect_runtime
 
     work = Path(tempfile.mkdtemp(prefix="clustercert-rerun-")) if keep is None else keep
     replay = work / str(predicate["run"]["run_id"])
     try:
-        certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
-                     key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
-                     templates_dir=str(settings.templates_dir), catalog=str((run_dir / "catalog.yaml").resolve()),
-                     limit=settings.max_evidence_bytes)
+        with prefect_runtime():
+            certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
+                         key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
+                         templates_dir=str(settings.templates_dir),
+                         catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes)
         diffs = compare_run_folders(run_dir, replay)
     finally:
         if keep is None:

@@ -1,16 +1,55 @@
-"""Parse every file of a bundle with its run's parser, keeping each unusable file's error as a finding."""
+"""Parse every file of a bundle with its run's parser, keeping each unusable file's error as a finding.
+
+Every parse of an evidence file goes through `read_evidence`: within one certification a file is parsed once and the
+phases and the validation suites read the same parsed object (it is parsed again only when the file changed on disk,
+or after `forget_parsed`, which the certify flow calls at its end)."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
-from clustercert.parsers import FORMATS
+from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_training_log
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience
 
-__all__ = ["ParsedBundle", "ParsedFile", "parse_bundle", "parse_run"]
+__all__ = ["ParsedBundle", "ParsedFile", "forget_parsed", "parse_bundle", "parse_run", "read_evidence"]
+
+T = TypeVar("T")
+_MEMO_SIZE = 512
+_MEMO: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
+
+
+def read_evidence(parser: Callable[..., T], path: Path, display: str, *args: Any, **options: Any) -> T:
+    """`parser(path, display, *args, **options)`, remembered for this file as it is on disk now (path, size,
+    modification time and inode): the second reader of a file gets the first one's result. Errors are not
+    remembered (they are raised again by a fresh parse)."""
+    stat = path.stat()
+    key = (getattr(parser, "__module__", ""), getattr(parser, "__qualname__", repr(parser)), str(path.resolve()),
+           stat.st_size, stat.st_mtime_ns, stat.st_ino, display, args, tuple(sorted(options.items())))
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
+            return _MEMO[key]  # type: ignore[no-any-return]
+    result = parser(path, display, *args, **options)
+    with _MEMO_LOCK:
+        _MEMO[key] = result
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return result
+
+
+def forget_parsed() -> None:
+    """Drop every remembered parse (the end of a certification: a long-lived process keeps no evidence)."""
+    with _MEMO_LOCK:
+        _MEMO.clear()
 
 
 @dataclass(frozen=True)
@@ -54,8 +93,12 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) ->
             options["ruleset"] = run.ruleset
         try:
             path = bundle.resolve(rel, entry=f"run '{run.id}' files")
-            result = parser(path, display, **options)
-            resilience = parse_nemo_resilience(path, display, limit=limit) if run.format == "nemo" else None
+            if run.format in TRAINING_FORMATS:  # the call the phases make: one parse serves both
+                result = read_evidence(parse_training_log, path, display, run.format, limit=limit)
+            else:
+                result = read_evidence(parser, path, display, **options)
+            resilience = (read_evidence(parse_nemo_resilience, path, display, limit=limit)
+                          if run.format == "nemo" else None)
         except EvidenceError as exc:
             out.append(ParsedFile(run.id, run.kind, rel, display, None, exc))
             continue

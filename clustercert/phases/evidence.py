@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
 from clustercert.parsers.nemo_resilience import ResilienceLog
@@ -50,21 +51,25 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
     try:
         path = bundle.resolve(rel, entry=f"run '{run.id}' files")
         if run.kind is RunKind.TRAINING:
-            return parse_training_log(path, display, run.format, limit=limit)
+            return read_evidence(parse_training_log, path, display, run.format, limit=limit)
         if run.kind is RunKind.RESILIENCE:
             return ResilienceRunLog(
-                training=parse_training_log(path, display, run.format, limit=limit),
-                resilience=parse_resilience_log(path, display, limit=limit),
-                clock=parse_log_clock(path, display, timezone=bundle.spec.timezone, limit=limit),
+                training=read_evidence(parse_training_log, path, display, run.format, limit=limit),
+                resilience=read_evidence(parse_resilience_log, path, display, limit=limit),
+                clock=read_evidence(parse_log_clock, path, display, timezone=bundle.spec.timezone, limit=limit),
             )
         parser = FORMATS[run.format]
         parsed: object
+        # The same options as the validation's parse (clustercert/evidence/parse.py): one parse serves both.
         if run.kind is RunKind.SCHEDULER:
-            parsed = parser(path, display, timezone=bundle.spec.timezone, limit=limit)
+            parsed = read_evidence(parser, path, display, limit=limit, timezone=bundle.spec.timezone)
         elif run.kind is RunKind.MLPERF:
-            parsed = parser(path, display, ruleset=run.ruleset, limit=limit)
+            options: dict[str, object] = {"limit": limit}
+            if run.ruleset is not None:
+                options["ruleset"] = run.ruleset
+            parsed = read_evidence(parser, path, display, **options)
         else:
-            parsed = parser(path, display, limit=limit)
+            parsed = read_evidence(parser, path, display, limit=limit)
         return parsed
     except EvidenceError as exc:
         return exc

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,31 +15,72 @@ from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import EvidenceError, UsageError
-from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
+from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
 from clustercert.evidence.guards import MAX_YAML_BYTES, read_regular
 from clustercert.evidence.hashing import sha256_file
+from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.runs.results import RunMeta, dump_json
 
-__all__ = ["Inputs", "check_seal", "create_run_dir", "load_inputs", "parse_training_run", "render_reports",
-           "write_run_folder"]
+__all__ = ["Inputs", "check_seal", "create_run_dir", "file_digest", "load_inputs", "parse_training_run",
+           "render_reports", "write_run_folder"]
 
 
 @dataclass(frozen=True)
 class Inputs:
+    """The loaded bundle and catalog, with the sha256 of bundle.yaml and of every evidence file as they were when
+    the run read them: those are the digests the manifest signs (see `write_run_folder`)."""
+
     bundle: LoadedBundle
     catalog: LoadedCatalog
+    digests: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def _signature(path: Path) -> tuple[str, int, int, int]:
+    stat = path.stat()
+    return (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(signature: tuple[str, int, int, int]) -> str:
+    return sha256_file(Path(signature[0]))
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of `path`, computed once per process for an unchanged file (same size, mtime and inode)."""
+    return _digest(_signature(path))
+
+
+_LOADED: dict[tuple[str, str, str | None], tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
 
 
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None) -> Inputs:
+    """The bundle and catalog, loaded once per process: a certification's flow and its phase subflows share one
+    load (it is repeated only when bundle.yaml, the catalog or an evidence file changed on disk)."""
+    key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override)
+    known = _LOADED.get(key)
+    if known is not None:
+        signatures, inputs = known
+        try:
+            current = tuple(_signature(Path(sig[0])) for sig in signatures)
+        except OSError:
+            current = ()
+        if current == signatures:
+            return inputs
     bundle = load_bundle(bundle_path)
     catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
-    return Inputs(bundle, catalog)
+    files = [BUNDLE_FILE, *bundle.evidence_files()]
+    digests = {rel: file_digest(bundle.root / rel) for rel in files if (bundle.root / rel).is_file()}
+    inputs = Inputs(bundle, catalog, digests)
+    paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path]
+    _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
+    return inputs
 
 
-def check_seal(bundle: LoadedBundle) -> None:
-    """When the bundle is sealed, every listed file must still match; an unsealed bundle is accepted."""
+def check_seal(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> None:
+    """When the bundle is sealed, every listed file must still match; an unsealed bundle is accepted. `digests`
+    (an `Inputs`' own) are the hashes the run read the files with."""
     sealed = read_seal(bundle)
     if sealed is None:
         return
@@ -45,7 +88,8 @@ def check_seal(bundle: LoadedBundle) -> None:
         path = bundle.root / rel
         if not path.is_file():
             raise EvidenceError(str(path), "listed in MANIFEST.sha256 but missing. Restore it or re-seal the bundle")
-        if sha256_file(path) != digest:
+        seen = (digests or {}).get(rel) or file_digest(path)
+        if seen != digest:
             raise EvidenceError(str(path), "changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
 
 
@@ -55,7 +99,7 @@ def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> Traini
         raise ValueError(f"run {run.id} is not a training run")
     rel = run.files[0]
     try:
-        return parse_training_log(bundle.resolve(rel), f"{bundle.root / rel}", run.format, limit=limit)
+        return read_evidence(parse_training_log, bundle.resolve(rel), f"{bundle.root / rel}", run.format, limit=limit)
     except EvidenceError as exc:
         return exc
 
@@ -75,7 +119,8 @@ def render_reports(
     ("report.redacted"): the same arguments give the same bytes (what `rerun` compares)."""
     bundle, catalog = inputs.bundle, inputs.catalog
     inventory = [
-        {"path": rel, "bytes": (bundle.root / rel).stat().st_size, "sha256": sha256_file(bundle.root / rel)}
+        {"path": rel, "bytes": (bundle.root / rel).stat().st_size,
+         "sha256": inputs.digests.get(rel) or sha256_file(bundle.root / rel)}
         for rel in bundle.evidence_files()
     ]
     system = bundle.spec.system.model_dump()
@@ -158,7 +203,13 @@ def write_run_folder(
         "cluster": bundle.spec.cluster.name,
         "redacted_copy": redact,
     }
-    # The manifest and its envelope last: only the files this run wrote are signed.
-    write_manifest(run_dir, bundle.root, ["bundle.yaml", *bundle.evidence_files()], predicate, key, run_files=written)
+    try:
+        # The manifest and its envelope last: only the files this run wrote are signed, and the evidence digests
+        # signed are those the run read the evidence with; a file that changed since is a refusal.
+        write_manifest(run_dir, bundle.root, [BUNDLE_FILE, *bundle.evidence_files()], predicate, key,
+                       run_files=written, digests=inputs.digests or None)
+    except EvidenceError:
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused run is left to look certified
+        raise
     return {**paths, "results.json": run_dir / "results.json", "manifest.json": run_dir / "manifest.json",
             "manifest.dsse.json": run_dir / ENVELOPE}

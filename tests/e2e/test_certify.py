@@ -287,7 +287,9 @@ def test_missing_window_iteration_is_incomplete_with_file_and_line(tmp_path: Pat
 
     bundle, log = _broken_bundle(tmp_path, drop_40)
     line = next(i for i, ln in enumerate(log.read_text().splitlines(), 1) if "iteration 41/49" in ln)
-    proc = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "reports"))
+    # As a user without a Prefect server runs it (the other tests share the session's server): clustercert starts
+    # Prefect's temporary server itself (flows/runtime.py).
+    proc = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "reports"), env={"PREFECT_API_URL": ""})
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
@@ -308,6 +310,7 @@ def test_nan_grad_norm_is_incomplete_with_file_and_line(tmp_path: Path) -> None:
     line = next(i for i, ln in enumerate(log.read_text().splitlines(), 1) if "iteration 20/49" in ln)
     proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp_path / "reports"))
     assert proc.returncode == 3
+    assert "progress [" not in proc.stderr  # --json: no progress lines
     out = json.loads(proc.stdout)
     assert out["outcome"] == "INCOMPLETE"
     bad = [c for c in out["checks"] if c["status"] == "ERROR"]

@@ -4,16 +4,14 @@ runner's results."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
 from tests.flows.conftest import PrefectServer
 
-SAMPLE = ROOT / "evidence" / "gb200-seed"
 pytestmark = pytest.mark.slow
 # Differ by construction: each run reads the clock once (run id, start time and what follows from it).
 RUN_OWN = ("run_id", "started_at", "valid_until")
@@ -32,23 +30,26 @@ def _certify(bundle: Path, reports: Path, server: PrefectServer, *extra: str,
 
 
 @pytest.fixture(scope="module")
-def default_run(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+def default_run(seed_certified: dict[str, Any],
+                tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any]:
+    """The default runner's results: the session's seed certification (same bundle folder, so the same file names
+    in the results), not a certification of its own."""
     work = tmp_path_factory.mktemp("dask")
-    shutil.copytree(SAMPLE, work / "bundle")
-    results, _ = _certify(work / "bundle", work / "default", prefect_server)
+    assert seed_certified["rc"] == 0, seed_certified["stderr"]
+    results = {k: v for k, v in seed_certified["results"].items() if k not in RUN_OWN}
     assert results["outcome"] == "CERTIFIED" and results["workloads"]
-    return work, results
+    return work, seed_certified["bundle"], results
 
 
 def test_tasks_on_a_running_two_worker_cluster_give_the_default_results(
-        prefect_server: PrefectServer, default_run: tuple[Path, Any]) -> None:
+        prefect_server: PrefectServer, default_run: tuple[Path, Path, Any]) -> None:
     from distributed import Client, LocalCluster
 
-    work, default = default_run
+    work, seed_bundle, default = default_run
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         before = client.run(lambda dask_worker: dask_worker.state.executed_count)
-        results, stderr = _certify(work / "bundle", work / "running", prefect_server,
+        results, stderr = _certify(seed_bundle, work / "running", prefect_server,
                                    env={"CLUSTERCERT_DASK_ADDRESS": cluster.scheduler_address})
         after = client.run(lambda dask_worker: dask_worker.state.executed_count)
     assert f"note: the phase tasks run on the Dask cluster at {cluster.scheduler_address}" in stderr
@@ -59,9 +60,9 @@ def test_tasks_on_a_running_two_worker_cluster_give_the_default_results(
 
 
 def test_certify_dask_starts_a_local_cluster_and_gives_the_default_results(
-        prefect_server: PrefectServer, default_run: tuple[Path, Any]) -> None:
-    work, default = default_run
-    results, stderr = _certify(work / "bundle", work / "local", prefect_server, "--dask")
+        prefect_server: PrefectServer, default_run: tuple[Path, Path, Any]) -> None:
+    work, seed_bundle, default = default_run
+    results, stderr = _certify(seed_bundle, work / "local", prefect_server, "--dask")
     assert "note: the phase tasks run on the local Dask cluster at tcp://127.0.0.1:" in stderr
     assert "(2 workers)" in stderr
     assert results == default

@@ -1,0 +1,116 @@
+"""The terminal summary and `runs` as a person reads them at an 80-column terminal (subprocess, COLUMNS=80): the
+outcome and why first, a line per workload and per phase, the notices; every figure checked against results.json."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from clustercert.cli.summary import reasons
+from tests.conftest import run_cli
+
+
+def _long(lines: list[str], folder: Path) -> list[str]:
+    """Lines over 80 columns, except the run folder's own path (printed whole, however long)."""
+    return [ln for ln in lines if len(ln) > 80 and ln.strip() not in (f"in {folder}", f"bundle {folder}")]
+
+
+def test_the_summary_opens_with_the_outcome_and_why(seed_certified: dict[str, Any]) -> None:
+    results = seed_certified["results"]
+    lines = seed_certified["stdout"].splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Outcome: "))
+    required = [c for c in results["checks"] if c["severity"] == "required"]
+    assert all(c["status"] == "PASS" for c in required)
+    assert lines[start] == (f"Outcome: CERTIFIED (valid until {results['valid_until']}): "
+                            f"{results['cluster']['name']}")
+    assert lines[start + 1] == f"  why: all {len(required)} required checks pass"
+    assert _long(lines, seed_certified["run_dir"]) == []
+    assert f"  in {seed_certified['run_dir']}" in lines
+
+
+def test_one_line_per_workload_and_per_phase(seed_certified: dict[str, Any]) -> None:
+    results = seed_certified["results"]
+    lines = seed_certified["stdout"].splitlines()
+    for w in results["workloads"]:
+        name = f"  {w['workload']} {w['precision'].upper()} {w['gpus']} "
+        [line] = [ln for ln in lines if ln.startswith(name)]
+        assert f"{w['step_time_s']['mean']:.2f} s vs" in line and f"{w['baseline']['step_time_s']:.2f} s" in line
+        assert f"{w['delta_pct']:+.1f} % ({w['ci_low_pct']:+.1f}..{w['ci_high_pct']:+.1f})" in line
+        assert line.endswith(w["status"])
+    by_phase: dict[str, Counter[str]] = {}
+    for c in results["checks"]:
+        by_phase.setdefault(c["phase"], Counter())[c["status"]] += 1
+    for phase, counts in by_phase.items():
+        [line] = [ln for ln in lines if ln.startswith(f"  {phase} ")]
+        for status, n in counts.items():
+            assert f"{n} {status.lower()}" in line
+
+
+def test_the_cover_notices_are_printed(seed_certified: dict[str, Any]) -> None:
+    results = seed_certified["results"]
+    text = seed_certified["stdout"]
+    assert results["synthetic"] and "  - synthetic evidence: written by clustercert's simulator" in text
+    assert "  - signed with a development key: run `clustercert keys init`" in text
+    assert "  - customer copy (report.redacted.*)" in text
+    derived = [w for w in results["workloads"] if w["baseline"]["illustrative"]]
+    assert derived, "the seed has an illustrative baseline (DOMAIN.md): the notice must be tested"
+    for w in derived:
+        assert f"  - {w['workload']} {w['precision'].upper()}: the baseline is derived" in text
+
+
+def test_verbose_adds_the_check_table_within_80_columns(seed_certified: dict[str, Any]) -> None:
+    lines = seed_certified["stdout"].splitlines()
+    table = lines[:next(i for i, ln in enumerate(lines) if ln.startswith("Outcome: "))]
+    assert table and all(len(ln) <= 80 for ln in table)
+    statuses = Counter(c["status"] for c in seed_certified["results"]["checks"])
+    cells = Counter(cell.strip() for ln in table for cell in ln.split("│"))
+    assert all(cells[status] == n for status, n in statuses.items()), (cells, statuses)
+
+
+def test_reasons_are_the_failing_checks_one_line_each_with_where() -> None:
+    checks = [
+        {"id": "efficiency.a_meets_baseline", "status": "FAIL", "severity": "required", "message": "slow by 6 %",
+         "evidence": [{"file": "training/a/r1.log", "line": 40}]},
+        {"id": "scaling.b", "status": "PASS", "severity": "required", "message": "fine", "evidence": []},
+        {"id": "validation.c", "status": "ERROR", "severity": "required",
+         "message": "training/c.log line 3: required expectation failed", "evidence": [
+             {"file": "training/c.log", "line": 3}]},
+        {"id": "scaling.d", "status": "FAIL", "severity": "advisory", "message": "low", "evidence": []},
+    ]
+    assert reasons({"checks": checks}) == [
+        "FAIL efficiency.a_meets_baseline: slow by 6 % [training/a/r1.log:40]",
+        "ERROR validation.c: training/c.log line 3: required expectation failed",
+        "FAIL scaling.d: low",
+    ]
+    assert reasons({"checks": checks, "reasons": ["judge's own line"]}) == ["judge's own line"]
+
+
+def test_runs_is_compact_at_80_columns(seed_certified: dict[str, Any]) -> None:
+    reports = seed_certified["run_dir"].parent
+    proc = run_cli("runs", "--reports-dir", str(reports), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    results = seed_certified["results"]
+    assert len(lines) <= 6, lines  # a header and one run in at most five lines
+    assert lines[1].startswith(f"{results['started_at']}  CERTIFIED")
+    assert f"  bundle {seed_certified['bundle']}" in lines
+    assert [ln for ln in lines if len(ln) > 80 and not ln.startswith("  bundle ")] == []
+    for w in results["workloads"]:
+        assert f"{w['workload']}/{w['precision']} {w['delta_pct']:+.1f} % {w['mfu']:.3f}" in proc.stdout
+
+
+def test_progress_names_each_stage_and_run_with_elapsed_time(seed_certified: dict[str, Any]) -> None:
+    """Not a terminal: plain lines on stderr, in the order the stages ran, the elapsed time never going back."""
+    lines = [ln for ln in seed_certified["stderr"].splitlines() if ln.startswith("progress [")]
+    stages = [ln.split("] ", 1)[1].split(":", 1)[0] for ln in lines]
+    order = ["start", "load", "efficiency", "scaling", "resilience", "validate", "judge", "report", "publish"]
+    assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == order
+    elapsed = [float(ln[len("progress ["):].split(" s]", 1)[0]) for ln in lines]
+    assert elapsed == sorted(elapsed) and elapsed[0] >= 0
+    # Each training log parsed is named with its run: the seed was copied to a fresh folder, whose location is part
+    # of the cross-run cache key, so every parse ran.
+    runs = {r["run"] for w in seed_certified["results"]["workloads"] for r in w["repeats"]}
+    named = {ln.split(": parse ", 1)[1].split(" ", 1)[0] for ln in lines if ": parse " in ln}
+    assert runs <= named, (runs - named, lines)
+    assert not any("progress" in ln for ln in seed_certified["stdout"].splitlines())

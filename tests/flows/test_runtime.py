@@ -1,0 +1,50 @@
+"""The temporary Prefect server of a command-line run: started under a bound, tried again, or refused in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+_SCRIPT = """
+import sys, urllib.request
+from flows.runtime import PrefectStartError, start_api
+try:
+    url = start_api(timeout_s=int(sys.argv[1]), attempts=int(sys.argv[2]))
+except PrefectStartError as exc:
+    print("refused:", exc)
+    raise SystemExit(4)
+if url is None:
+    print("configured")
+    raise SystemExit(0)
+with urllib.request.urlopen(url + "/health", timeout=10) as response:
+    print("health", response.status, url)
+"""
+
+
+def _start(timeout_s: int, attempts: int, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    full.update({"PYTHONPATH": str(ROOT), **env})
+    return subprocess.run([sys.executable, "-c", _SCRIPT, str(timeout_s), str(attempts)], cwd=ROOT, env=full,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_the_temporary_server_starts_and_answers() -> None:
+    proc = _start(300, 3)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("health 200 http://127.0.0.1:")
+
+
+def test_a_start_that_cannot_meet_its_bound_is_tried_again_then_refused_in_one_line() -> None:
+    # One second is less than the server's own imports take: every try times out.
+    proc = _start(1, 2)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "did not start in 2 tries of up to 1 s each" in proc.stdout
+    assert "PREFECT_API_URL" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_a_configured_server_is_used_as_it_is() -> None:
+    proc = _start(1, 1, PREFECT_API_URL="http://127.0.0.1:9/api")
+    assert (proc.returncode, proc.stdout.strip()) == (0, "configured"), proc.stdout + proc.stderr

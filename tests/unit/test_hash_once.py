@@ -1,0 +1,98 @@
+"""What is signed is what was read (issue 14 item 1): each evidence file is hashed once when the run loads it, those
+digests are signed, and a file that changed during the run is a refusal naming it, with no manifest written."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clustercert.attest.manifest import MANIFEST, evidence_subjects, write_manifest
+from clustercert.attest.signing import init_keys
+from clustercert.errors import EvidenceError
+from clustercert.runs.folder import check_seal, load_inputs
+from tests.conftest import ROOT
+
+SAMPLE = ROOT / "evidence" / "gb200-seed"
+NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    root = tmp_path / "bundle"
+    shutil.copytree(SAMPLE, root)
+    return root
+
+
+def test_the_run_reads_each_file_once_and_keeps_its_digest(bundle: Path) -> None:
+    inputs = load_inputs(bundle, ROOT / "references")
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    assert sorted(inputs.digests) == sorted(files)
+    assert all(inputs.digests[rel] == _sha(bundle / rel) for rel in files)
+    # The phase subflows' loads are the same load while nothing changed on disk.
+    assert load_inputs(bundle, ROOT / "references") is inputs
+
+
+def test_a_changed_file_is_loaded_again_with_its_new_digest(bundle: Path) -> None:
+    first = load_inputs(bundle, ROOT / "references")
+    rel = first.bundle.evidence_files()[0]
+    with (bundle / rel).open("a", encoding="utf-8") as handle:
+        handle.write("\n")
+    second = load_inputs(bundle, ROOT / "references")
+    assert second is not first and second.digests[rel] == _sha(bundle / rel) != first.digests[rel]
+
+
+def test_the_signed_digests_are_the_ones_read(bundle: Path) -> None:
+    inputs = load_inputs(bundle, ROOT / "references")
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    subjects = evidence_subjects(bundle, files, inputs.digests)
+    assert {s["name"]: s["digest"]["sha256"] for s in subjects} == {f"evidence/{rel}": inputs.digests[rel]
+                                                                   for rel in files}
+
+
+def test_a_file_swapped_after_it_was_read_is_a_refusal_naming_it(bundle: Path, tmp_path: Path) -> None:
+    inputs = load_inputs(bundle, ROOT / "references")
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    victim = next(rel for rel in files if rel.endswith(".log"))
+    # Between the parse and the attestation: the same size, other bytes (a slower log, say).
+    data = bytearray((bundle / victim).read_bytes())
+    data[-2] = ord("7") if data[-2] != ord("7") else ord("8")
+    (bundle / victim).write_bytes(bytes(data))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text("{}")
+    key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    with pytest.raises(EvidenceError) as caught:
+        write_manifest(run_dir, bundle, files, {"outcome": "CERTIFIED"}, key, digests=inputs.digests)
+    assert str(caught.value).startswith(f"{bundle / victim}: changed during the run (sha256 ")
+    assert caught.value.exit_code == 3
+    assert not (run_dir / MANIFEST).exists()
+
+
+def test_a_file_removed_after_it_was_read_is_a_refusal_naming_it(bundle: Path) -> None:
+    inputs = load_inputs(bundle, ROOT / "references")
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    (bundle / files[1]).unlink()
+    with pytest.raises(EvidenceError, match="was read by this run but is gone now"):
+        evidence_subjects(bundle, files, inputs.digests)
+
+
+def test_unchanged_evidence_is_signed_and_the_manifest_lists_it(bundle: Path, tmp_path: Path) -> None:
+    inputs = load_inputs(bundle, ROOT / "references")
+    check_seal(inputs.bundle, inputs.digests)  # the shipped sample is sealed: its seal agrees with what was read
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    write_manifest(run_dir, bundle, files, {"outcome": "CERTIFIED"}, key, digests=inputs.digests)
+    statement = json.loads((run_dir / MANIFEST).read_text())
+    signed = {s["name"]: s["digest"]["sha256"] for s in statement["subject"] if s["name"].startswith("evidence/")}
+    assert signed == {f"evidence/{rel}": _sha(bundle / rel) for rel in files}

@@ -1,0 +1,52 @@
+"""One parse per evidence file per certification: the phases and the validation suites read the same parsed
+object; a file that changed on disk is parsed again; nothing is kept after the run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clustercert.evidence import parse as evidence_parse
+from clustercert.evidence.bundle import RunKind
+from clustercert.evidence.parse import forget_parsed, parse_bundle
+from clustercert.phases.evidence import ResilienceRunLog, parse_run
+from clustercert.runs.folder import load_inputs
+from tests.conftest import ROOT
+
+LIMIT = 2 * 1024**3
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    root = tmp_path / "bundle"
+    shutil.copytree(ROOT / "evidence" / "gb200-seed", root)
+    forget_parsed()
+    return root
+
+
+def test_the_validation_reads_what_the_phases_parsed(bundle: Path) -> None:
+    inputs = load_inputs(bundle, ROOT / "references")
+    runs = inputs.bundle.spec.runs
+    phases = {r.id: parse_run(inputs.bundle, r, LIMIT) for r in runs}
+    validation = parse_bundle(inputs.bundle, LIMIT)
+    for r in runs:
+        first = phases[r.id]
+        own = first.training if isinstance(first, ResilienceRunLog) else first
+        assert validation[r.id][0].result is own, r.id
+    assert {r.kind for r in runs} >= {RunKind.TRAINING, RunKind.COLLECTIVE, RunKind.RESILIENCE}
+
+
+def test_a_changed_file_is_parsed_again_and_the_end_of_a_run_forgets(bundle: Path) -> None:
+    inputs = load_inputs(bundle, ROOT / "references")
+    run = next(r for r in inputs.bundle.spec.runs if r.kind is RunKind.TRAINING)
+    first = parse_run(inputs.bundle, run, LIMIT)
+    assert parse_run(inputs.bundle, run, LIMIT) is first
+    log = bundle / run.files[0]
+    log.write_text(log.read_text() + "\n")
+    again = parse_run(inputs.bundle, run, LIMIT)
+    assert again is not first
+    forget_parsed()
+    assert not evidence_parse._MEMO
+    assert parse_run(inputs.bundle, run, LIMIT) is not again

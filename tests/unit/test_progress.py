@@ -1,0 +1,49 @@
+"""Progress lines: plain on a pipe, a live status on a terminal, nothing when disabled (--json); the flows' reports
+reach whoever listens, from any thread."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+from rich.console import Console
+
+from clustercert.cli.progress import Progress
+from flows.progress import listening, report
+
+
+def _console(terminal: bool) -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, force_terminal=terminal, width=80, color_system=None), buffer
+
+
+def test_plain_lines_name_stage_what_and_elapsed_time() -> None:
+    console, buffer = _console(terminal=False)
+    with Progress(console, started=0.0) as progress, listening(progress):
+        report("efficiency", "parse llama3-70b-fp8-512-r1 (training/r1.log)")
+        worker = threading.Thread(target=report, args=("scaling", "parse nccl-pair-1"))
+        worker.start()
+        worker.join()
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("progress [") and lines[0].endswith(
+        " s] efficiency: parse llama3-70b-fp8-512-r1 (training/r1.log)")
+    assert lines[1].endswith(" s] scaling: parse nccl-pair-1")
+    report("judge", "after the run")  # nobody listens any more: nothing is printed
+    assert buffer.getvalue().splitlines() == lines
+
+
+def test_a_terminal_gets_a_live_status_and_a_closing_line() -> None:
+    console, buffer = _console(terminal=True)
+    with Progress(console) as progress, listening(progress):
+        report("validate", "expectation suites")
+    text = buffer.getvalue()
+    assert "validate: expectation suites" in text and "progress [" not in text
+    assert "done in " in text.rstrip().splitlines()[-1]  # after the status line is cleared
+
+
+def test_disabled_prints_nothing() -> None:
+    console, buffer = _console(terminal=False)
+    with Progress(console, enabled=False) as progress, listening(progress):
+        report("load", "bundle")
+    assert buffer.getvalue() == ""
