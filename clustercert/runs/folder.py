@@ -10,7 +10,7 @@ from typing import Any
 from clustercert.attest.manifest import ENVELOPE, write_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
-from clustercert.catalog import LoadedCatalog, load_catalog
+from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
 from clustercert.evidence.hashing import sha256_file
@@ -30,6 +30,7 @@ class Inputs:
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None) -> Inputs:
     bundle = load_bundle(bundle_path)
     catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
+    check_bundle_ids(bundle.spec, catalog, str(bundle.root / "bundle.yaml"))
     return Inputs(bundle, catalog)
 
 
