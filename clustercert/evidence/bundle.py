@@ -154,11 +154,24 @@ class LoadedBundle:
         """The path of a bundle file, refusing anything that leaves the bundle."""
         return resolve_inside(self.root, rel, entry=entry)
 
+    def run_files(self, run: RunSpec) -> list[str]:
+        """The files of a run relative to the bundle, a listed folder (an MLPerf result folder) by its files."""
+        out: list[str] = []
+        for rel in run.files:
+            path = self.root / rel
+            if not path.is_dir():
+                out.append(rel)
+                continue
+            base = PurePosixPath(rel)
+            for inner in sorted(p for p in path.rglob("*") if p.is_file()):
+                out.append(str(base / inner.relative_to(path).as_posix()))
+        return out
+
     def evidence_files(self) -> list[str]:
-        """Every file named by a run, relative to the bundle, in bundle order without repeats."""
+        """Every file named by a run (a folder's files), relative to the bundle, in bundle order without repeats."""
         out: list[str] = []
         for run in self.spec.runs:
-            for rel in run.files:
+            for rel in self.run_files(run):
                 if rel not in out:
                     out.append(rel)
         return out
@@ -191,6 +204,8 @@ def load_bundle(path: Path) -> LoadedBundle:
     bundle = LoadedBundle(root=root, spec=spec)
     for run in spec.runs:
         for rel in run.files:
+            bundle.resolve(rel, entry=f"run '{run.id}' files")
+        for rel in bundle.run_files(run):
             bundle.resolve(rel, entry=f"run '{run.id}' files")
     return bundle
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.parsers import FORMATS
 from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.mlperf import parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience
 
 __all__ = ["ParsedBundle", "ParsedFile", "parse_bundle", "parse_run"]
@@ -36,6 +38,8 @@ ParsedBundle = dict[str, list[ParsedFile]]
 def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) -> list[ParsedFile]:
     """Every file of `run`, parsed with the run's format (sacct in the bundle's timezone, MLPerf's ruleset)."""
     out: list[ParsedFile] = []
+    if run.format == "mlperf" and len(run.files) > 1:
+        return [_parse_mlperf_listed(bundle, run, limit)]
     for rel in run.files:
         display = str(bundle.root / rel)
         parser = FORMATS.get(run.format)
@@ -61,6 +65,19 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) ->
             continue
         out.append(ParsedFile(run.id, run.kind, rel, display, result, None, resilience))
     return out
+
+
+def _parse_mlperf_listed(bundle: LoadedBundle, run: RunSpec, limit: int) -> ParsedFile:
+    """An MLPerf result listed file by file is one result: every run scored together (named by its folder)."""
+    parents = {str(PurePosixPath(f).parent) for f in run.files}
+    rel = parents.pop() if len(parents) == 1 else run.files[0]
+    display = str(bundle.root / rel)
+    try:
+        listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), str(bundle.root / f)) for f in run.files]
+        result = parse_mlperf_files(listed, display, ruleset=run.ruleset, limit=limit)
+    except EvidenceError as exc:
+        return ParsedFile(run.id, run.kind, rel, display, None, exc)
+    return ParsedFile(run.id, run.kind, rel, display, result)
 
 
 def parse_bundle(bundle: LoadedBundle, limit: int = DEFAULT_LIMIT) -> ParsedBundle:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_training_log
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
+from clustercert.parsers.mlperf import parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience
 from clustercert.parsers.training import TrainingLog
 
@@ -36,7 +38,7 @@ class ResilienceRunLog:
 
 
 def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | EvidenceError:
-    """The parsed first file of `run` (the parser its kind and format name), or the error that stops it."""
+    """The parsed first file of `run` (an MLPerf run: all its files), or the error that stops it."""
     rel = run.files[0]
     display = str(bundle.root / rel)
     allowed = _KIND_FORMATS[run.kind]
@@ -61,6 +63,9 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
         parsed: object
         if run.kind is RunKind.SCHEDULER:
             parsed = parser(path, display, timezone=bundle.spec.timezone, limit=limit)
+        elif run.kind is RunKind.MLPERF and len(run.files) > 1:
+            listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), str(bundle.root / f)) for f in run.files]
+            parsed = parse_mlperf_files(listed, _common_folder(bundle, run), ruleset=run.ruleset, limit=limit)
         elif run.kind is RunKind.MLPERF:
             parsed = parser(path, display, ruleset=run.ruleset, limit=limit)
         else:
@@ -68,3 +73,9 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
         return parsed
     except EvidenceError as exc:
         return exc
+
+
+def _common_folder(bundle: LoadedBundle, run: RunSpec) -> str:
+    """The folder that holds every file of a run listed file by file (how an MLPerf result is named)."""
+    parents = {str(PurePosixPath(f).parent) for f in run.files}
+    return str(bundle.root / parents.pop()) if len(parents) == 1 else f"run '{run.id}' files"
