@@ -95,6 +95,17 @@ def _problems(parsed: dict[str, list[ParsedFile]]) -> list[str]:
     return problems
 
 
+def _warnings(parsed: dict[str, list[ParsedFile]]) -> list[str]:
+    """What parsers read with a caveat (rows short of trailing fields, ...), one line each."""
+    out: list[str] = []
+    for files in parsed.values():
+        for pf in files:
+            found = getattr(pf.result, "warnings", None)
+            if isinstance(found, list):
+                out += [str(w) for w in found]
+    return out
+
+
 def _validation_table(report: ValidationReport) -> Table:
     """One row per validated table: how many expectations passed and which did not."""
     table = Table(title="validation (expectation suites in checks/)")
@@ -141,6 +152,7 @@ def check(
         problems.append(str(exc))
     parsed = parse_bundle(loaded, settings.max_evidence_bytes)
     problems += _problems(parsed)
+    warnings = _warnings(parsed)
     report = validate_bundle(loaded, inputs.catalog, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
     problems += [r.problem() for r in report.blocking]
     runs = [
@@ -151,9 +163,12 @@ def check(
     ]
     if as_json:
         print(json.dumps({"bundle": str(loaded.root), "sealed": sealed, "usable": not problems, "runs": runs,
-                          "problems": problems, "validation": report.to_json()}, indent=2, allow_nan=False))
+                          "problems": problems, "warnings": warnings, "validation": report.to_json()},
+                         indent=2, allow_nan=False))
     else:
         _print_check(loaded.root, sealed, runs, problems, report, data_docs)
+        for warning in warnings:
+            out.print(f"warning: {warning}", markup=False)
     if problems:
         raise EvidenceUnusable(f"{loaded.root}: {len(problems)} problem(s); the evidence cannot be used as it is")
 

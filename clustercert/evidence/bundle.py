@@ -111,6 +111,8 @@ class RunSpec(_Strict):
     scope: str | None = None
     ruleset: str | None = None
     nodes: list[str] | None = None
+    # sacct: the field list of a dump written without a header (`sacct --noheader --format ...`), in order
+    fields: list[str] | None = Field(default=None, min_length=1)
     files: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -119,6 +121,8 @@ class RunSpec(_Strict):
             missing = [k for k in ("workload", "precision", "gpus", "gbs", "seq_len") if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"a training run needs {', '.join(missing)}")
+        if self.fields is not None and self.format != "sacct":
+            raise ValueError(f"fields (a sacct field list) applies to format sacct only, got format '{self.format}'")
         return self
 
 

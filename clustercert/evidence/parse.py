@@ -54,6 +54,7 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) ->
         options: dict[str, object] = {"limit": limit}
         if run.format == "sacct":
             options["timezone"] = bundle.spec.timezone
+            options["fields"] = run.fields
         if run.format == "mlperf" and run.ruleset is not None:
             options["ruleset"] = run.ruleset
         try:

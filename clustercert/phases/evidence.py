@@ -62,7 +62,7 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
         parser = FORMATS[run.format]
         parsed: object
         if run.kind is RunKind.SCHEDULER:
-            parsed = parser(path, display, timezone=bundle.spec.timezone, limit=limit)
+            parsed = parser(path, display, fields=run.fields, timezone=bundle.spec.timezone, limit=limit)
         elif run.kind is RunKind.MLPERF and len(run.files) > 1:
             listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), str(bundle.root / f)) for f in run.files]
             parsed = parse_mlperf_files(listed, _common_folder(bundle, run), ruleset=run.ruleset, limit=limit)

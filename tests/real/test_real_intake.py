@@ -71,3 +71,85 @@ def test_evidence_seal_of_an_mlperf_folder(tmp_path: Path, real_samples: Path) -
     proc = run_cli("evidence", "seal", str(root))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"sealed 13 files: {root / 'MANIFEST.sha256'}"
+
+
+SACCT = "slurm/sacct-multi-node.txt"
+# SOURCES.md: the dump's documented `--format` list (it was written with --noheader)
+SACCT_FIELDS = (
+    "State,JobID,ReqCPUS,ReqMem,ReqNodes,Constraints,Submit,Eligible,Start,Elapsed,Suspended,End,ExitCode,"
+    "DerivedExitCode,AllocNodes,NCPUS,MaxDiskRead,MaxDiskWrite,MaxPages,MaxRSS,MaxVMSize,CPUTime,UserCPU,"
+    "SystemCPU,TotalCPU"
+).split(",")
+
+SACCT_BUNDLE = """\
+schema_version: 1
+cluster: {name: aws, provider: AWS}
+system: {gpu: h100-sxm, gpus_per_node: 8, nodes: [n1]}
+catalog: exemplar-h100
+recipe_version: "1"
+runs:
+  - {id: sched, phase: resilience, kind: scheduler, format: sacct, FIELDSfiles: [sacct.txt]}
+"""
+
+
+def _sacct_bundle(tmp_path: Path, text: str, fields: list[str] | None) -> Path:
+    (tmp_path / "sacct.txt").write_text(text)
+    key = "" if fields is None else f"fields: {json.dumps(fields)}, "
+    (tmp_path / "bundle.yaml").write_text(SACCT_BUNDLE.replace("FIELDS", key))
+    return tmp_path
+
+
+def test_a_headerless_sacct_dump_is_read_with_the_bundles_field_list(tmp_path: Path, real_samples: Path) -> None:
+    bundle = load_bundle(_sacct_bundle(tmp_path, (real_samples / SACCT).read_text(), SACCT_FIELDS))
+    result = parse_run(bundle, bundle.spec.runs[0], 1 << 30)
+    assert not isinstance(result, Exception), result
+    (job,) = result.jobs  # type: ignore[attr-defined]
+    # read from the file by hand: job 845 (line 4), OUT_OF_MEMORY, Elapsed 00:05:01, one step 845.batch (line 5)
+    assert (job.job_id, job.state, job.elapsed_s, job.line, [s.step_id for s in job.steps]) == (
+        "845", "OUT_OF_MEMORY", 301, 4, ["845.batch"])
+    assert result.warnings == []  # type: ignore[attr-defined]
+
+
+def test_without_a_field_list_the_headerless_dump_is_named_unusable(tmp_path: Path, real_samples: Path) -> None:
+    bundle = load_bundle(_sacct_bundle(tmp_path, (real_samples / SACCT).read_text(), None))
+    result = parse_run(bundle, bundle.spec.runs[0], 1 << 30)
+    assert str(result) == (f"{tmp_path / 'sacct.txt'} line 4: expected a header line or a field list "
+                           "(--fields State,JobID,...), got neither. Dump with `sacct --parsable2 --format ...` and "
+                           "pass the same field list.")
+
+
+def test_rows_short_of_a_field_added_later_read_it_empty_with_a_warning(tmp_path: Path, real_samples: Path) -> None:
+    text = (real_samples / SACCT).read_text()
+    # a later dump added Partition at the end: its rows carry 26 fields, the real rows 25
+    newer = text.splitlines()[3].replace("|845|", "|846|") + "|gpu"
+    fields = [*SACCT_FIELDS, "Partition"]
+    bundle = load_bundle(_sacct_bundle(tmp_path, text + newer + "\n", fields))
+    result = parse_run(bundle, bundle.spec.runs[0], 1 << 30)
+    assert not isinstance(result, Exception), result
+    jobs = result.jobs  # type: ignore[attr-defined]
+    assert [(j.job_id, j.fields["Partition"]) for j in jobs] == [("845", ""), ("846", "gpu")]
+    assert result.warnings == [  # type: ignore[attr-defined]
+        f"{tmp_path / 'sacct.txt'} lines 4-5: expected 26 fields as the field list names, got 25; "
+        "the last 1 (Partition) read as empty"]
+    proc = run_cli("evidence", "check", str(tmp_path), "--json")
+    assert json.loads(proc.stdout)["warnings"] == result.warnings  # type: ignore[attr-defined]
+
+
+def test_a_row_with_more_fields_than_the_list_is_refused_naming_its_line(tmp_path: Path, real_samples: Path) -> None:
+    text = (real_samples / SACCT).read_text().rstrip("\n") + "|extra\n"
+    bundle = load_bundle(_sacct_bundle(tmp_path, text, SACCT_FIELDS))
+    result = parse_run(bundle, bundle.spec.runs[0], 1 << 30)
+    assert str(result).startswith(f"{tmp_path / 'sacct.txt'} line 5 field 'row': expected at most 25 fields as "
+                                  "the field list names, got 26.")
+
+
+def test_a_duplicates_dump_keeps_each_incarnation_of_a_requeued_job(tmp_path: Path, real_samples: Path) -> None:
+    lines = (real_samples / SACCT).read_text().splitlines()
+    # `sacct --duplicates`: the first incarnation of 845 was requeued (NODE_FAIL), then ran again
+    first = [lines[3].replace("OUT_OF_MEMORY|845|", "REQUEUED|845|"), lines[4].replace("OUT_OF_MEMORY", "NODE_FAIL")]
+    bundle = load_bundle(_sacct_bundle(tmp_path, "\n".join([*lines[:3], *first, *lines[3:]]) + "\n", SACCT_FIELDS))
+    result = parse_run(bundle, bundle.spec.runs[0], 1 << 30)
+    assert not isinstance(result, Exception), result
+    jobs = result.jobs  # type: ignore[attr-defined]
+    assert [(j.job_id, j.incarnation, j.state, j.line, [s.line for s in j.steps]) for j in jobs] == [
+        ("845", 1, "REQUEUED", 4, [5]), ("845", 2, "OUT_OF_MEMORY", 6, [7])]
