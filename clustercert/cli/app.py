@@ -104,7 +104,7 @@ def certify(
     from clustercert.runs.meta import new_run_meta
 
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
-    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports)
+    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports, catalog)
     run_id = meta["run_id"]
     run_dir = reports / run_id
     _quiet_prefect()

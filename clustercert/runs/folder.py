@@ -91,6 +91,7 @@ def render_reports(
             data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
             inventory=data["inventory"], software=software, validation=data["validation"],
             redacted=bool(data.get("redacted", False)),
+            mlps={k: v.mlp.value for k, v in catalog.spec.models.items()},
         )
         html = render_html(context, templates_dir)
         out[stem] = (html, render_pdf(html, base_dir))
