@@ -38,6 +38,34 @@ def _bundle_path(bundle: Path) -> Path:
     return bundle
 
 
+@evidence_app.command("init")
+def init(
+    folder: Annotated[Path, typer.Argument(help="A folder of evidence files as collected.")],
+    system: Annotated[
+        str | None, typer.Option(help="System id (e.g. h100-sxm); default: from nccl-tests' rank lines.")
+    ] = None,
+    catalog: Annotated[
+        str | None, typer.Option(help="Catalog id in references/ or a path; default: the system's shipped one.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle.yaml.")] = False,
+) -> None:
+    """Draft FOLDER/bundle.yaml from the files themselves; FILL_IN marks each value they do not show."""
+    from clustercert.evidence.init import write_draft
+    from clustercert.settings import load_settings
+
+    settings = load_settings()
+    path, draft = write_draft(folder, settings.references_dir, system=system, catalog=catalog, force=force,
+                              limit=settings.max_evidence_bytes)
+    out.print(f"drafted {path}: {draft.runs} runs, {len(draft.unused)} files not used (listed at its end)",
+              markup=False)
+    if draft.placeholders:
+        out.print(f"{len(draft.placeholders)} values to fill in (FILL_IN), first: {draft.placeholders[0]}; then run "
+                  f"`clustercert evidence seal {folder}` and `clustercert certify {folder}`", markup=False)
+    else:
+        out.print(f"nothing to fill in: run `clustercert evidence seal {folder}` and `clustercert certify {folder}`",
+                  markup=False)
+
+
 @evidence_app.command("seal")
 def seal(bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")]) -> None:
     """Write MANIFEST.sha256 over bundle.yaml and every evidence file the runs name."""

@@ -7,6 +7,7 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clustercert.errors import EvidenceError
@@ -15,6 +16,7 @@ from clustercert.yamlio import load_yaml_model
 
 __all__ = [
     "MANIFEST_NAME",
+    "PLACEHOLDER",
     "Bundle",
     "LoadedBundle",
     "Phase",
@@ -28,6 +30,8 @@ __all__ = [
 
 MANIFEST_NAME = "MANIFEST.sha256"
 BUNDLE_FILE = "bundle.yaml"
+# what `evidence init` writes where the files do not show a value; a bundle that still holds one is refused
+PLACEHOLDER = "FILL_IN"
 _HINT = "Fix bundle.yaml (see DESIGN.md, 'Evidence bundle')."
 
 
@@ -204,6 +208,7 @@ def load_bundle(path: Path) -> LoadedBundle:
     yaml_path = root / BUNDLE_FILE
     if not root.exists():
         raise EvidenceError(str(path), "expected a bundle folder, got a path that does not exist")
+    _refuse_placeholder(yaml_path)
     spec = load_yaml_model(yaml_path, Bundle, EvidenceError, hint=_HINT)
     bundle = LoadedBundle(root=root, spec=spec)
     for run in spec.runs:
@@ -212,6 +217,48 @@ def load_bundle(path: Path) -> LoadedBundle:
         for rel in bundle.run_files(run):
             bundle.resolve(rel, entry=f"run '{run.id}' files")
     return bundle
+
+
+def _refuse_placeholder(yaml_path: Path) -> None:
+    """A draft from `evidence init` with a FILL_IN left is refused, the first one named by line and key."""
+    try:
+        text = yaml_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # load_yaml_model names the problem
+    if PLACEHOLDER not in text:
+        return
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return
+    found = _first_placeholder(node, [])
+    if found is None:
+        return
+    loc, line = found
+    dotted = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in loc).lstrip(".")
+    raise EvidenceError(
+        str(yaml_path),
+        f"expected a value, got the placeholder {PLACEHOLDER} that `evidence init` left (its comment says what is "
+        "needed). Fill it in",
+        line=line,
+        field=dotted,
+    )
+
+
+def _first_placeholder(node: yaml.Node | None, loc: list[int | str]) -> tuple[list[int | str], int] | None:
+    if isinstance(node, yaml.ScalarNode):
+        return (loc, node.start_mark.line + 1) if node.value == PLACEHOLDER else None
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            hit = _first_placeholder(value, [*loc, str(key.value)])
+            if hit is not None:
+                return hit
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            hit = _first_placeholder(item, [*loc, index])
+            if hit is not None:
+                return hit
+    return None
 
 
 def seal_bundle(bundle: LoadedBundle) -> Path:
