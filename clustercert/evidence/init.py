@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -238,8 +239,14 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
 
     loaded: LoadedCatalog | None = None
     if catalog is not None:
-        loaded = load_catalog(catalog, references_dir, relative_to=folder)
-        catalog_field = _Field("catalog", catalog, "given with --catalog")
+        written = catalog
+        typed = Path(catalog)
+        if typed.suffix in (".yaml", ".yml") and not typed.is_absolute() and not (folder / typed).is_file() \
+                and typed.is_file():
+            # typed relative to where the command ran; bundle.yaml names it relative to the bundle
+            written = os.path.relpath(typed.resolve(), folder.resolve())
+        loaded = load_catalog(written, references_dir, relative_to=folder)
+        catalog_field = _Field("catalog", written, f"given with --catalog {catalog}")
     elif sys_id is not None and (loaded := _catalog_for(sys_id, references_dir)) is not None:
         catalog_field = _Field("catalog", loaded.spec.id, f"default: the shipped catalog for {sys_id}")
     else:

@@ -11,7 +11,8 @@ from clustercert.parsers.training import read_text_lines
 
 __all__ = ["CONFIG_KEYS", "LogConfig", "read_log_config"]
 
-# the keys `evidence init` reads; NeMo prints `key=value`, Megatron-LM `key ...... value`, Megatron-Bridge `key: value`
+# the keys `evidence init` reads; NeMo prints `key=value`, Megatron-LM `key ...... value`, Megatron-Bridge `key: value`,
+# DLLogger `"key": value` in its JSON
 CONFIG_KEYS = (
     "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "num_query_groups", "global_batch_size",
     "seq_length", "encoder_seq_length", "tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -19,7 +20,7 @@ CONFIG_KEYS = (
     "devices", "num_nodes", "bf16", "fp8", "precision",
 )
 _PATTERN = re.compile(
-    rf"(?<![\w.])({'|'.join(CONFIG_KEYS)})\s*(?:=|:|\s\.{{2,}}|\s)\s*['\"]?([\w.+-]+)"
+    rf"(?<![\w.])({'|'.join(CONFIG_KEYS)})['\"]?\s*(?:=|:|\s\.{{2,}}|\s)\s*['\"]?([\w.+-]+)"
 )
 
 

@@ -180,3 +180,17 @@ def test_load_bundle_names_a_placeholder_in_a_list(tmp_path: Path) -> None:
     with pytest.raises(EvidenceError) as exc:
         load_bundle(tmp_path)
     assert str(exc.value).startswith(f"{tmp_path / 'bundle.yaml'} line 3 field 'system.nodes[1]': expected a value")
+
+
+def test_init_with_a_users_catalog_path_names_it_from_the_bundle(real_samples: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustercert.evidence.init import draft_bundle
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    shutil.copy(real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log", root / "n.log")
+    references = Path(__file__).resolve().parents[2] / "references"
+    (tmp_path / "mine.yaml").write_text((references / "exemplar-h100.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    draft = yaml.safe_load(draft_bundle(root, references, catalog="mine.yaml").text)
+    assert draft["catalog"] == "../mine.yaml"  # bundle.yaml paths are relative to the bundle
