@@ -57,11 +57,19 @@ class Draft:
     unused: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _scan(folder: Path) -> Iterator[tuple[str, Path]]:
-    """(relative path, path) of every evidence file or MLPerf result folder under `folder`, sorted."""
+def _scan(folder: Path, unused: list[tuple[str, str]]) -> Iterator[tuple[str, Path]]:
+    """(relative path, path) of every evidence file or MLPerf result folder under `folder`, sorted; what cannot be
+    evidence (hidden files, links that leave the folder) goes to `unused` with why."""
+    real_root = folder.resolve()
+
     def walk(directory: Path) -> Iterator[Path]:
         for entry in sorted(directory.iterdir()):
+            rel = entry.relative_to(folder).as_posix()
             if entry.name.startswith("."):
+                unused.append((rel, "a hidden file or folder"))
+                continue
+            if real_root not in entry.resolve().parents:
+                unused.append((rel, "a link that leaves the folder (a bundle holds its evidence)"))
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 if any(entry.glob("result_*.txt")):
@@ -196,7 +204,7 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     unused: list[tuple[str, str]] = []
     collectives: list[tuple[str, NcclTestsResult, list[RankLine]]] = []
     others: list[tuple[str, str, Path]] = []  # (rel, format, path)
-    for rel, path in _scan(folder):
+    for rel, path in _scan(folder, unused):
         try:
             fmt = detect_format(path, rel)
         except EvidenceError as exc:
@@ -226,6 +234,8 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
         system_fields.append(_Field("gpu", system, "given with --system"))
     elif sys_id is not None:
         system_fields.append(_Field("gpu", sys_id, f"nccl-tests rank lines name {', '.join(names)}"))
+    elif catalog is not None:
+        system_fields.append(_Field("gpu", "", ""))  # the catalog's system, set below once it is loaded
     else:
         system_fields.append(_Field("gpu", PLACEHOLDER, "needed: the system id of the catalog (gb200-nvl72, "
                                     f"h100-sxm, h200-sxm, b200 or your catalog's); rank lines name {names or 'none'}"))
@@ -247,6 +257,8 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
             written = os.path.relpath(typed.resolve(), folder.resolve())
         loaded = load_catalog(written, references_dir, relative_to=folder)
         catalog_field = _Field("catalog", written, f"given with --catalog {catalog}")
+        if system_fields[0].value == "":
+            system_fields[0] = _Field("gpu", loaded.spec.system, "default: the system the catalog certifies")
     elif sys_id is not None and (loaded := _catalog_for(sys_id, references_dir)) is not None:
         catalog_field = _Field("catalog", loaded.spec.id, f"default: the shipped catalog for {sys_id}")
     else:

@@ -14,6 +14,7 @@ import yaml
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import PLACEHOLDER, load_bundle
+from clustercert.runs.folder import load_inputs
 from tests.conftest import run_cli
 
 # SOURCES.md: the sacct sample's documented `--format` list (it was dumped with --noheader)
@@ -153,7 +154,10 @@ def test_a_collectives_only_folder_needs_no_placeholder(real_samples: Path, tmp_
     proc = run_cli("evidence", "init", str(root))
     assert proc.returncode == 0, proc.stderr
     assert "nothing to fill in" in proc.stdout
-    bundle = load_bundle(root)  # loads as written: no FILL_IN, schema-valid
+    (root / ".DS_Store").write_bytes(b"\x00")
+    proc = run_cli("evidence", "init", str(root), "--force")
+    assert "#   .DS_Store: a hidden file or folder" in (root / "bundle.yaml").read_text()
+    bundle = load_inputs(root, Path(__file__).resolve().parents[2] / "references").bundle  # as written: no FILL_IN
     assert bundle.spec.system.nodes == [f"cnode2-{n:03d}" for n in range(1, 18)]  # SOURCES.md: 17 nodes
     assert bundle.spec.system.gpus_per_node == 4
     assert len(bundle.spec.runs) == 136 and {r.scope for r in bundle.spec.runs} == {"pair"}
@@ -194,3 +198,26 @@ def test_init_with_a_users_catalog_path_names_it_from_the_bundle(real_samples: P
     monkeypatch.chdir(tmp_path)
     draft = yaml.safe_load(draft_bundle(root, references, catalog="mine.yaml").text)
     assert draft["catalog"] == "../mine.yaml"  # bundle.yaml paths are relative to the bundle
+
+
+def test_init_names_the_catalog_model_of_the_logs_shape(real_samples: Path, tmp_path: Path) -> None:
+    from clustercert.evidence.init import draft_bundle
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    log = "megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log"
+    shutil.copy(real_samples / "training-logs" / log, root / log)
+    references = Path(__file__).resolve().parents[2] / "references"
+    catalog = yaml.safe_load((references / "exemplar-h100.yaml").read_text())
+    # SOURCES.md: Qwen2-0.5B, 24 layers, hidden 896 (its config: 14 heads, ffn 4864, 2 KV groups)
+    catalog["models"]["qwen2-0.5b"] = {"name": "Qwen2 0.5B", "layers": 24, "hidden": 896, "ffn_hidden": 4864,
+                                       "heads": 14, "kv_groups": 2, "vocab": 151936, "source": "nemo-model-configs"}
+    catalog["models"]["qwen2-wide"] = {**catalog["models"]["qwen2-0.5b"], "ffn_hidden": 9728}  # another ffn: no match
+    (root / "mine.yaml").write_text(yaml.safe_dump(catalog))
+    draft = draft_bundle(root, references, catalog="mine.yaml")
+    (run,) = yaml.safe_load(draft.text)["runs"]
+    assert run["workload"] == "qwen2-0.5b"
+    assert "workload: \"qwen2-0.5b\"  # the catalog's model of this shape (layers 24, hidden 896, heads 14, ffn 4864)" \
+        in draft.text
+    assert draft.placeholders == ['gpus_per_node: "FILL_IN"', 'nodes: ["FILL_IN"]', 'recipe_version: "FILL_IN"']
+    assert 'gpu: "h100-sxm"  # default: the system the catalog certifies' in draft.text
