@@ -174,6 +174,13 @@ def test_init_never_overwrites_a_bundle_without_force(real_samples: Path, tmp_pa
     assert (tmp_path / "bundle.yaml").read_text() == "mine\n"
     assert run_cli("evidence", "init", str(tmp_path), "--force").returncode == 0
     assert load_bundle(tmp_path).spec.runs[0].scope == "nvlink-domain"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("nothing measured\n")
+    empty = run_cli("evidence", "init", str(tmp_path / "empty"))
+    assert (empty.returncode, empty.stderr.strip()) == (
+        3, f"error: {tmp_path / 'empty'}: expected evidence files of a known format, found none (1 files not "
+        "recognised)")
+    assert not (tmp_path / "empty" / "bundle.yaml").exists()
     missing = run_cli("evidence", "init", str(tmp_path / "nowhere"))
     assert (missing.returncode, missing.stderr.strip()) == (
         2, f"error: {tmp_path / 'nowhere'}: expected a folder of evidence files, got nothing")
