@@ -599,3 +599,17 @@ def test_a_step_re_run_after_a_restart_is_not_a_duplicate(suites: dict[str, Suit
     assert _result(run_tables([rank_timings(rerun)], suites), "rank_step_unique").status is ResultStatus.PASS
     copied = _result(run_tables([rank_timings(_rank_dup)], suites), "rank_step_unique")
     assert copied.status is ResultStatus.FAIL and copied.unexpected_count == 2
+
+
+def test_parse_warnings_become_one_advisory_warn_check_per_run() -> None:
+    report = ValidationReport((), (), parse_warnings=(
+        ("sched", "s.txt", "s.txt lines 4-5: expected 26 fields as the field list names, got 25; the last 1 "
+                           "(Partition) read as empty"),
+        ("sched", "s.txt", "s.txt line 9: another caveat"),
+    ))
+    (check,) = apply_gating([], report)
+    assert (check.id, check.status, check.severity, check.measured) == (
+        "validation.sched_read_with_warnings", Status.WARN, Severity.ADVISORY, 2.0)
+    assert check.message == ("s.txt lines 4-5: expected 26 fields as the field list names, got 25; the last 1 "
+                             "(Partition) read as empty; s.txt line 9: another caveat")
+    assert report.to_json()["parse_warnings"][0]["run"] == "sched"
