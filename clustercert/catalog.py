@@ -8,13 +8,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clustercert.errors import CatalogError
-from clustercert.evidence.bundle import Parallelism, Phase, Precision
+from clustercert.errors import CatalogError, EvidenceError
+from clustercert.evidence.bundle import Bundle, Parallelism, Phase, Precision
 from clustercert.evidence.hashing import sha256_file
 from clustercert.metrics.flops import Attention, FlopsConvention, Mlp, ModelShape
 from clustercert.yamlio import load_yaml_model
 
-__all__ = ["Baseline", "Catalog", "LoadedCatalog", "Rules", "load_catalog"]
+__all__ = ["Baseline", "Catalog", "LoadedCatalog", "Rules", "check_bundle_ids", "load_catalog"]
 
 _HINT = "Fix the catalog (see references/README.md)."
 
@@ -57,13 +57,26 @@ class ModelSpec(_Strict):
 
 
 class Convention(_Strict):
-    attention: Attention
+    """The FLOPs convention of a published figure: the formula's attention discount and overrides, or a fixed
+    `flops_per_sample` (a sample is one sequence of the baseline's seq_len) that replaces the formula."""
+
+    attention: Attention | None = None
     kv_groups: int | None = Field(default=None, gt=0)
     vocab: int | None = Field(default=None, gt=0)
+    flops_per_sample: float | None = Field(default=None, gt=0)
     note: str | None = None
 
+    @model_validator(mode="after")
+    def _one_way(self) -> Convention:
+        if self.flops_per_sample is None and self.attention is None:
+            raise ValueError("a FLOPs convention needs attention (causal, non-causal) or flops_per_sample")
+        if self.flops_per_sample is not None and (self.attention, self.kv_groups, self.vocab) != (None, None, None):
+            raise ValueError("flops_per_sample replaces the formula: give no attention, kv_groups or vocab with it")
+        return self
+
     def flops(self) -> FlopsConvention:
-        return FlopsConvention(self.attention, self.kv_groups, self.vocab)
+        return FlopsConvention(self.attention or Attention.CAUSAL, self.kv_groups, self.vocab,
+                               self.flops_per_sample)
 
 
 class Window(_Strict):
@@ -195,3 +208,24 @@ def load_catalog(
         raise CatalogError(f"{path}: expected a catalog file, got nothing at this path. {_HINT}")
     spec = load_yaml_model(path, Catalog, CatalogError, hint=_HINT)
     return LoadedCatalog(path=path, sha256=sha256_file(path), spec=spec)
+
+
+def check_bundle_ids(bundle: Bundle, catalog: LoadedCatalog, where: str) -> None:
+    """The bundle's system and workload ids must be ones its catalog defines (`where`: the bundle.yaml path)."""
+    spec = catalog.spec
+    if bundle.system.gpu != spec.system:
+        raise EvidenceError(
+            where,
+            f"expected the system the catalog {spec.id} ({catalog.path}) certifies, '{spec.system}', got "
+            f"'{bundle.system.gpu}'. Choose a catalog for this system or fix system.gpu",
+            field="system.gpu",
+        )
+    for run in bundle.runs:
+        if run.workload is not None and run.workload not in spec.models:
+            raise EvidenceError(
+                where,
+                f"run '{run.id}': expected a workload the catalog {spec.id} ({catalog.path}) defines under models "
+                f"({', '.join(sorted(spec.models))}), got '{run.workload}'. Add the model to the catalog or fix "
+                "the run's workload",
+                field="workload",
+            )

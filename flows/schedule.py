@@ -60,7 +60,8 @@ def scheduled_certify_flow(source: str, catalog: str | None = None) -> dict[str,
         init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name="clustercert development key",
                   dev=True, now=now)
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
-    meta = new_run_meta(bundle, now, key.fingerprint, key.dev_key, settings.reports_dir, key_dir=settings.key_dir)
+    meta = new_run_meta(bundle, now, key.fingerprint, key.dev_key, settings.reports_dir, catalog,
+                        key_dir=settings.key_dir)
     run_dir = settings.reports_dir / meta["run_id"]
     summary = certify_flow(bundle_path=str(bundle.root), run_dir=str(run_dir), run_meta=meta,
                            key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),

@@ -115,7 +115,7 @@ def certify(
 
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
     load_pdf_signer(key)  # a PDF key that cannot be used is refused now, not after the whole run
-    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports, key_dir=settings.key_dir)
+    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports, catalog, key_dir=settings.key_dir)
     run_id = meta["run_id"]
     run_dir = reports / run_id
     _quiet_prefect()

@@ -38,6 +38,34 @@ def _bundle_path(bundle: Path) -> Path:
     return bundle
 
 
+@evidence_app.command("init")
+def init(
+    folder: Annotated[Path, typer.Argument(help="A folder of evidence files as collected.")],
+    system: Annotated[
+        str | None, typer.Option(help="System id (e.g. h100-sxm); default: from nccl-tests' rank lines.")
+    ] = None,
+    catalog: Annotated[
+        str | None, typer.Option(help="Catalog id in references/ or a path; default: the system's shipped one.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle.yaml.")] = False,
+) -> None:
+    """Draft FOLDER/bundle.yaml from the files themselves; FILL_IN marks each value they do not show."""
+    from clustercert.evidence.init import write_draft
+    from clustercert.settings import load_settings
+
+    settings = load_settings()
+    path, draft = write_draft(folder, settings.references_dir, system=system, catalog=catalog, force=force,
+                              limit=settings.max_evidence_bytes)
+    out.print(f"drafted {path}: {draft.runs} runs, {len(draft.unused)} files not used (listed at its end)",
+              markup=False)
+    if draft.placeholders:
+        out.print(f"{len(draft.placeholders)} values to fill in (FILL_IN), first: {draft.placeholders[0]}; then run "
+                  f"`clustercert evidence seal {folder}` and `clustercert certify {folder}`", markup=False)
+    else:
+        out.print(f"nothing to fill in: run `clustercert evidence seal {folder}` and `clustercert certify {folder}`",
+                  markup=False)
+
+
 @evidence_app.command("seal")
 def seal(bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")]) -> None:
     """Write MANIFEST.sha256 over bundle.yaml and every evidence file the runs name."""
@@ -95,6 +123,17 @@ def _problems(parsed: dict[str, list[ParsedFile]]) -> list[str]:
     return problems
 
 
+def _warnings(parsed: dict[str, list[ParsedFile]]) -> list[str]:
+    """What parsers read with a caveat (rows short of trailing fields, ...), one line each."""
+    out: list[str] = []
+    for files in parsed.values():
+        for pf in files:
+            found = getattr(pf.result, "warnings", None)
+            if isinstance(found, list):
+                out += [str(w) for w in found]
+    return out
+
+
 def _validation_table(report: ValidationReport) -> Table:
     """One row per validated table: how many expectations passed and which did not."""
     table = Table(title="validation (expectation suites in checks/)")
@@ -141,6 +180,7 @@ def check(
         problems.append(str(exc))
     parsed = parse_bundle(loaded, settings.max_evidence_bytes)
     problems += _problems(parsed)
+    warnings = _warnings(parsed)
     report = validate_bundle(loaded, inputs.catalog, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
     problems += [r.problem() for r in report.blocking]
     runs = [
@@ -151,9 +191,12 @@ def check(
     ]
     if as_json:
         print(json.dumps({"bundle": str(loaded.root), "sealed": sealed, "usable": not problems, "runs": runs,
-                          "problems": problems, "validation": report.to_json()}, indent=2, allow_nan=False))
+                          "problems": problems, "warnings": warnings, "validation": report.to_json()},
+                         indent=2, allow_nan=False))
     else:
         _print_check(loaded.root, sealed, runs, problems, report, data_docs)
+        for warning in warnings:
+            out.print(f"warning: {warning}", markup=False)
     if problems:
         raise EvidenceUnusable(f"{loaded.root}: {len(problems)} problem(s); the evidence cannot be used as it is")
 

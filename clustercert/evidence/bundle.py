@@ -8,6 +8,7 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clustercert.errors import EvidenceError
@@ -17,6 +18,7 @@ from clustercert.yamlio import load_yaml_model
 
 __all__ = [
     "MANIFEST_NAME",
+    "PLACEHOLDER",
     "Bundle",
     "LoadedBundle",
     "Phase",
@@ -30,6 +32,8 @@ __all__ = [
 
 MANIFEST_NAME = "MANIFEST.sha256"
 BUNDLE_FILE = "bundle.yaml"
+# what `evidence init` writes where the files do not show a value; a bundle that still holds one is refused
+PLACEHOLDER = "FILL_IN"
 _HINT = "Fix bundle.yaml (see DESIGN.md, 'Evidence bundle')."
 
 
@@ -56,11 +60,9 @@ class RunKind(StrEnum):
     TELEMETRY = "telemetry"
 
 
-Workload = Literal[
-    "llama3.1-405b", "llama3-70b", "llama3.1-70b", "llama3.1-8b", "grok1-314b", "deepseek-v3",
-    "nemotron4-340b", "nemotron4-15b",
-]
-System = Literal["gb200-nvl72", "h100-sxm", "h200-sxm", "b200"]
+# Workload and system ids are the ones the bundle's catalog defines (checked against it in `check_bundle_ids`,
+# clustercert.catalog): a user's own catalog may certify any model or system, the shipped ones keep theirs.
+_ID = r"^[a-z0-9][a-z0-9._-]*$"
 
 
 class _Strict(BaseModel):
@@ -83,7 +85,7 @@ class Interconnect(_Strict):
 
 
 class SystemSpec(_Strict):
-    gpu: System
+    gpu: str = Field(pattern=_ID)
     gpus_per_node: int = Field(gt=0)
     nodes: list[str] = Field(min_length=1)
     nvlink_domains: list[NvlinkDomain] = Field(default_factory=list)
@@ -105,7 +107,7 @@ class RunSpec(_Strict):
     phase: Phase
     kind: RunKind
     format: str = Field(min_length=1)
-    workload: Workload | None = None
+    workload: str | None = Field(default=None, pattern=_ID)
     precision: Precision | None = None
     gpus: int | None = Field(default=None, gt=0)
     gbs: int | None = Field(default=None, gt=0)
@@ -115,6 +117,8 @@ class RunSpec(_Strict):
     scope: str | None = None
     ruleset: str | None = None
     nodes: list[str] | None = None
+    # sacct: the field list of a dump written without a header (`sacct --noheader --format ...`), in order
+    fields: list[str] | None = Field(default=None, min_length=1)
     files: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -123,6 +127,8 @@ class RunSpec(_Strict):
             missing = [k for k in ("workload", "precision", "gpus", "gbs", "seq_len") if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"a training run needs {', '.join(missing)}")
+        if self.fields is not None and self.format != "sacct":
+            raise ValueError(f"fields (a sacct field list) applies to format sacct only, got format '{self.format}'")
         return self
 
 
@@ -158,11 +164,24 @@ class LoadedBundle:
         """The path of a bundle file, refusing anything that leaves the bundle."""
         return resolve_inside(self.root, rel, entry=entry)
 
+    def run_files(self, run: RunSpec) -> list[str]:
+        """The files of a run relative to the bundle, a listed folder (an MLPerf result folder) by its files."""
+        out: list[str] = []
+        for rel in run.files:
+            path = self.root / rel
+            if not path.is_dir():
+                out.append(rel)
+                continue
+            base = PurePosixPath(rel)
+            for inner in sorted(p for p in path.rglob("*") if p.is_file()):
+                out.append(str(base / inner.relative_to(path).as_posix()))
+        return out
+
     def evidence_files(self) -> list[str]:
-        """Every file named by a run, relative to the bundle, in bundle order without repeats."""
+        """Every file named by a run (a folder's files), relative to the bundle, in bundle order without repeats."""
         out: list[str] = []
         for run in self.spec.runs:
-            for rel in run.files:
+            for rel in self.run_files(run):
                 if rel not in out:
                     out.append(rel)
         return out
@@ -193,6 +212,7 @@ def load_bundle(path: Path) -> LoadedBundle:
     yaml_path = root / BUNDLE_FILE
     if not root.exists():
         raise EvidenceError(str(path), "expected a bundle folder, got a path that does not exist")
+    _refuse_placeholder(yaml_path)
     spec = load_yaml_model(yaml_path, Bundle, EvidenceError, hint=_HINT)
     bundle = LoadedBundle(root=root, spec=spec)
     for run in spec.runs:
@@ -200,7 +220,51 @@ def load_bundle(path: Path) -> LoadedBundle:
             path = bundle.resolve(rel, entry=f"run '{run.id}' files")
             if path.is_dir() and run.format != "mlperf":
                 check_regular(path, f"{yaml_path} run '{run.id}' files '{rel}'")  # only MLPerf reads a folder
+        for rel in bundle.run_files(run):
+            bundle.resolve(rel, entry=f"run '{run.id}' files")
     return bundle
+
+
+def _refuse_placeholder(yaml_path: Path) -> None:
+    """A draft from `evidence init` with a FILL_IN left is refused, the first one named by line and key."""
+    try:
+        text = yaml_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return  # load_yaml_model names the problem
+    if PLACEHOLDER not in text:
+        return
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return
+    found = _first_placeholder(node, [])
+    if found is None:
+        return
+    loc, line = found
+    dotted = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in loc).lstrip(".")
+    raise EvidenceError(
+        str(yaml_path),
+        f"expected a value, got the placeholder {PLACEHOLDER} that `evidence init` left (its comment says what is "
+        "needed). Fill it in",
+        line=line,
+        field=dotted,
+    )
+
+
+def _first_placeholder(node: yaml.Node | None, loc: list[int | str]) -> tuple[list[int | str], int] | None:
+    if isinstance(node, yaml.ScalarNode):
+        return (loc, node.start_mark.line + 1) if node.value == PLACEHOLDER else None
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            hit = _first_placeholder(value, [*loc, str(key.value)])
+            if hit is not None:
+                return hit
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            hit = _first_placeholder(item, [*loc, index])
+            if hit is not None:
+                return hit
+    return None
 
 
 def seal_bundle(bundle: LoadedBundle) -> Path:

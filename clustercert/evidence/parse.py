@@ -10,14 +10,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
-from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_training_log
+from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
 from clustercert.parsers.common import DEFAULT_LIMIT
-from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience
+from clustercert.parsers.mlperf import parse_mlperf_files
+from clustercert.parsers.nemo_resilience import ResilienceLog
 
 __all__ = ["ParsedBundle", "ParsedFile", "forget_parsed", "parse_bundle", "parse_run", "read_evidence"]
 
@@ -32,8 +33,9 @@ def read_evidence(parser: Callable[..., T], path: Path, display: str, *args: Any
     modification time and inode): the second reader of a file gets the first one's result. Errors are not
     remembered (they are raised again by a fresh parse)."""
     stat = path.stat()
+    frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
     key = (getattr(parser, "__module__", ""), getattr(parser, "__qualname__", repr(parser)), str(path.resolve()),
-           stat.st_size, stat.st_mtime_ns, stat.st_ino, display, args, tuple(sorted(options.items())))
+           stat.st_size, stat.st_mtime_ns, stat.st_ino, display, args, frozen)
     with _MEMO_LOCK:
         if key in _MEMO:
             _MEMO.move_to_end(key)
@@ -75,6 +77,8 @@ ParsedBundle = dict[str, list[ParsedFile]]
 def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) -> list[ParsedFile]:
     """Every file of `run`, parsed with the run's format (sacct in the bundle's timezone, MLPerf's ruleset)."""
     out: list[ParsedFile] = []
+    if run.format == "mlperf" and len(run.files) > 1:
+        return [_parse_mlperf_listed(bundle, run, limit)]
     for rel in run.files:
         display = str(bundle.root / rel)
         parser = FORMATS.get(run.format)
@@ -89,6 +93,7 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) ->
         options: dict[str, object] = {"limit": limit}
         if run.format == "sacct":
             options["timezone"] = bundle.spec.timezone
+            options["fields"] = run.fields
         if run.format == "mlperf" and run.ruleset is not None:
             options["ruleset"] = run.ruleset
         try:
@@ -97,13 +102,26 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) ->
                 result = read_evidence(parse_training_log, path, display, run.format, limit=limit)
             else:
                 result = read_evidence(parser, path, display, **options)
-            resilience = (read_evidence(parse_nemo_resilience, path, display, limit=limit)
+            resilience = (read_evidence(parse_resilience_log, path, display, limit=limit)
                           if run.format == "nemo" else None)
         except EvidenceError as exc:
             out.append(ParsedFile(run.id, run.kind, rel, display, None, exc))
             continue
         out.append(ParsedFile(run.id, run.kind, rel, display, result, None, resilience))
     return out
+
+
+def _parse_mlperf_listed(bundle: LoadedBundle, run: RunSpec, limit: int) -> ParsedFile:
+    """An MLPerf result listed file by file is one result: every run scored together (named by its folder)."""
+    parents = {str(PurePosixPath(f).parent) for f in run.files}
+    rel = parents.pop() if len(parents) == 1 else run.files[0]
+    display = str(bundle.root / rel)
+    try:
+        listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), str(bundle.root / f)) for f in run.files]
+        result = parse_mlperf_files(listed, display, ruleset=run.ruleset, limit=limit)
+    except EvidenceError as exc:
+        return ParsedFile(run.id, run.kind, rel, display, None, exc)
+    return ParsedFile(run.id, run.kind, rel, display, result)
 
 
 def parse_bundle(bundle: LoadedBundle, limit: int = DEFAULT_LIMIT) -> ParsedBundle:

@@ -49,11 +49,16 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class FlopsConvention:
-    """How a number was computed: attention discount and any deliberate overrides (errata, fixed vocab)."""
+    """How a number was computed: attention discount and any deliberate overrides (errata, fixed vocab).
+
+    `per_sample` is a fixed FLOPs-per-sample figure that replaces the formula (Google's
+    `process_training_results.py` counts 2.2e15 per GPT-3 175B sample), so a published TFLOP/s can be reproduced.
+    """
 
     attention: Attention = Attention.CAUSAL
     kv_groups: int | None = None
     vocab: int | None = None
+    per_sample: float | None = None
 
     def apply(self, shape: ModelShape) -> ModelShape:
         out = shape
@@ -64,6 +69,8 @@ class FlopsConvention:
         return out
 
     def describe(self) -> str:
+        if self.per_sample is not None:
+            return f"fixed {self.per_sample:.4g} FLOPs per sample"
         parts = [self.attention.value]
         if self.kv_groups is not None:
             parts.append(f"g={self.kv_groups}")
@@ -81,6 +88,8 @@ def model_flops_per_sequence(
     """Training FLOPs for one sequence of `seq_len` tokens under `convention`."""
     if seq_len <= 0:
         raise ValueError(f"seq_len must be positive, got {seq_len}")
+    if convention.per_sample is not None:
+        return convention.per_sample
     m = convention.apply(shape)
     if m.is_mla:
         return _mla_moe_flops(m, seq_len, convention.attention)

@@ -33,13 +33,36 @@ _INTS = {"global_batch_size", "consumed_samples"}
 
 
 def parse_pipe_log(
-    path: Path, display: str, *, fmt: str, fields: dict[str, tuple[str, float]], what: str, limit: int
+    path: Path, display: str, *, fmt: str, fields: dict[str, tuple[str, float]], what: str, limit: int,
+    wrapped: bool = False,
 ) -> TrainingLog:
-    """Every `iteration N/ M | key: value |` record of a Megatron-style log, with its line."""
+    """Every `iteration N/ M | key: value |` record of a Megatron-style log, with its line.
+
+    With `wrapped`, a record that does not end with '|' is joined with the next line when that line finishes
+    it (ends with '|', starts no record): a log wrapped at a terminal width keeps its TFLOPs and loss; a record
+    that stays cut short is read as far as it goes, with a warning naming its line.
+    """
     lines = read_text_lines(path, display, limit=limit)
     steps: list[TrainingStep] = []
     nans: list[NanMark] = []
+    warnings: list[str] = []
+    joined: set[int] = set()
     for number, raw in enumerate(lines, start=1):
+        if number in joined:
+            continue
+        nxt = lines[number] if number < len(lines) else ""
+        cut = not raw.rstrip().endswith("|")
+        continues = (_ITER.search(nxt) is None and nxt.rstrip().endswith("|")
+                     and (cut or nxt.lstrip().partition(":")[0].strip() in fields))
+        if wrapped and _ITER.search(raw) and (cut or continues):
+            if continues:
+                raw = raw + nxt
+                joined.add(number + 1)
+                warnings.append(f"{display} lines {number}-{number + 1}: one iteration record wrapped over two "
+                                "lines; read joined")
+            else:
+                warnings.append(f"{display} line {number}: expected the iteration record to end with '|', got a "
+                                "line cut short; the values after the cut (TFLOPs, loss, ...) are not read")
         for mark in _NAN.finditer(raw):
             nans.append(NanMark(number, mark.group(1)))
         timing = _STEP_TIME.search(raw)
@@ -61,7 +84,8 @@ def parse_pipe_log(
             steps.append(_record(raw[match.end() : end], match, number, display, fields))
     if not steps:
         raise EvidenceError(display, f"expected {what} 'iteration N/ M |' lines, found none. {HINT}")
-    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=nans, line_count=len(lines))
+    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=nans, line_count=len(lines),
+                       warnings=warnings)
 
 
 def _record(

@@ -14,7 +14,8 @@ FORMAT = "megatron-deepspeed"
 
 
 def parse_megatron_deepspeed(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
-    """Every Megatron-DeepSpeed iteration record with its line; step time in seconds."""
+    """Every Megatron-DeepSpeed iteration record with its line; step time in seconds; wrapped records rejoined."""
     return parse_pipe_log(
-        path, display, fmt=FORMAT, fields=MEGATRON_FIELDS, what="Megatron-DeepSpeed", limit=limit
+        path, display, fmt=FORMAT, fields=MEGATRON_FIELDS, what="Megatron-DeepSpeed", limit=limit,
+        wrapped=True,
     )

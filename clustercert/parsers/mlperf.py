@@ -11,7 +11,7 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float
 from clustercert.parsers.training import read_text_lines
 
-__all__ = ["MlperfResult", "MlperfRun", "olympic_score", "parse_mlperf"]
+__all__ = ["MlperfResult", "MlperfRun", "olympic_score", "parse_mlperf", "parse_mlperf_files"]
 
 FORMAT = "mlperf"
 _HINT = "Use the submission's results folder as MLCommons publishes it."
@@ -87,57 +87,48 @@ def parse_mlperf(
     path: Path, display: str, *, ruleset: str | None = None, limit: int = DEFAULT_LIMIT
 ) -> MlperfResult:
     """Every `result_*.txt` of the folder (or one file), `scaling.json`, the system JSON, the score."""
-    folder = path if path.is_dir() else path.parent
-    files = sorted(folder.glob("result_*.txt"), key=_run_order) if path.is_dir() else [path]
-    if not files:
+    if not path.is_dir():
+        return parse_mlperf_files([(path, display)], display, ruleset=ruleset, limit=limit)
+    results = sorted(path.glob("result_*.txt"), key=_run_order)
+    if not results:
         raise EvidenceError(display, f"expected result_*.txt files in the folder, found none. {_HINT}")
+    others = [p for p in sorted(path.glob("*.json")) if p.is_file()]
+    base = display.rstrip("/")
+    return parse_mlperf_files([(p, f"{base}/{p.name}") for p in [*results, *others]], display,
+                              ruleset=ruleset, limit=limit)
+
+
+def parse_mlperf_files(
+    files: list[tuple[Path, str]], display: str, *, ruleset: str | None = None, limit: int = DEFAULT_LIMIT
+) -> MlperfResult:
+    """The runs of a result folder listed file by file (path, display): every `result_*` log is a run,
+    `scaling.json` gives the scaling factor and another JSON with `system_name` the system; all are scored."""
+    logs = [(p, d) for p, d in files if p.suffix != ".json"]
+    if not logs:
+        raise EvidenceError(display, f"expected result_*.txt files among the files, found none. {_HINT}")
     runs: list[MlperfRun] = []
     benchmark: str | None = None
-    for file in files:
-        run, bench = _parse_run(
-            file, f"{display.rstrip('/')}/{file.name}" if path.is_dir() else display, limit
-        )
+    for file, shown in sorted(logs, key=lambda item: _run_order(item[0])):
+        run, bench = _parse_run(file, shown, limit)
         runs.append(run)
         if bench is not None:
             if benchmark is not None and bench != benchmark:
                 raise EvidenceError(
-                    f"{display}/{file.name}",
+                    shown,
                     f"expected benchmark '{benchmark}' as in the other runs, got '{bench}'. {_HINT}",
                     field="submission_benchmark",
                 )
             benchmark = bench
     scaling: float | None = None
-    scaling_file = folder / "scaling.json"
-    if path.is_dir() and scaling_file.exists():
-        doc = read_json(scaling_file, f"{display}/scaling.json", limit=limit)
-        if not isinstance(doc, dict) or "scaling_factor" not in doc:
-            raise EvidenceError(
-                f"{display}/scaling.json",
-                f"expected an object with 'scaling_factor'. {_HINT}",
-                field="scaling_factor",
-            )
-        scaling = to_float(
-            doc["scaling_factor"],
-            file=f"{display}/scaling.json",
-            line=None,
-            field="scaling_factor",
-            hint=_HINT,
-        )
-        if scaling <= 0:
-            raise EvidenceError(
-                f"{display}/scaling.json",
-                f"expected a positive scaling factor, got {scaling}. {_HINT}",
-                field="scaling_factor",
-            )
     system_name: str | None = None
-    if path.is_dir():
-        for candidate in sorted(folder.glob("*.json")):
-            if candidate.name == "scaling.json":
-                continue
-            doc = read_json(candidate, f"{display}/{candidate.name}", limit=limit)
-            if isinstance(doc, dict) and isinstance(doc.get("system_name"), str):
-                system_name = doc["system_name"]
-                break
+    for file, shown in files:
+        if file.suffix != ".json":
+            continue
+        doc = read_json(file, shown, limit=limit)
+        if file.name == "scaling.json":
+            scaling = _scaling_factor(doc, shown)
+        elif system_name is None and isinstance(doc, dict) and isinstance(doc.get("system_name"), str):
+            system_name = doc["system_name"]
     times = [r.minutes if r.minutes is not None else math.inf for r in runs]
     failed = sum(1 for t in times if math.isinf(t))
     score: float | None = None
@@ -158,6 +149,17 @@ def parse_mlperf(
         score_minutes=score,
         error=error,
     )
+
+
+def _scaling_factor(doc: object, shown: str) -> float:
+    if not isinstance(doc, dict) or "scaling_factor" not in doc:
+        raise EvidenceError(shown, f"expected an object with 'scaling_factor'. {_HINT}", field="scaling_factor")
+    scaling = to_float(doc["scaling_factor"], file=shown, line=None, field="scaling_factor", hint=_HINT)
+    if scaling <= 0:
+        raise EvidenceError(
+            shown, f"expected a positive scaling factor, got {scaling}. {_HINT}", field="scaling_factor"
+        )
+    return scaling
 
 
 def _run_order(file: Path) -> tuple[int, str]:

@@ -79,10 +79,12 @@ class SacctJob:
     line: int
     steps: list[SacctStep] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)
+    incarnation: int = 1  # `sacct --duplicates` repeats a requeued job's id: 2 is its first requeue
 
     def to_json(self) -> dict[str, object]:
         return {
             "job_id": self.job_id,
+            "incarnation": self.incarnation,
             "state": self.state,
             "state_raw": self.state_raw,
             "elapsed_s": self.elapsed_s,
@@ -102,6 +104,7 @@ class SacctResult:
     fields: list[str]
     timezone: str
     jobs: list[SacctJob]
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -110,6 +113,7 @@ class SacctResult:
             "fields": self.fields,
             "timezone": self.timezone,
             "jobs": [j.to_json() for j in self.jobs],
+            "warnings": self.warnings,
         }
 
 
@@ -138,6 +142,9 @@ def parse_sacct(
 ) -> SacctResult:
     """Job and step rows of a `--parsable2` dump; a header line wins over `fields`, one is required.
 
+    Rows short of trailing fields (a field added between dumps) read them as empty, with a warning naming the
+    lines; a requeued job repeated by `sacct --duplicates` is one SacctJob per incarnation.
+
     States are normalised to their first word (`CANCELLED by 1234` is CANCELLED; the raw text is kept);
     times without an offset are read in `timezone` and written as ISO-8601 with offset.
     """
@@ -153,6 +160,7 @@ def parse_sacct(
     columns = list(fields) if fields else None
     jobs: list[SacctJob] = []
     by_id: dict[str, int] = {}
+    short: dict[int, list[int]] = {}
     header_seen = False
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip("\r\n")
@@ -172,13 +180,18 @@ def parse_sacct(
             )
         if len(cells) == len(columns) + 1 and cells[-1] == "":
             cells = cells[:-1]  # --parsable (not 2) ends every row with a '|'
-        if len(cells) != len(columns):
+        if len(cells) > len(columns):
             raise EvidenceError(
                 display,
-                f"expected {len(columns)} fields as the field list names, got {len(cells)}. {_HINT}",
+                f"expected at most {len(columns)} fields as the field list names, got {len(cells)}. Give the "
+                "field list the dump was written with (bundle.yaml `fields`, or its header line)",
                 line=number,
                 field="row",
             )
+        if len(cells) < len(columns):
+            # A field added between dumps: the older rows lack the trailing fields, which read as empty.
+            short.setdefault(len(columns) - len(cells), []).append(number)
+            cells = cells + [""] * (len(columns) - len(cells))
         row = dict(zip(columns, cells, strict=True))
         for required in ("JobID", "State"):
             if required not in row:
@@ -230,14 +243,8 @@ def parse_sacct(
                 )
             jobs[by_id[parent]].steps.append(step)
             continue
-        if job_id in by_id:
-            raise EvidenceError(
-                display,
-                f"expected each job once, got {job_id} again (first at line "
-                f"{jobs[by_id[job_id]].line}). {_HINT}",
-                line=number,
-                field="JobID",
-            )
+        # `sacct --duplicates` prints every incarnation of a requeued job under the same id, each with its steps
+        incarnation = jobs[by_id[job_id]].incarnation + 1 if job_id in by_id else 1
         by_id[job_id] = len(jobs)
         jobs.append(
             SacctJob(
@@ -250,11 +257,31 @@ def parse_sacct(
                 submit=_time(row.get("Submit"), zone, display, number, "Submit"),
                 line=number,
                 fields=row,
+                incarnation=incarnation,
             )
         )
     if not jobs:
         raise EvidenceError(display, f"expected sacct job rows, found none. {_HINT}")
-    return SacctResult(file=display, fields=columns or [], timezone=timezone, jobs=jobs)
+    warnings = [
+        f"{display} lines {_line_list(numbers)}: expected {len(columns or [])} fields as the field list names, got "
+        f"{len(columns or []) - missing}; the last {missing} ({', '.join((columns or [])[-missing:])}) read as empty"
+        for missing, numbers in sorted(short.items())
+    ]
+    return SacctResult(file=display, fields=columns or [], timezone=timezone, jobs=jobs, warnings=warnings)
+
+
+def _line_list(numbers: list[int]) -> str:
+    """'4, 7-9' from [4, 7, 8, 9]."""
+    parts: list[str] = []
+    first = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(first) if first == prev else f"{first}-{prev}")
+        if n is not None:
+            first = prev = n
+    return ", ".join(parts)
 
 
 def _time(text: str | None, zone: ZoneInfo, display: str, number: int, name: str) -> str | None:

@@ -47,6 +47,7 @@ class TrainingLog:
     steps: list[TrainingStep]
     nan_marks: list[NanMark] = field(default_factory=list)
     line_count: int = 0
+    warnings: list[str] = field(default_factory=list)  # what was read with a caveat, each naming its lines
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -55,6 +56,7 @@ class TrainingLog:
             "steps": [_clean(asdict(s)) for s in self.steps],
             "nan": [asdict(m) for m in self.nan_marks],
             "lines": self.line_count,
+            "warnings": self.warnings,
         }
 
 

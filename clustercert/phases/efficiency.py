@@ -137,7 +137,7 @@ LOG_TFLOPS_TOLERANCE = 0.02  # a printed TFLOP/s within 2 % of a convention's va
 def _candidate_conventions(baseline: Baseline) -> list[FlopsConvention]:
     """Causal and non-causal, each plain and with the baseline's overrides (errata, fixed vocabulary)."""
     own = baseline.flops_convention.flops()
-    out: list[FlopsConvention] = []
+    out: list[FlopsConvention] = [own] if own.per_sample is not None else []
     for attention in (Attention.CAUSAL, Attention.NON_CAUSAL):
         for conv in (FlopsConvention(attention), FlopsConvention(attention, own.kv_groups, own.vocab)):
             if conv not in out:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
+from clustercert.parsers.mlperf import parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog
 from clustercert.parsers.training import TrainingLog
 
@@ -37,7 +39,7 @@ class ResilienceRunLog:
 
 
 def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | EvidenceError:
-    """The parsed first file of `run` (the parser its kind and format name), or the error that stops it."""
+    """The parsed first file of `run` (an MLPerf run: all its files), or the error that stops it."""
     rel = run.files[0]
     display = str(bundle.root / rel)
     allowed = _KIND_FORMATS[run.kind]
@@ -62,7 +64,11 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
         parsed: object
         # The same options as the validation's parse (clustercert/evidence/parse.py): one parse serves both.
         if run.kind is RunKind.SCHEDULER:
-            parsed = read_evidence(parser, path, display, limit=limit, timezone=bundle.spec.timezone)
+            parsed = read_evidence(parser, path, display, limit=limit, timezone=bundle.spec.timezone,
+                                   fields=run.fields)
+        elif run.kind is RunKind.MLPERF and len(run.files) > 1:
+            listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), str(bundle.root / f)) for f in run.files]
+            parsed = parse_mlperf_files(listed, _common_folder(bundle, run), ruleset=run.ruleset, limit=limit)
         elif run.kind is RunKind.MLPERF:
             options: dict[str, object] = {"limit": limit}
             if run.ruleset is not None:
@@ -73,3 +79,9 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
         return parsed
     except EvidenceError as exc:
         return exc
+
+
+def _common_folder(bundle: LoadedBundle, run: RunSpec) -> str:
+    """The folder that holds every file of a run listed file by file (how an MLPerf result is named)."""
+    parents = {str(PurePosixPath(f).parent) for f in run.files}
+    return str(bundle.root / parents.pop()) if len(parents) == 1 else f"run '{run.id}' files"

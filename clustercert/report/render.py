@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +143,12 @@ def build_context(
     software: dict[str, str],
     validation: dict[str, Any] | None = None,
     redacted: bool = False,
+    mlps: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Everything the template shows, from results.json and the run's metadata (no clock, no I/O)."""
+    """Everything the template shows, from results.json and the run's metadata (no clock, no I/O).
+
+    `mlps` maps a catalog model id to its MLP kind (`swiglu`, `non-gated`): Methodology prints the MLP term of
+    the FLOPs formula that the judged models use."""
     notices = []
     if results["synthetic"]:
         notices.append("the evidence is synthetic: written by clustercert's simulator, not by a real cluster.")
@@ -171,8 +176,11 @@ def build_context(
     windows = sorted({f"{w['step_time_s']['window'][0]}–{w['step_time_s']['window'][1]}" for w in results["workloads"]})
     phases = [_phase_context(name, results, [c for c in results["checks"] if c["phase"] == name])
               for name in PHASES]
-    command = f"clustercert certify {meta['bundle_path']} --catalog {results['catalog']['id']}"
+    # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
+    command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
+        "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}")
     return {
+        "mlp_term": _mlp_term(mlps, [str(w["workload"]) for w in results["workloads"]]),
         "r": results,
         "meta": meta,
         "system": system,
@@ -192,6 +200,18 @@ def build_context(
         "command": command,
         "redacted": redacted,
     }
+
+
+_MLP_TERMS = {"swiglu": "18 L f h k", "non-gated": "12 L f h k"}
+_MLP_NAMES = {"swiglu": "gated (SwiGLU) MLP, three h × f matrices", "non-gated": "non-gated MLP, two h × f matrices"}
+
+
+def _mlp_term(mlps: dict[str, str] | None, workloads: list[str]) -> str:
+    """The MLP term of the FLOPs formula for the judged models (both forms, named, when they differ)."""
+    kinds = sorted({mlps[w] for w in workloads if mlps is not None and w in mlps})
+    if len(kinds) == 1 and kinds[0] in _MLP_TERMS:
+        return _MLP_TERMS[kinds[0]] if kinds[0] == "swiglu" else f"{_MLP_TERMS[kinds[0]]} ({_MLP_NAMES[kinds[0]]})"
+    return "M L f h k (M = 18 for a gated (SwiGLU) MLP, three h × f matrices; 12 for a non-gated one, two)"
 
 
 def breakable(text: object) -> markupsafe.Markup:

@@ -13,7 +13,7 @@ from clustercert.attest.atomic import write_atomic
 from clustercert.attest.manifest import ENVELOPE, write_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
-from clustercert.catalog import LoadedCatalog, load_catalog
+from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
 from clustercert.evidence.guards import MAX_YAML_BYTES, read_regular
@@ -70,6 +70,7 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
             return inputs
     bundle = load_bundle(bundle_path)
     catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
+    check_bundle_ids(bundle.spec, catalog, str(bundle.root / BUNDLE_FILE))
     files = [BUNDLE_FILE, *bundle.evidence_files()]
     digests = {rel: file_digest(bundle.root / rel) for rel in files if (bundle.root / rel).is_file()}
     inputs = Inputs(bundle, catalog, digests)
@@ -138,6 +139,7 @@ def render_reports(
             data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
             inventory=data["inventory"], software=software, validation=data["validation"],
             redacted=bool(data.get("redacted", False)),
+            mlps={k: v.mlp.value for k, v in catalog.spec.models.items()},
         )
         html = render_html(context, templates_dir)
         out[stem] = (html, render_pdf(html, base_dir))

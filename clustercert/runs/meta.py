@@ -20,9 +20,11 @@ def new_nonce() -> str:
 
 
 def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: str, dev_key: bool,
-                 reports_dir: Path, *, key_dir: Path, nonce: str | None = None) -> dict[str, Any]:
+                 reports_dir: Path, catalog_arg: str | None = None, *, key_dir: Path,
+                 nonce: str | None = None) -> dict[str, Any]:
     """RunMeta JSON for a run starting `now` (read once by the caller); the previous run comes from `reports_dir`
-    (only folders that verify against `key_dir`'s keys count as history).
+    (only folders that verify against `key_dir`'s keys count as history); `catalog_arg` is `--catalog` as typed
+    (the report's command repeats it so that it runs as printed).
 
     The run id is `<UTC start>-<bundle.yaml sha256[:8]>-<nonce>`: two runs of one bundle started in the same
     second get distinct ids (the nonce is drawn here unless given). `rerun` replays the recorded id."""
@@ -30,4 +32,4 @@ def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: str, dev_key: b
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{sha256_file(bundle.root / BUNDLE_FILE)[:8]}-{nonce or new_nonce()}"
     previous = previous_summary(index_runs(reports_dir, key_dir=key_dir), bundle.spec.cluster.name, started_at)
     return {"run_id": run_id, "started_at": started_at, "bundle_path": str(bundle.root), "signer": signer,
-            "dev_key": dev_key, "previous_run": previous}
+            "dev_key": dev_key, "previous_run": previous, "catalog_arg": catalog_arg}

@@ -28,17 +28,20 @@ class RunMeta:
     signer: str  # key fingerprint
     dev_key: bool
     previous_run: dict[str, Any] | None = None  # history.RunRecord.summary() of the cluster's previous run
+    catalog_arg: str | None = None  # `--catalog` as the user typed it (an id or a path); None: bundle.yaml's
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
-                "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run}
+                "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run,
+                "catalog_arg": self.catalog_arg}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
         previous = data.get("previous_run")
         return cls(run_id=str(data["run_id"]), started_at=str(data["started_at"]),
                    bundle_path=str(data["bundle_path"]), signer=str(data["signer"]), dev_key=bool(data["dev_key"]),
-                   previous_run=dict(previous) if previous else None)
+                   previous_run=dict(previous) if previous else None,
+                   catalog_arg=None if data.get("catalog_arg") is None else str(data["catalog_arg"]))
 
     def started(self) -> dt.datetime:
         return dt.datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))

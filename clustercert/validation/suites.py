@@ -178,6 +178,8 @@ class ValidationReport:
     tables: tuple[TableReport, ...]
     cross_source: tuple[ExpectationResult, ...]
     cross_tables: tuple[TableReport, ...] = field(default=())
+    # what parsers read with a caveat (run id, file, message naming the lines): advisory WARN checks at the gate
+    parse_warnings: tuple[tuple[str, str, str], ...] = field(default=())
 
     def all_results(self) -> list[ExpectationResult]:
         return [r for t in self.tables for r in t.results] + list(self.cross_source)
@@ -199,6 +201,8 @@ class ValidationReport:
             "schema_version": SCHEMA_VERSION,
             "tables": [t.to_json() for t in self.tables],
             "cross_source": [r.to_json() for r in self.cross_source],
+            "parse_warnings": [{"run": run, "file": file, "message": message}
+                               for run, file, message in self.parse_warnings],
             "summary": self.summary(),
         }
 
@@ -479,7 +483,10 @@ def validate_bundle(
         from clustercert.settings import load_settings
 
         checks_dir = load_settings().checks_dir
-    return run_tables(build_tables(bundle, catalog, parsed), load_suites(checks_dir), data_docs=data_docs)
+    report = run_tables(build_tables(bundle, catalog, parsed), load_suites(checks_dir), data_docs=data_docs)
+    warnings = tuple((run, pf.display, str(w)) for run, files in parsed.items() for pf in files
+                     for w in (getattr(pf.result, "warnings", None) or []))
+    return replace(report, parse_warnings=warnings) if warnings else report
 
 
 def _subject(result: ExpectationResult) -> str:
@@ -496,8 +503,16 @@ def apply_gating(checks: list[Check], report: ValidationReport) -> list[Check]:
     """Checks whose evidence is in a table with a failed required expectation become ERROR (the outcome is
     then INCOMPLETE); each such expectation also adds a required `validation.<run>_<expectation>` ERROR check."""
     blocking = report.blocking
+    warned: dict[str, list[tuple[str, str]]] = {}
+    for run, file, message in report.parse_warnings:
+        warned.setdefault(run, []).append((file, message))
+    advisories = [Check(
+        id=f"validation.{run}_read_with_warnings", title=f"Evidence of {run} was read without caveats",
+        phase="validation", severity=Severity.ADVISORY, status=Status.WARN, measured=float(len(found)), target=0.0,
+        unit="warnings", message="; ".join(m for _, m in found), evidence=tuple(Span(f, 0, 0, 1) for f, _ in found[:1]),
+    ) for run, found in warned.items()]
     if not blocking:
-        return list(checks)
+        return [*checks, *advisories]
     by_file: dict[str, ExpectationResult] = {}
     for result in blocking:
         for file in _blocking_files(result):
@@ -522,4 +537,4 @@ def apply_gating(checks: list[Check], report: ValidationReport) -> list[Check]:
             phase="validation", severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None,
             unit="", message=result.problem(), evidence=(result.where(),),
         ))
-    return gated
+    return [*gated, *advisories]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clustercert.catalog import LoadedCatalog
+from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import ParsedBundle, ParsedFile
@@ -22,6 +25,7 @@ from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
 from clustercert.parsers.dcgm import Telemetry
 from clustercert.parsers.events import EventLog
 from clustercert.parsers.mlperf import MlperfResult
+from clustercert.parsers.nccl_ranks import read_rank_lines
 from clustercert.parsers.nccl_tests import NcclTestsResult
 from clustercert.parsers.nemo_resilience import LogEventKind, ResilienceLog
 from clustercert.parsers.rank_timings import RankTimings
@@ -356,9 +360,10 @@ def mlperf_table(parsed: ParsedFile) -> TableInput:
 
 def _bundle_line(bundle: LoadedBundle, run_id: str) -> int | None:
     text = (bundle.root / "bundle.yaml").read_text(encoding="utf-8")
+    # block style (`- id: x`) or flow style (`- {id: x, ...}`)
+    pattern = re.compile(rf"""^\s*(?:-\s*)?\{{?\s*id:\s*['"]?{re.escape(run_id)}['"]?\s*(?:[,}}]|$)""")
     for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip().removeprefix("- ").strip()
-        if stripped in (f"id: {run_id}", f"id: '{run_id}'", f'id: "{run_id}"'):
+        if pattern.match(line):
             return number
     return None
 
@@ -385,6 +390,9 @@ def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed
         if run.nodes:
             add(run, "bundle-nodes", len(run.nodes) * bundle.spec.system.gpus_per_node, yaml_path,
                 _bundle_line(bundle, run.id))
+        # what the declared system holds: a run cannot have used more GPUs than that
+        add(run, "system-capacity", len(bundle.spec.system.nodes) * bundle.spec.system.gpus_per_node, yaml_path,
+            _bundle_line(bundle, run.id))
         flops = _flops_per_sequence(run, catalog)
         for pf in parsed.get(run.id, []):
             result = pf.result
@@ -519,6 +527,49 @@ def build_tables(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: ParsedBun
             elif isinstance(result, MlperfResult):
                 tables.append(mlperf_table(pf))
     tables.append(gpu_counts_table(bundle, catalog, parsed))
+    tables.append(hosts_table(bundle, parsed))
     tables.append(scheduler_span_table(bundle, parsed))
     tables.append(training_files_table(bundle))
     return tables
+
+
+def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
+    """hosts: each host the evidence names (a run's nodes in bundle.yaml, nccl-tests rank lines, per-rank timings,
+    telemetry), once per run, source and file, at its first line; `system_nodes` is bundle.yaml's node list."""
+    rows: list[dict[str, Any]] = []
+    yaml_path = str(bundle.root / "bundle.yaml")
+    known = set(bundle.spec.system.nodes)
+    seen: set[tuple[str, str, str]] = set()
+
+    def add(run: str, source: str, host: str, file: str, line: int | None) -> None:
+        if (run, host, file) not in seen:
+            seen.add((run, host, file))
+            rows.append({"run": run, "source": source, "host": host, "_file": file, "_line": line, "_run": run})
+
+    for run in bundle.spec.runs:
+        for node in run.nodes or []:
+            add(run.id, "bundle-nodes", node, yaml_path, _bundle_line(bundle, run.id))
+        for pf in parsed.get(run.id, []):
+            result = pf.result
+            if isinstance(result, NcclTestsResult):
+                try:
+                    ranks = read_rank_lines(Path(pf.display), pf.display)
+                except EvidenceError:
+                    ranks = []  # the parser read it; a file that cannot be re-read is named by the parser's table
+                for rank in ranks:
+                    add(run.id, "nccl-tests", rank.host, pf.display, rank.line)
+            elif isinstance(result, RankTimings) and "node" in result.table.column_names:
+                column = result.table.column("node")
+                for node in pc.unique(column).to_pylist():
+                    if node is not None:  # reduced column-wise: the first row is looked up only for a stranger
+                        first = None if node in known else pc.index(column, node).as_py() + 1
+                        add(run.id, "rank-timings", str(node), pf.display, first)
+            elif isinstance(result, Telemetry):
+                for sample in result.samples:
+                    if sample.host is not None:
+                        add(run.id, "telemetry", sample.host, pf.display, sample.line)
+    columns = ["run", "source", "host", "_file", "_line", "_run"]
+    frame = _frame({c: [r[c] for r in rows] for c in columns},
+                   {"run": "str", "source": "str", "host": "str", "_file": "str", "_line": "float64", "_run": "str"})
+    return TableInput(CROSS_SOURCE, "hosts", "bundle", yaml_path, len(frame), _single(frame),
+                      {"system_nodes": list(bundle.spec.system.nodes)})

@@ -50,7 +50,8 @@ def _input() -> dict[str, Any]:
 def _context(data: dict[str, Any], *, redacted: bool = False) -> dict[str, Any]:
     return build_context(
         data["results"], meta=data["meta"], system=data["system"], models=data["models"], sources=data["sources"],
-        inventory=data["inventory"], software=data["software"], validation=data["validation"], redacted=redacted)
+        inventory=data["inventory"], software=data["software"], validation=data["validation"], redacted=redacted,
+        mlps=data["mlps"])
 
 
 @pytest.fixture(scope="module")
@@ -198,3 +199,20 @@ def test_redacted_copy_uses_stable_pseudonyms_and_the_auditor_copy_keeps_names(h
     assert redactor.text("pid 48213 user=alice /home/alice/x") == (
         f"pid {redactor.replaced['48213']} user={redactor.replaced['alice']} /home/{redactor.replaced['alice']}/x")
     assert f"{host}" in out and "customer copy" in out
+
+
+def test_methodology_prints_the_mlp_term_of_the_judged_models() -> None:
+    data = _input()
+    assert "+ 18 L f h k + 6 V h]" in render_html(_context(data), TEMPLATES)  # the golden's models are SwiGLU
+    html = render_html(_context({**data, "mlps": {k: "non-gated" for k in data["mlps"]}}), TEMPLATES)
+    assert "+ 12 L f h k (non-gated MLP, two h × f matrices) + 6 V h]" in html and "18 L f h k" not in html
+    mixed = _context({**data, "mlps": {**data["mlps"], "llama3-70b": "non-gated"}})
+    assert mixed["mlp_term"].startswith("M L f h k (M = 18 for a gated (SwiGLU) MLP")
+
+
+def test_the_original_command_is_what_the_user_typed() -> None:
+    data = _input()
+    typed = _context({**data, "meta": {**data["meta"], "catalog_arg": "my catalogs/a100.yaml"}})
+    assert typed["command"] == "clustercert certify /home/alice/evidence/gb200-seed --catalog 'my catalogs/a100.yaml'"
+    plain = _context({**data, "meta": {**data["meta"], "catalog_arg": None}})
+    assert plain["command"] == "clustercert certify /home/alice/evidence/gb200-seed"

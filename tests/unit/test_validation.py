@@ -40,6 +40,7 @@ from clustercert.validation.tables import (
     collective_table,
     events_table,
     gpu_counts_table,
+    hosts_table,
     mlperf_table,
     rank_timings_table,
     scheduler_span_table,
@@ -338,7 +339,8 @@ def _bundle(tmp_path: Path, runs: str) -> LoadedBundle:
     (tmp_path / "s.txt").write_text("x\n")
     (tmp_path / "bundle.yaml").write_text(
         "schema_version: 1\ncluster: {name: c, provider: p}\n"
-        "system: {gpu: gb200-nvl72, gpus_per_node: 4, nodes: [n1, n2]}\n"
+        # 128 nodes x 4 GPUs: the system holds the 512 GPUs the training run declares
+        "system: {gpu: gb200-nvl72, gpus_per_node: 4, nodes: [" + ", ".join(f"n{i}" for i in range(1, 129)) + "]}\n"
         "catalog: exemplar-gb200\nrecipe_version: '25.05.05'\nruns:\n" + runs
     )
     return load_bundle(tmp_path)
@@ -458,11 +460,44 @@ def test_training_files_distinct(tmp_path: Path, suites: dict[str, SuiteSpec]) -
     assert failed.status is ResultStatus.FAIL and failed.sample[0].file == str(same.root / "bundle.yaml")
     assert {x.run for x in failed.sample} == {"llama3-70b-fp8-512-r1", "llama3-70b-fp8-512-r2"}
 
+def test_gpu_count_fits_system(tmp_path: Path, suites: dict[str, SuiteSpec], catalog: LoadedCatalog) -> None:
+    """512 GPUs fit 128 nodes of 4; a system of 54 nodes of 4 (216 GPUs) cannot have run them."""
+    bundle = _bundle(tmp_path, TRAIN_RUN)
+    table = gpu_counts_table(bundle, catalog, {})
+    assert _result(run_tables([table], suites), "gpu_count_fits_system").status is ResultStatus.PASS
+    text = (tmp_path / "bundle.yaml").read_text()
+    small = ", ".join(f"n{i}" for i in range(1, 55))
+    (tmp_path / "bundle.yaml").write_text(text.replace(text[text.index("nodes: [") + 8:text.index("]}")], small))
+    report = run_tables([gpu_counts_table(load_bundle(tmp_path), catalog, {})], suites)
+    failed = _result(report, "gpu_count_fits_system")
+    assert failed.status is ResultStatus.FAIL
+    assert (failed.sample[0].file, failed.sample[0].line) == (str(tmp_path / "bundle.yaml"), 7)  # the run's line
+    (check,) = apply_gating([], report)
+    assert check.id == "validation.llama3-70b-fp8-512-r1_gpu_count_fits_system" and check.status is Status.ERROR
+    assert check.message.startswith(f"{tmp_path / 'bundle.yaml'} line 7: required expectation "
+                                    "'gpu_count_fits_system' failed")
+
+
+def test_host_in_system(tmp_path: Path, suites: dict[str, SuiteSpec], catalog: LoadedCatalog) -> None:
+    """A host in an nccl-tests rank line that bundle.yaml's node list lacks is named with its file and line."""
+    bundle = _bundle(tmp_path, TRAIN_RUN + NCCL_RUN)
+    rank = "#  Rank  {r} Group  0 Pid 440010 on {h} device  0 [0000:1b:00] NVIDIA H100 80GB HBM3\n"
+    (tmp_path / "n.log").write_text("# Using devices\n" + rank.format(r=0, h="n1") + rank.format(r=1, h="n2"))
+    parsed = _parsed(bundle, _steps(), 8, 3600.0)
+    assert _result(run_tables([hosts_table(bundle, parsed)], suites), "host_in_system").status is ResultStatus.PASS
+    (tmp_path / "n.log").write_text("# Using devices\n" + rank.format(r=0, h="n1") + rank.format(r=1, h="cnode2-001"))
+    report = run_tables([hosts_table(bundle, parsed)], suites)
+    failed = _result(report, "host_in_system")
+    assert failed.status is ResultStatus.FAIL
+    assert (failed.sample[0].file, failed.sample[0].line, failed.sample[0].value) == (
+        str(tmp_path / "n.log"), 3, "cnode2-001")
+    assert [c.id for c in apply_gating([], report)] == ["validation.nccl-8_host_in_system"]
+
 
 def test_every_expectation_in_checks_has_a_case(suites: dict[str, SuiteSpec]) -> None:
     covered = set(CASES) | {("cross_source", e) for e in (
         "gpu_counts_agree", "gpu_count_implied_by_log", "scheduler_covers_training", "gpu_count_observed",
-        "gpu_count_fits_nodes", "training_files_distinct")}
+        "gpu_count_fits_nodes", "training_files_distinct", "gpu_count_fits_system", "host_in_system")}
     declared = {(s.name, e.id) for s in suites.values() for e in s.expectations}
     assert declared == covered
 
@@ -611,3 +646,17 @@ def test_a_step_re_run_after_a_restart_is_not_a_duplicate(suites: dict[str, Suit
     assert _result(run_tables([rank_timings(rerun)], suites), "rank_step_unique").status is ResultStatus.PASS
     copied = _result(run_tables([rank_timings(_rank_dup)], suites), "rank_step_unique")
     assert copied.status is ResultStatus.FAIL and copied.unexpected_count == 2
+
+
+def test_parse_warnings_become_one_advisory_warn_check_per_run() -> None:
+    report = ValidationReport((), (), parse_warnings=(
+        ("sched", "s.txt", "s.txt lines 4-5: expected 26 fields as the field list names, got 25; the last 1 "
+                           "(Partition) read as empty"),
+        ("sched", "s.txt", "s.txt line 9: another caveat"),
+    ))
+    (check,) = apply_gating([], report)
+    assert (check.id, check.status, check.severity, check.measured) == (
+        "validation.sched_read_with_warnings", Status.WARN, Severity.ADVISORY, 2.0)
+    assert check.message == ("s.txt lines 4-5: expected 26 fields as the field list names, got 25; the last 1 "
+                             "(Partition) read as empty; s.txt line 9: another caveat")
+    assert report.to_json()["parse_warnings"][0]["run"] == "sched"

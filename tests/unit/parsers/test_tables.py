@@ -115,7 +115,7 @@ def test_sacct_field_count_and_state_errors(tmp_path: Path) -> None:
     path = tmp_path / "s.txt"
     path.write_text("FAILED|7|00:01\n")
     with pytest.raises(
-        EvidenceError, match=r"s line 1 field 'row': expected 2 fields as the field list names, got 3"
+        EvidenceError, match=r"s line 1 field 'row': expected at most 2 fields as the field list names, got 3\. Give"
     ):
         parse_sacct(path, "s", fields=["State", "JobID"])
     assert parse_sacct(path, "s", fields=["State", "JobID", "Elapsed"]).jobs[0].elapsed_s == 1

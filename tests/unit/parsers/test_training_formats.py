@@ -140,3 +140,31 @@ def test_inspect_training_contract(tmp_path: Path) -> None:
         "grad_norm": 20.435,
         "line": 2,
     }
+
+
+DS_RECORD = (
+    " iteration       10/     100 | consumed samples: 80 | elapsed time per iteration (s): 1.25 | "
+    "learning rate: 1.0E-04 | global batch size: 8 | lm loss: 7.5E+00 | grad norm: 2.0 | "
+    "samples per second: 6.4 | TFLOPs: 150.25 |"
+)
+
+
+@pytest.mark.parametrize("cut", [DS_RECORD.index("lm loss") + 4, DS_RECORD.index("lm loss")])
+def test_megatron_deepspeed_record_wrapped_over_two_lines_is_rejoined(tmp_path: Path, cut: int) -> None:
+    # a terminal wrap in the middle of a key, or at a field boundary
+    second = DS_RECORD.replace("10/", "11/").replace("1.25", "1.5")
+    text = f"{DS_RECORD[:cut]}\n{DS_RECORD[cut:]}\n{second}\n"
+    log = parse_megatron_deepspeed(write(tmp_path, text), "x.log")
+    assert [(s.iteration, s.step_time_s, s.loss, s.tflops_per_gpu, s.line) for s in log.steps] == [
+        (10, 1.25, 7.5, 150.25, 1), (11, 1.5, 7.5, 150.25, 3)]
+    assert log.warnings == ["x.log lines 1-2: one iteration record wrapped over two lines; read joined"]
+
+
+def test_megatron_deepspeed_record_cut_short_warns_naming_the_line(tmp_path: Path) -> None:
+    cut = DS_RECORD.index("lm loss") + 4
+    text = f"{DS_RECORD}\n{DS_RECORD[:cut].replace('10/', '11/')}\n[rank0] saving checkpoint\n"
+    log = parse_megatron_deepspeed(write(tmp_path, text), "x.log")
+    assert [(s.iteration, s.step_time_s, s.loss, s.tflops_per_gpu) for s in log.steps] == [
+        (10, 1.25, 7.5, 150.25), (11, 1.25, None, None)]
+    assert log.warnings == ["x.log line 2: expected the iteration record to end with '|', got a line cut short; "
+                            "the values after the cut (TFLOPs, loss, ...) are not read"]

@@ -1,0 +1,390 @@
+"""`evidence init`: a draft bundle.yaml derived from a folder of raw evidence files as they were collected."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from clustercert.catalog import LoadedCatalog, load_catalog
+from clustercert.errors import ClusterCertError, EvidenceError, UsageError
+from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME, PLACEHOLDER
+from clustercert.parsers import FORMATS, TRAINING_FORMATS, detect_format
+from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.log_config import LogConfig, read_log_config
+from clustercert.parsers.nccl_ranks import RankLine, read_rank_lines
+from clustercert.parsers.nccl_tests import NcclTestsResult
+from clustercert.parsers.training import TrainingLog
+
+__all__ = ["Draft", "draft_bundle", "write_draft"]
+
+# What a GPU name in nccl-tests' rank lines says about the system (most specific first).
+_GPU_NAMES: tuple[tuple[str, str], ...] = (
+    ("GB200", "gb200-nvl72"), ("B200", "b200"), ("H200", "h200-sxm"), ("H100 80GB HBM3", "h100-sxm"),
+)
+_KIND_OF_FORMAT = {
+    "nccl-tests": ("collective", "scaling"), "mlperf": ("mlperf", "efficiency"), "sacct": ("scheduler", "resilience"),
+    "dcgm": ("telemetry", "resilience"), "events": ("events", "resilience"),
+    "rank-timings": ("rank-timings", "resilience"),
+}
+_FALSE = {"none", "null", "false", "0", ""}
+
+
+@dataclass
+class _Field:
+    key: str
+    value: Any
+    comment: str | None = None
+
+
+@dataclass
+class _Run:
+    fields: list[_Field]
+    note: str | None = None
+
+
+@dataclass
+class Draft:
+    """The drafted bundle.yaml text, what it still needs, and every file it did not use (with why)."""
+
+    text: str
+    runs: int
+    placeholders: list[str]
+    unused: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _scan(folder: Path, unused: list[tuple[str, str]]) -> Iterator[tuple[str, Path]]:
+    """(relative path, path) of every evidence file or MLPerf result folder under `folder`, sorted; what cannot be
+    evidence (hidden files, links that leave the folder) goes to `unused` with why."""
+    real_root = folder.resolve()
+
+    def walk(directory: Path) -> Iterator[Path]:
+        for entry in sorted(directory.iterdir()):
+            rel = entry.relative_to(folder).as_posix()
+            if entry.name.startswith("."):
+                unused.append((rel, "a hidden file or folder"))
+                continue
+            if real_root not in entry.resolve().parents:
+                unused.append((rel, "a link that leaves the folder (a bundle holds its evidence)"))
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                if any(entry.glob("result_*.txt")):
+                    yield entry  # an MLPerf result folder is one run, its files (system JSON included) with it
+                else:
+                    yield from walk(entry)
+            else:
+                yield entry
+    for path in walk(folder):
+        rel = path.relative_to(folder).as_posix()
+        if rel in (BUNDLE_FILE, MANIFEST_NAME):
+            continue
+        yield rel, path
+
+
+def _run_id(rel: str, taken: set[str]) -> str:
+    stem = PurePosixPath(rel).name
+    for suffix in (".log", ".txt", ".json", ".out", ".csv", ".parquet", ".jsonl"):
+        stem = stem.removesuffix(suffix)
+    base = re.sub(r"[^a-z0-9._-]+", "-", stem.lower()).strip("-._") or "run"
+    out, n = base, 2
+    while out in taken:
+        out, n = f"{base}-{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def _system_of(gpu_name: str) -> str | None:
+    return next((sid for needle, sid in _GPU_NAMES if needle in gpu_name and "PCIe" not in gpu_name), None)
+
+
+def _catalog_for(system: str, references_dir: Path) -> LoadedCatalog | None:
+    for path in sorted(references_dir.glob("*.yaml")):
+        try:
+            cat = load_catalog(str(path), references_dir)
+        except ClusterCertError:
+            continue
+        if cat.spec.system == system:
+            return cat
+    return None
+
+
+def _scope(hosts: list[str], all_nodes: list[str]) -> tuple[str, str]:
+    if len(hosts) == 1:
+        return "nvlink-domain", "one host: within its NVLink domain"
+    if len(hosts) == 2:
+        return "pair", "two hosts"
+    if set(hosts) == set(all_nodes):
+        return "full-scale", f"all {len(all_nodes)} hosts"
+    return "cross-rack", f"{len(hosts)} of {len(all_nodes)} hosts"
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog | None) -> list[_Field]:
+    """workload, precision, gpus, gbs, seq_len and parallelism from the configuration the log printed."""
+    out: list[_Field] = []
+
+    def need(key: str, what: str) -> None:
+        out.append(_Field(key, PLACEHOLDER, f"needed: {what}"))
+
+    def seen(key: str) -> str:
+        values = config.distinct(key)
+        return ", ".join(f"{v} (line {n})" for v, n in values) if values else "not printed"
+
+    shape = {k: config.one(k) for k in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size")}
+    got = {k: _int(v[0]) if v else None for k, v in shape.items()}
+    described = ("no model shape" if all(v is None for v in got.values()) else
+                 ", ".join(f"{name} {got[key]}" for key, name in (("num_layers", "layers"), ("hidden_size", "hidden"),
+                           ("num_attention_heads", "heads"), ("ffn_hidden_size", "ffn")) if got[key] is not None))
+    matches = [] if catalog is None or None in (got["num_layers"], got["hidden_size"], got["num_attention_heads"]) \
+        else [mid for mid, m in catalog.spec.models.items()
+              if (m.layers, m.hidden, m.heads) == (got["num_layers"], got["hidden_size"], got["num_attention_heads"])
+              and got["ffn_hidden_size"] in (None, m.ffn_hidden)]
+    if len(matches) == 1:
+        out.append(_Field("workload", matches[0], f"the catalog's model of this shape ({described})"))
+    elif catalog is None:
+        need("workload", f"a model id of the catalog (the log prints {described})")
+    else:
+        need("workload", f"a model id of {catalog.spec.id} ({', '.join(sorted(catalog.spec.models))}); the log prints "
+             f"{described}, which matches none: name one, or add the model to a catalog of your own")
+    fp8 = [v for v, _ in config.distinct("fp8") if v.lower() not in _FALSE]
+    bf16 = [n for v, n in config.distinct("bf16") if v.lower() == "true"]
+    precision = [n for v, n in config.distinct("precision") if "bf16" in v.lower()]
+    if fp8:
+        out.append(_Field("precision", "fp8", f"the log prints fp8 {fp8[0]}"))
+    elif bf16 or precision:
+        out.append(_Field("precision", "bf16", f"the log prints bf16 at line {(bf16 or precision)[0]}"))
+    else:
+        need("precision", "bf16, fp8 or nvfp4 (the log prints neither bf16 nor fp8 settings)")
+    world = config.one("world_size")
+    devices, nodes = config.one("devices"), config.one("num_nodes")
+    if world and _int(world[0]):
+        out.append(_Field("gpus", _int(world[0]), f"world_size at line {world[1]}"))
+    elif devices and nodes and _int(devices[0]) and _int(nodes[0]):
+        gpus = (_int(devices[0]) or 0) * (_int(nodes[0]) or 0)
+        out.append(_Field("gpus", gpus,
+                          f"devices {devices[0]} x num_nodes {nodes[0]} (lines {devices[1]}, {nodes[1]})"))
+    else:
+        need("gpus", f"the GPU count of the run (world_size: {seen('world_size')}; devices: {seen('devices')})")
+    logged = sorted({s.global_batch_size for s in log.steps if s.global_batch_size is not None})
+    gbs = config.one("global_batch_size")
+    if len(logged) == 1:
+        out.append(_Field("gbs", logged[0], "the global batch size the step lines print"))
+    elif gbs and _int(gbs[0]):
+        out.append(_Field("gbs", _int(gbs[0]), f"global_batch_size at line {gbs[1]}"))
+    else:
+        need("gbs", f"the global batch size (global_batch_size: {seen('global_batch_size')})")
+    seq = config.one("seq_length") or config.one("encoder_seq_length")
+    if seq and _int(seq[0]):
+        out.append(_Field("seq_len", _int(seq[0]), f"seq_length at line {seq[1]}"))
+    else:
+        need("seq_len", f"the sequence length (seq_length: {seen('seq_length')})")
+    par: dict[str, int] = {}
+    for key, name in (("tensor_model_parallel_size", "tp"), ("pipeline_model_parallel_size", "pp"),
+                      ("context_parallel_size", "cp"), ("virtual_pipeline_model_parallel_size", "vp"),
+                      ("expert_model_parallel_size", "ep")):
+        one = config.one(key)
+        if one and _int(one[0]):
+            par[name] = _int(one[0]) or 1
+    if par:
+        out.append(_Field("parallelism", par, "as the log prints it"))
+    return out
+
+
+def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = None, catalog: str | None = None,
+                 limit: int = DEFAULT_LIMIT) -> Draft:
+    """The draft of FOLDER/bundle.yaml: every value the files show, a FILL_IN (with what is needed) for the rest."""
+    taken: set[str] = set()
+    unused: list[tuple[str, str]] = []
+    collectives: list[tuple[str, NcclTestsResult, list[RankLine]]] = []
+    others: list[tuple[str, str, Path]] = []  # (rel, format, path)
+    for rel, path in _scan(folder, unused):
+        try:
+            fmt = detect_format(path, rel)
+        except EvidenceError as exc:
+            unused.append((rel, exc.message))
+            continue
+        if fmt == "nccl-tests":
+            try:
+                parsed = FORMATS[fmt](path, rel, limit=limit)
+                ranks = read_rank_lines(path, rel, limit=limit)
+            except EvidenceError as exc:
+                unused.append((rel, f"nccl-tests output its parser cannot use: {exc}"))
+                continue
+            collectives.append((rel, parsed, ranks))
+        else:
+            others.append((rel, fmt, path))
+
+    # the system, from nccl-tests' rank lines
+    hosts = sorted({r.host for _, _, ranks in collectives for r in ranks})
+    per_host: dict[str, set[int]] = {}
+    for _, _, ranks in collectives:
+        for r in ranks:
+            per_host.setdefault(r.host, set()).add(r.device)
+    names = sorted({r.gpu for _, _, ranks in collectives for r in ranks})
+    system_fields: list[_Field] = []
+    sys_id = system or next((s for s in map(_system_of, names) if s), None)
+    if system is not None:
+        system_fields.append(_Field("gpu", system, "given with --system"))
+    elif sys_id is not None:
+        system_fields.append(_Field("gpu", sys_id, f"nccl-tests rank lines name {', '.join(names)}"))
+    elif catalog is not None:
+        system_fields.append(_Field("gpu", "", ""))  # the catalog's system, set below once it is loaded
+    else:
+        system_fields.append(_Field("gpu", PLACEHOLDER, "needed: the system id of the catalog (gb200-nvl72, "
+                                    f"h100-sxm, h200-sxm, b200 or your catalog's); rank lines name {names or 'none'}"))
+    if per_host:
+        system_fields.append(_Field("gpus_per_node", max(len(d) for d in per_host.values()),
+                                    "the most devices one host shows in nccl-tests rank lines"))
+        system_fields.append(_Field("nodes", hosts, f"the {len(hosts)} hosts of nccl-tests' rank lines"))
+    else:
+        system_fields.append(_Field("gpus_per_node", PLACEHOLDER, "needed: GPUs per node (no nccl-tests rank lines)"))
+        system_fields.append(_Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests rank lines)"))
+
+    loaded: LoadedCatalog | None = None
+    if catalog is not None:
+        written = catalog
+        typed = Path(catalog)
+        if typed.suffix in (".yaml", ".yml") and not typed.is_absolute() and not (folder / typed).is_file() \
+                and typed.is_file():
+            # typed relative to where the command ran; bundle.yaml names it relative to the bundle
+            written = os.path.relpath(typed.resolve(), folder.resolve())
+        loaded = load_catalog(written, references_dir, relative_to=folder)
+        catalog_field = _Field("catalog", written, f"given with --catalog {catalog}")
+        if system_fields[0].value == "":
+            system_fields[0] = _Field("gpu", loaded.spec.system, "default: the system the catalog certifies")
+    elif sys_id is not None and (loaded := _catalog_for(sys_id, references_dir)) is not None:
+        catalog_field = _Field("catalog", loaded.spec.id, f"default: the shipped catalog for {sys_id}")
+    else:
+        catalog_field = _Field("catalog", PLACEHOLDER, "needed: a catalog id in references/ or a path to your own")
+
+    runs: list[_Run] = []
+    for rel, parsed, ranks in collectives:
+        run_hosts = sorted({r.host for r in ranks})
+        names_of = ", ".join(t.collective for t in parsed.tests)
+        aborted = [t for t in parsed.tests if t.error]
+        gpus = max((t.ranks for t in parsed.tests if t.ranks), default=len({(r.host, r.device) for r in ranks}))
+        fields = [_Field("id", _run_id(rel, taken)), _Field("phase", "scaling"), _Field("kind", "collective"),
+                  _Field("format", "nccl-tests", names_of + (f"; {len(aborted)} aborted" if aborted else ""))]
+        if run_hosts:
+            scope, why = _scope(run_hosts, hosts)
+            fields.append(_Field("scope", scope, why))
+            fields.append(_Field("nodes", run_hosts))
+        else:
+            fields.append(_Field("scope", PLACEHOLDER, "needed: nvlink-domain, cross-rack, full-scale or pair "
+                                 "(the file has no rank lines)"))
+        if gpus:
+            fields.append(_Field("gpus", gpus, "ranks of the test"))
+        fields.append(_Field("files", [rel]))
+        runs.append(_Run(fields))
+
+    training = False
+    for rel, fmt, path in others:
+        if fmt in TRAINING_FORMATS:
+            try:
+                log = TRAINING_FORMATS[fmt](path, rel, limit=limit)
+                config = read_log_config(path, rel, limit=limit)
+            except EvidenceError as exc:
+                unused.append((rel, f"a {fmt} log its parser cannot use: {exc}"))
+                continue
+            training = True
+            fields = [_Field("id", _run_id(rel, taken)), _Field("phase", "efficiency"), _Field("kind", "training"),
+                      _Field("format", fmt, f"{len(log.steps)} steps"), *_training_fields(log, config, loaded),
+                      _Field("files", [rel])]
+            runs.append(_Run(fields))
+            continue
+        kind, phase = _KIND_OF_FORMAT[fmt]
+        fields = [_Field("id", _run_id(rel, taken)), _Field("phase", phase), _Field("kind", kind),
+                  _Field("format", fmt)]
+        if fmt == "sacct":
+            try:
+                FORMATS["sacct"](path, rel, limit=limit)
+            except EvidenceError as exc:
+                width = _sacct_width(path)
+                if "header line or a field list" not in exc.message:
+                    unused.append((rel, f"a sacct dump its parser cannot use: {exc}"))
+                    continue
+                fields.append(_Field("fields", [PLACEHOLDER], f"needed: the dump has no header line: the {width} "
+                                     "field names of its `sacct --format` list, in order"))
+        fields.append(_Field("files", [rel]))
+        runs.append(_Run(fields))
+
+    top = [
+        _Field("schema_version", 1),
+        ("cluster", [_Field("name", re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name) or "cluster",
+                            "default: the folder's name"),
+                     _Field("provider", "not given", "who operates the cluster (the report's cover shows it)")]),
+        ("system", system_fields),
+        catalog_field,
+        _Field("recipe_version", PLACEHOLDER, "needed: the recipe (container) version of the training runs")
+        if training else _Field("recipe_version", "none", "no training run: no recipe"),
+        _Field("timezone", "UTC", "default: sacct times carry no offset; set the cluster's zone"),
+    ]
+    text = _emit(top, runs, unused)
+    placeholders = [line.split("#", 1)[0].strip() for line in text.splitlines() if PLACEHOLDER in line.split("#")[0]]
+    return Draft(text, len(runs), placeholders, unused)
+
+
+def _sacct_width(path: Path) -> int:
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if raw.strip() and not raw.lstrip().startswith("#"):
+            return len(raw.split("|"))
+    return 0
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def _line(indent: str, f: _Field) -> str:
+    text = f"{indent}{f.key}: {_value(f.value)}"
+    return f"{text}  # {f.comment}" if f.comment else text
+
+
+def _emit(top: list[Any], runs: list[_Run], unused: list[tuple[str, str]]) -> str:
+    lines = [
+        "# Drafted by `clustercert evidence init` from the files of this folder (none of them was changed).",
+        f"# Each {PLACEHOLDER} is a value the files do not show: replace it as its comment says; `evidence seal`",
+        "# and `certify` refuse this bundle while one is left. Defaults are marked as such: check them.",
+    ]
+    for item in top:
+        if isinstance(item, tuple):
+            name, fields = item
+            lines.append(f"{name}:")
+            lines += [_line("  ", f) for f in fields]
+        else:
+            lines.append(_line("", item))
+    lines.append("runs:")
+    for run in runs:
+        first, *rest = run.fields
+        lines.append(_line("  - ", first))
+        lines += [_line("    ", f) for f in rest]
+    if unused:
+        lines.append("# Files not used (each with why):")
+        lines += [f"#   {rel}: {why}" for rel, why in unused]
+    return "\n".join(lines) + "\n"
+
+
+def write_draft(folder: Path, references_dir: Path, *, system: str | None = None, catalog: str | None = None,
+                force: bool = False, limit: int = DEFAULT_LIMIT) -> tuple[Path, Draft]:
+    """Write FOLDER/bundle.yaml (never over an existing one unless `force`); no other file is touched."""
+    if not folder.is_dir():
+        got = "a file" if folder.exists() else "nothing"
+        raise UsageError(f"{folder}: expected a folder of evidence files, got {got}")
+    out = folder / BUNDLE_FILE
+    if out.exists() and not force:
+        raise UsageError(f"{out}: a bundle.yaml is already there. Pass --force to replace it with a new draft")
+    draft = draft_bundle(folder, references_dir, system=system, catalog=catalog, limit=limit)
+    if draft.runs == 0:
+        raise EvidenceError(str(folder), "expected evidence files of a known format, found none"
+                            + (f" ({len(draft.unused)} files not recognised)" if draft.unused else ""))
+    out.write_text(draft.text, encoding="utf-8")
+    return out, draft

@@ -1,0 +1,52 @@
+"""The configuration a training log prints (NeMo reprs, Megatron argument dumps, Megatron-Bridge YAML): key values."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.training import read_text_lines
+
+__all__ = ["CONFIG_KEYS", "LogConfig", "read_log_config"]
+
+# the keys `evidence init` reads; NeMo prints `key=value`, Megatron-LM `key ...... value`, Megatron-Bridge `key: value`,
+# DLLogger `"key": value` in its JSON
+CONFIG_KEYS = (
+    "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "num_query_groups", "global_batch_size",
+    "seq_length", "encoder_seq_length", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+    "context_parallel_size", "virtual_pipeline_model_parallel_size", "expert_model_parallel_size", "world_size",
+    "devices", "num_nodes", "bf16", "fp8", "precision",
+)
+_PATTERN = re.compile(
+    rf"(?<![\w.])({'|'.join(CONFIG_KEYS)})['\"]?\s*(?:=|:|\s\.{{2,}}|\s)\s*['\"]?([\w.+-]+)"
+)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Each key's distinct printed values, each with the first line that printed it (in file order)."""
+
+    file: str
+    values: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+
+    def distinct(self, key: str) -> list[tuple[str, int]]:
+        return self.values.get(key, [])
+
+    def one(self, key: str) -> tuple[str, int] | None:
+        """The key's value when the log printed exactly one, else None (absent, or several different)."""
+        found = self.distinct(key)
+        return found[0] if len(found) == 1 else None
+
+
+def read_log_config(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> LogConfig:
+    """Every configuration key the log prints, with its distinct values (a log may print defaults and overrides)."""
+    values: dict[str, list[tuple[str, int]]] = {}
+    for number, raw in enumerate(read_text_lines(path, display, limit=limit), start=1):
+        for match in _PATTERN.finditer(raw):
+            key, value = match.group(1), match.group(2)
+            seen = values.setdefault(key, [])
+            if all(v != value for v, _ in seen):
+                seen.append((value, number))
+    return LogConfig(display, values)
