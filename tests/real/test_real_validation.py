@@ -81,9 +81,11 @@ def test_real_nccl_tests_validate_cleanly_in_a_bundle(real_samples: Path, tmp_pa
         run_id = path.stem.lower().replace("_", "-")
         runs.append(f"  - {{id: {run_id}, phase: scaling, kind: collective, format: nccl-tests, gpus: {gpus}, "
                     f"files: [{path.name}]}}\n")
+    # The nodes the files' rank lines name: 10 of cluster01 (cnode3-*) and the cluster00 pair (cnode2-*).
+    nodes = ", ".join([*(f"cnode3-{i:03d}" for i in range(2, 12)), "cnode2-001", "cnode2-002"])
     (tmp_path / "bundle.yaml").write_text(
         "schema_version: 1\ncluster: {name: real, provider: samples}\n"
-        "system: {gpu: h100-sxm, gpus_per_node: 8, nodes: [n1]}\n"
+        f"system: {{gpu: h100-sxm, gpus_per_node: 8, nodes: [{nodes}]}}\n"
         f"catalog: {catalog_id}\nrecipe_version: 'x'\nruns:\n" + "".join(runs)
     )
     bundle = load_bundle(tmp_path)
