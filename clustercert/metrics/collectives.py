@@ -339,9 +339,11 @@ class NodeVerdict:
 def rank_nodes(pairs: Sequence[tuple[tuple[str, str], bool]]) -> tuple[NodeVerdict, ...]:
     """Nodes of failed or degraded pairs ranked by how many of their pairs are bad (most first).
 
-    `pairs` holds each pair's two nodes and whether it is bad. A node is suspect when at least half of its
-    pairs are bad and more than one: one bad link makes one bad pair for each of its ends, while a bad
-    node makes most of its pairs bad (17 nodes where one sits in most failed pairs point at that node).
+    `pairs` holds each pair's two nodes and whether it is bad. One bad link makes one bad pair for each of
+    its ends; a bad node makes most of its pairs bad (17 nodes where one sits in most failed pairs point at
+    that node, not at its links). So, greedily: the node with the most bad pairs is suspect when more than
+    one and at least half of its pairs are bad; its pairs are then explained and left out when the next
+    node is weighed, so a node is not suspected only for sharing pairs with a bad one.
     """
     total: dict[str, int] = {}
     bad: dict[str, int] = {}
@@ -350,8 +352,19 @@ def rank_nodes(pairs: Sequence[tuple[tuple[str, str], bool]]) -> tuple[NodeVerdi
             total[node] = total.get(node, 0) + 1
             if is_bad:
                 bad[node] = bad.get(node, 0) + 1
-    out = [
-        NodeVerdict(node, count, total[node], count / total[node], count > 1 and count * 2 >= total[node])
-        for node, count in bad.items()
-    ]
+    suspects: set[str] = set()
+    while True:
+        left: dict[str, tuple[int, int]] = {}
+        for (a, b), is_bad in pairs:
+            if a in suspects or b in suspects:
+                continue
+            for node in (a, b):
+                n_bad, n_all = left.get(node, (0, 0))
+                left[node] = (n_bad + is_bad, n_all + 1)
+        candidates = [(n_bad, n_all, node) for node, (n_bad, n_all) in left.items()
+                      if n_bad > 1 and n_bad * 2 >= n_all]
+        if not candidates:
+            break
+        suspects.add(max(candidates, key=lambda c: (c[0], c[0] / c[1], c[2]))[2])
+    out = [NodeVerdict(node, count, total[node], count / total[node], node in suspects) for node, count in bad.items()]
     return tuple(sorted(out, key=lambda v: (-v.bad_pairs, -v.share, v.node)))

@@ -38,6 +38,7 @@ from clustercert.verdicts import Check, Severity, Status
 __all__ = ["judge_scaling"]
 
 PHASE = Phase.SCALING.value
+_LISTED = 12  # findings named one by one in a message; the rest are counted (all are in results.json)
 _NCCL_HINT = ("Keep the file in the bundle as evidence of the failure; re-run nccl-tests on these nodes and add "
               "the new log as a further run")
 
@@ -539,13 +540,15 @@ def _pair_checks(
                         share = f", {judged.fraction_of_median:.0%} of" if judged.fraction_of_median is not None else ""
                     median = (f" the median {judged.median_gbps:.1f} GB/s of {len(mine)} {coll} pairs at {rpn} GPUs "
                               "per node") if judged.busbw_gbps is not None else ""
-                    degraded.append(f"{nodes[0]} ({domains[0]}) - {nodes[1]} ({domains[1]}) {coll} {shown}{share}"
-                                    f"{median}")
+                    ends = " - ".join(f"{n} ({domain_of[n]})" if n in domain_of else n for n in nodes)
+                    degraded.append(f"{ends} {coll} {shown}{share}{median}")
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     title = (f"No node pair fails or falls below {fraction:.0%} of the median of pairs of its shape (collective, "
              "GPUs per node, message sizes)")
     if degraded:
-        status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {'; '.join(degraded)}"
+        listed = "; ".join(degraded[:_LISTED]) + (f"; and {len(degraded) - _LISTED} more (each in results.json)"
+                                                  if len(degraded) > _LISTED else "")
+        status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {listed}"
                                         ". Check the cables, NICs and switch ports between these nodes")
     else:
         status, message = Status.PASS, f"{len(section)} pair measurement(s), none below {fraction:.0%} of the median"
