@@ -496,7 +496,7 @@ def _pair_checks(
     domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
     fraction = catalog.spec.rules.degraded_pair_fraction
     section: list[dict[str, object]] = []
-    degraded: list[str] = []
+    degraded: list[tuple[float, str]] = []  # (fraction of the median, -1 for a failed pair; the finding)
     spans: list[Span] = []
     # like with like: same collective, same ranks, same ranks per node, same largest message size
     groups: dict[tuple[str, int, int | None], list[_Measured]] = {}
@@ -541,13 +541,16 @@ def _pair_checks(
                     median = (f" the median {judged.median_gbps:.1f} GB/s of {len(mine)} {coll} pairs at {rpn} GPUs "
                               "per node") if judged.busbw_gbps is not None else ""
                     ends = " - ".join(f"{n} ({domain_of[n]})" if n in domain_of else n for n in nodes)
-                    degraded.append(f"{ends} {coll} {shown}{share}{median}")
+                    order = -1.0 if judged.fraction_of_median is None else judged.fraction_of_median
+                    degraded.append((order, f"{ends} {coll} {shown}{share}{median}"))
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     title = (f"No node pair fails or falls below {fraction:.0%} of the median of pairs of its shape (collective, "
              "GPUs per node, message sizes)")
     if degraded:
-        listed = "; ".join(degraded[:_LISTED]) + (f"; and {len(degraded) - _LISTED} more (each in results.json)"
-                                                  if len(degraded) > _LISTED else "")
+        # failed pairs first, then the slowest
+        texts = [text for _, text in sorted(degraded, key=lambda d: d[0])]
+        listed = "; ".join(texts[:_LISTED]) + (f"; and {len(texts) - _LISTED} more (each in results.json)"
+                                               if len(texts) > _LISTED else "")
         status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {listed}"
                                         ". Check the cables, NICs and switch ports between these nodes")
     else:
