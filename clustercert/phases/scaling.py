@@ -607,7 +607,10 @@ def judge_scaling(
     pair_checks, pairs, nodes = _pair_checks(bundle, catalog, measured, required)
     checks += weak_checks + run_checks + coll_checks + peer_checks + pair_checks
     ceiling = plausibility_ceiling_gbps(catalog.spec.nvlink_gbps_per_direction)
+    model = catalog.spec.rules.collective_model
+    gates = [{**g.model_dump(), "source_title": catalog.spec.sources[g.source].title}
+             for g in (model.public_gates if model else []) if g.system == bundle.spec.system.gpu]
     return PhaseResult(checks=checks, section={
         "weak_scaling": weak, "collectives": collectives, "pairs": pairs, "pair_nodes": nodes,
-        "ceiling_gbps": ceiling,
+        "ceiling_gbps": ceiling, "public_gates": gates,
     })

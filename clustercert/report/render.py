@@ -94,6 +94,7 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         phase["pairs_total"] = len(pairs)
         phase["pairs_degraded"] = sum(1 for p in pairs if p["degraded"])
         phase["pairs_failed"] = sum(1 for p in pairs if p["busbw_gbps"] is None)
+        phase["public_gates"] = section.get("public_gates", [])
         phase["pair_nodes"] = [n for n in section.get("pair_nodes", []) if n["bad_pairs"]][:TABLE_CAP]
         heatmap = charts.pair_heatmap_chart(section.get("pairs", []))
         if heatmap is not None:
