@@ -350,9 +350,10 @@ def _status_of(m: _Measured) -> Status:
     return Status.PASS if m.result.busbw_gbps >= m.target else Status.FAIL
 
 
-def _shape(m: _Measured) -> tuple[str, str, int, int | None]:
-    """Runs compare with runs of the same shape: scope, collective, ranks and ranks per node."""
-    return (m.result.scope.value, m.result.collective.value, m.result.ranks, m.ranks_per_node)
+def _shape(m: _Measured) -> tuple[str, str, int, int | None, int | None]:
+    """Runs compare with runs of the same shape: scope, collective, ranks, ranks per node, largest message."""
+    return (m.result.scope.value, m.result.collective.value, m.result.ranks, m.ranks_per_node,
+            max(m.sizes) if m.sizes else None)
 
 
 def _collective_checks(
@@ -452,18 +453,27 @@ def _collective_checks(
 def _peer_checks(catalog: LoadedCatalog, measured: list[_Measured], required: bool) -> list[Check]:
     """A run far below the runs of its own shape is a finding even where its target holds (3+ runs)."""
     fraction = catalog.spec.rules.degraded_pair_fraction
-    groups: dict[tuple[str, str, int, int | None], list[_Measured]] = {}
+    groups: dict[tuple[str, str, int, int | None, int | None], list[_Measured]] = {}
     for m in measured:
         if m.result.scope is not Scope.PAIR and not m.result.implausible:
             groups.setdefault(_shape(m), []).append(m)
+    # a failed run (no table, so no message sizes) joins the largest group of its shape
+    for key in [k for k in groups if k[4] is None]:
+        peers = [k for k in groups if k[:4] == key[:4] and k[4] is not None]
+        if peers:
+            groups[max(peers, key=lambda k: len(groups[k]))] += groups.pop(key)
     checks: list[Check] = []
     severity = Severity.REQUIRED if required else Severity.ADVISORY
-    for (scope, coll, ranks, rpn), mine in groups.items():
+    seen: set[str] = set()
+    for (scope, coll, ranks, rpn, size), mine in groups.items():
         judged = find_below_peers([m.result.busbw_gbps for m in mine], fraction)
         if judged is None:
             continue
         below = [(p, m) for p, m in zip(judged, mine, strict=True) if p.below and p.busbw_gbps is not None]
         check_id = f"{PHASE}.{scope}-{coll}-{ranks}ranks_no_run_below_peers"
+        if check_id in seen:  # another shape with the same rank count: name it fully
+            check_id = f"{PHASE}.{scope}-{coll}-{ranks}ranks-{rpn}per-node-{size}B_no_run_below_peers"
+        seen.add(check_id)
         title = (f"No {coll} run at scope {scope} ({ranks} ranks) is below {fraction:.0%} of the median of its "
                  f"{len(mine)} peers")
         median = judged[0].median_gbps

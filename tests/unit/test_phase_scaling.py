@@ -218,3 +218,22 @@ def test_unusable_repeat_beside_a_usable_one_leaves_scaling_judged(tmp_path: Pat
     # 7.0 / 7.7 = 0.909 >= 0.90; the broken repeat is left out (its own run check reports it)
     assert check.status is Status.PASS and check.measured == pytest.approx(7.0 / 7.7, rel=1e-12)
     assert "1 unusable repeat(s) left out" in check.message
+
+
+def test_run_far_below_its_peers_fails_even_above_its_target(tmp_path: Path) -> None:
+    # 4 one-domain all_reduce runs: 1200, 1210, 1190 and 800 GB/s; target 770.4 holds for all, but the median
+    # is (1190 + 1200) / 2 = 1195 and 800 / 1195 = 0.669 < 0.8
+    values = {"ar-a": 1200.0, "ar-b": 1210.0, "ar-c": 1190.0, "ar-d": 800.0}
+    out = _collectives(tmp_path, {k: ("nvlink-domain", None, nccl_output("all_reduce", 8, {GIB: v}))
+                                  for k, v in values.items()})
+    assert out["checks"][NVL].status is Status.PASS
+    peers = out["checks"]["scaling.nvlink-domain-all_reduce-8ranks_no_run_below_peers"]
+    assert peers.status is Status.FAIL and peers.measured == pytest.approx(800 / 1195)
+    assert "ar-d 800.0 GB/s = 67%" in peers.message and "median 1195.0 GB/s" in peers.message
+    assert "ar-a" not in peers.message.split("):", 1)[1]
+
+
+def test_fewer_than_three_peers_make_no_peer_check(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {k: ("nvlink-domain", None, nccl_output("all_reduce", 8, {GIB: v}))
+                                  for k, v in {"ar-a": 1200.0, "ar-b": 800.0}.items()})
+    assert not [c for c in out["checks"] if c.endswith("_no_run_below_peers")]
