@@ -228,3 +228,31 @@ def test_pair_log_edited_to_8x_bandwidth_is_not_certified(real_samples: Path, tm
         assert "disagrees with size / time" in text or "plausibility ceiling 100 GB/s" in text
     else:
         assert "plausibility ceiling 100 GB/s" in text
+
+
+def test_no_real_sample_trips_its_ceiling_or_disagrees_with_itself(real_samples: Path) -> None:
+    """Every row of every real nccl-tests log agrees with its own size, time and algbw, and stays below twice
+    the link bound of the links it crosses (H100: NVLink 450, one NDR NIC of 50 GB/s per GPU)."""
+    from clustercert.metrics.collectives import Collective, LinkRates, Placement, link_bound, row_disagreement
+    from clustercert.parsers.nccl_tests import parse_nccl_tests
+
+    rates = LinkRates(450.0, 50.0)
+    logs = sorted((real_samples / "nccl-tests").rglob("*.log"))
+    assert len(logs) == 4 + 136 + 180
+    rows = 0
+    for log in logs:
+        for test in parse_nccl_tests(log, log.name).tests:
+            hosts = list(dict.fromkeys(test.hosts))
+            assert test.ranks is not None and hosts, (log.name, test.line)
+            per_host = {h: test.hosts.count(h) for h in hosts}
+            placement = Placement(test.ranks, len(hosts), min(per_host.values()))
+            collective = Collective(test.collective)
+            bound = link_bound(collective, placement, rates)
+            for row in test.rows:
+                rows += 1
+                for t, a, b in ((row.time_us_oop, row.algbw_oop, row.busbw_oop),
+                                (row.time_us_ip, row.algbw_ip, row.busbw_ip)):
+                    assert row_disagreement(collective, test.ranks, row.size_bytes, t, a, b) is None, (
+                        log.name, row.line)
+                    assert b < bound.ceiling_gbps, (log.name, row.line, b, bound.ceiling_gbps)
+    assert rows == 3740  # grep -cE "^\s+[0-9]+\s+[0-9]+\s+(float|double|...)\s" over the same logs
