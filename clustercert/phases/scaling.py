@@ -216,16 +216,24 @@ def _link_rates(bundle: LoadedBundle, catalog: LoadedCatalog) -> tuple[LinkRates
     return LinkRates(nvl, rate * net.nics_per_node / system.gpus_per_node), None
 
 
-def _placement(ranks: int, hosts: Sequence[str], nodes: Sequence[str], domain_of: Mapping[str, str]) -> Placement:
-    """NVLink domains a run spans (a node outside every declared domain is a domain of its own)."""
+def _placement(ranks: int, hosts: Sequence[str], nodes: Sequence[str], domain_of: Mapping[str, str],
+               scope: Scope, gpus_per_node: int) -> Placement:
+    """NVLink domains a run spans (a node outside every declared domain is a domain of its own).
+
+    From the log's rank lines when it has them, else from the run's nodes in bundle.yaml, else from its
+    scope: one domain for nvlink-domain, one per `gpus_per_node` ranks (at least 2) for the others.
+    """
     if hosts:
         per: dict[str, int] = {}
         for host in hosts:
             key = domain_of.get(host, host)
             per[key] = per.get(key, 0) + 1
         return Placement(ranks, len(per), min(per.values()))
-    domains = {domain_of.get(n, n) for n in nodes} or {"?"}
-    return Placement(ranks, len(domains), max(1, ranks // len(domains)))
+    if nodes:
+        count = len({domain_of.get(n, n) for n in nodes})
+    else:
+        count = 1 if scope is Scope.NVLINK_DOMAIN else max(2, ranks // max(1, gpus_per_node))
+    return Placement(ranks, count, max(1, ranks // count))
 
 
 def _collective_runs(
@@ -291,7 +299,7 @@ def _collective_runs(
                     why = row_disagreement(collective, test.ranks, row.size_bytes, t, a, b)
                     if why is not None and disagreement is None:
                         disagreement = f"line {row.line}: {why}"
-            placement = _placement(ranks, test.hosts, nodes, domain_of)
+            placement = _placement(ranks, test.hosts, nodes, domain_of, scope, bundle.spec.system.gpus_per_node)
             bound = link_bound(collective, placement, rates)
             fixed = rules.collective_targets_gbps.get(scope.value, {}).get(collective.value)
             cls: Literal["nvlink", "scale-out"] = "nvlink" if placement.domains <= 1 else "scale-out"
