@@ -431,7 +431,10 @@ def _collective_checks(
                          "cross, then re-run nccl-tests and add the new logs as further runs")
         elif unusable:
             status = Status.ERROR
-            message = "unusable evidence: " + " | ".join(problems)
+            message = "unusable evidence: " + " | ".join(problems[:_LISTED]) + (
+                f" | and {len(problems) - _LISTED} more (each in results.json)" if len(problems) > _LISTED else "")
+            if untargeted:
+                message += f"; {len(untargeted)} usable run(s) have no target: {untargeted[0].target_basis}"
         elif not judged:
             # a target that needs topology the bundle did not declare is missing evidence; a collective the
             # catalog's model does not cover is reported only
