@@ -14,7 +14,10 @@ from clustercert.evidence.hashing import sha256_file
 from clustercert.metrics.flops import Attention, FlopsConvention, Mlp, ModelShape
 from clustercert.yamlio import load_yaml_model
 
-__all__ = ["Baseline", "Catalog", "LoadedCatalog", "Rules", "check_bundle_ids", "load_catalog"]
+__all__ = ["Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "Rules", "check_bundle_ids", "load_catalog"]
+
+_SCOPES = ("nvlink-domain", "cross-rack", "full-scale", "pair")
+_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 _HINT = "Fix the catalog (see references/README.md)."
 
@@ -115,6 +118,49 @@ class Baseline(_Strict):
         return self
 
 
+class PublicGate(_Strict):
+    """A published busbw threshold shown beside the model's target for comparison (not judged)."""
+
+    system: str
+    scope: str
+    collective: str
+    gbps: float = Field(gt=0)
+    source: str
+    note: str | None = None
+
+
+class CollectiveModel(_Strict):
+    """How collective targets follow from the declared topology (references/README.md, "Collective target model").
+
+    target = target_fraction x expected; expected = efficiency[class][collective] x the link bound of the run,
+    class `nvlink` for a run inside one NVLink domain and `scale-out` for one that spans several.
+    """
+
+    target_fraction: float = Field(gt=0, le=1)
+    efficiency: dict[Literal["nvlink", "scale-out"], dict[str, float]]
+    # scope -> collectives whose absence is a FAIL; every other collective is judged when present
+    required: dict[str, list[str]] = Field(default_factory=dict)
+    source: str
+    efficiency_source: str
+    public_gates: list[PublicGate] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known_names(self) -> CollectiveModel:
+        for cls, per in self.efficiency.items():
+            for coll, value in per.items():
+                if coll not in _COLLECTIVES:
+                    raise ValueError(f"efficiency.{cls} names '{coll}', expected one of {', '.join(_COLLECTIVES)}")
+                if not 0 < value <= 2:
+                    raise ValueError(f"efficiency.{cls}.{coll} must lie in (0, 2], got {value}")
+        for scope, colls in self.required.items():
+            if scope not in _SCOPES:
+                raise ValueError(f"required names scope '{scope}', expected one of {', '.join(_SCOPES)}")
+            for coll in colls:
+                if coll not in _COLLECTIVES:
+                    raise ValueError(f"required.{scope} names '{coll}', expected one of {', '.join(_COLLECTIVES)}")
+        return self
+
+
 class Rules(_Strict):
     pass_ratio: float = Field(gt=0, le=1)
     repeats: Literal["median", "best", "worst"] = "median"
@@ -130,7 +176,9 @@ class Rules(_Strict):
     stall_factor: float = Field(default=3.0, gt=1)
     large_message_bytes: int = Field(default=1 << 30, gt=0)
     degraded_pair_fraction: float = Field(default=0.8, gt=0, le=1)
+    # fixed targets by scope and collective: override the model where given (a user's own, with its reason)
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
+    collective_model: CollectiveModel | None = None
     # phases whose absence from a bundle is a FAIL (the cluster did not show it); others are judged advisory
     required_phases: list[Phase] = Field(default_factory=lambda: list(Phase))
     # MLPerf time-to-train targets in minutes by benchmark; without one the score is reported only
@@ -153,6 +201,8 @@ class Catalog(_Strict):
     system: str
     peaks_tflops: dict[Precision, float]
     nvlink_gbps_per_direction: float = Field(gt=0)
+    # scale-out NIC line rate, GB/s per direction, by the bundle's `system.interconnect.scale_out` name
+    scale_out_gbps: dict[str, float] = Field(default_factory=dict)
     sources: dict[str, Source]
     models: dict[str, ModelSpec]
     baselines: list[Baseline]
@@ -168,6 +218,11 @@ class Catalog(_Strict):
                 raise ValueError(f"baselines[{i}] precision '{b.precision}' has no entry under peaks_tflops")
             if b.source not in self.sources:
                 raise ValueError(f"baselines[{i}] source '{b.source}' is not under sources")
+        model = self.rules.collective_model
+        if model is not None:
+            for key in [model.source, model.efficiency_source, *(g.source for g in model.public_gates)]:
+                if key not in self.sources:
+                    raise ValueError(f"rules.collective_model names source '{key}' which is not under sources")
         for i, e in enumerate(self.suite):
             if not any(
                 b.workload == e.workload and b.precision == e.precision and b.gpus == e.gpus for b in self.baselines

@@ -11,18 +11,26 @@ from enum import StrEnum
 from clustercert.evidence.provenance import Span
 
 __all__ = [
+    "Bound",
     "BusbwBasis",
     "BusbwSample",
     "Collective",
     "CollectiveResult",
     "CollectiveRun",
+    "LinkRates",
+    "NodeVerdict",
     "PairResult",
+    "Placement",
     "Scope",
     "busbw_factor",
+    "find_below_peers",
     "find_degraded_pairs",
     "judge_collective",
     "large_message_busbw",
+    "link_bound",
     "plausibility_ceiling_gbps",
+    "rank_nodes",
+    "row_disagreement",
 ]
 
 
@@ -61,8 +69,94 @@ def busbw_factor(collective: Collective, ranks: int) -> float:
 
 
 def plausibility_ceiling_gbps(nvlink_gbps_per_direction: float) -> float:
-    """Twice the NVLink rate per direction: above it, a busbw is a unit or parsing error."""
+    """Twice the NVLink rate per direction: above it, a busbw is a unit or parsing error at any scope."""
     return 2.0 * nvlink_gbps_per_direction
+
+
+@dataclass(frozen=True)
+class LinkRates:
+    """Per-GPU link rates of the declared topology, GB/s per direction."""
+
+    nvlink_gbps: float  # NVLink per GPU
+    net_gbps: float | None  # scale-out per GPU: NIC line rate x NICs per node / GPUs per node; None if undeclared
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run's ranks sit: how many, over how many NVLink domains, the fewest ranks in any one domain."""
+
+    ranks: int
+    domains: int
+    ranks_per_domain: int
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The link-limited busbw of one run (the model's 'theoretical') and the formula that gave it."""
+
+    gbps: float | None  # None: the run crosses the scale-out network and the bundle declares no interconnect
+    formula: str
+    ceiling_gbps: float  # 2 x the bound (in-network reduction may double a link's busbw), at most 2 x NVLink
+
+
+_HIERARCHICAL = (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.BROADCAST,
+                 Collective.REDUCE)
+
+
+def link_bound(collective: Collective, placement: Placement, rates: LinkRates) -> Bound:
+    """The busbw a run's slowest links allow (references/README.md, "Collective target model").
+
+    Within one NVLink domain every collective is bound by NVLink per GPU, B_nvl. A run over D >= 2 domains
+    with k ranks per domain (N ranks) moves (N - k) / N of each rank's data off its domain over the
+    scale-out links, B_net per GPU:
+    - all_reduce, all_gather, reduce_scatter, broadcast, reduce (hierarchical: the k GPUs of a domain share
+      the off-domain traffic over their k NICs): min(B_nvl, k x B_net x (N - 1) / (N - k));
+    - alltoall (every rank sends its own share off the domain): min(B_nvl, B_net x (N - 1) / (N - k));
+    - sendrecv (each rank's peer may sit across the network): B_net.
+    """
+    n, d, k = placement.ranks, placement.domains, placement.ranks_per_domain
+    nvl = rates.nvlink_gbps
+    top = 2.0 * nvl
+    if d <= 1:
+        return Bound(nvl, f"one NVLink domain: B_nvl = {nvl:g} GB/s", top)
+    net = rates.net_gbps
+    if net is None:
+        return Bound(None, f"{d} NVLink domains and no declared scale-out interconnect (system.interconnect)", top)
+    spread = (n - 1) / (n - k) if n > k else 1.0
+    if collective in _HIERARCHICAL:
+        value = min(nvl, k * net * spread)
+        formula = (f"{d} NVLink domains, k = {k} of N = {n} ranks per domain: min(B_nvl {nvl:g}, k x B_net {net:g} "
+                   f"x (N - 1)/(N - k)) = {value:.1f} GB/s")
+    elif collective is Collective.ALLTOALL:
+        value = min(nvl, net * spread)
+        formula = (f"{d} NVLink domains, k = {k} of N = {n} ranks per domain: min(B_nvl {nvl:g}, B_net {net:g} "
+                   f"x (N - 1)/(N - k)) = {value:.1f} GB/s")
+    else:
+        value = min(nvl, net)
+        formula = f"{d} NVLink domains: B_net = {value:g} GB/s per GPU"
+    return Bound(value, formula, min(top, 2.0 * value))
+
+
+def row_disagreement(
+    collective: Collective, ranks: int | None, size_bytes: int, time_us: float, algbw: float, busbw: float
+) -> str | None:
+    """Why a result row's busbw disagrees with its own size, time and algbw (None when it agrees).
+
+    algbw = bytes / time (GB/s = 1e9 B/s) and busbw = algbw x factor (DOMAIN.md section 6). nccl-tests prints
+    algbw and busbw to 2 decimals and large times to 2 significant digits (`1.6e+07`), so algbw may differ from
+    bytes / time by 6 % and busbw from algbw x factor by 2 % plus the rounding of the last digit.
+    """
+    if time_us > 0 and size_bytes > 0:
+        expected_alg = size_bytes / (time_us * 1e3)
+        if not math.isclose(algbw, expected_alg, rel_tol=0.06, abs_tol=0.02):
+            return (f"algbw {algbw:g} GB/s disagrees with size / time = {size_bytes} B / {time_us:g} us "
+                    f"= {expected_alg:.2f} GB/s")
+    if ranks is not None and ranks >= 2:
+        factor = busbw_factor(collective, ranks)
+        if not math.isclose(busbw, algbw * factor, rel_tol=0.02, abs_tol=0.015):
+            return (f"busbw {busbw:g} GB/s disagrees with algbw x factor = {algbw:g} x {factor:.4g} "
+                    f"= {algbw * factor:.2f} GB/s ({collective.value}, {ranks} ranks)")
+    return None
 
 
 @dataclass(frozen=True)
@@ -85,6 +179,7 @@ class CollectiveRun:
     complete: bool = True
     nodes: tuple[str, ...] = ()
     evidence: tuple[Span, ...] = ()
+    disagreement: str | None = None  # a row whose busbw disagrees with its size, time and algbw
 
 
 @dataclass(frozen=True)
@@ -103,6 +198,9 @@ class CollectiveResult:
     problem: str | None
     nodes: tuple[str, ...] = ()
     evidence: tuple[Span, ...] = field(default=())
+    peak_gbps: float | None = None  # highest busbw at any size
+    expected_gbps: float | None = None  # the model's expected value (efficiency x bound)
+    bound: Bound | None = None
 
 
 def large_message_busbw(
@@ -122,9 +220,17 @@ def judge_collective(
     targets_gbps: Mapping[str, Mapping[str, float]],
     nvlink_gbps_per_direction: float,
     large_message_bytes: int,
+    *,
+    bound: Bound | None = None,
+    expected_gbps: float | None = None,
 ) -> CollectiveResult:
-    """Large-message busbw of one run against the catalog target for its scope and collective."""
-    ceiling = plausibility_ceiling_gbps(nvlink_gbps_per_direction)
+    """Large-message busbw of one run against its target.
+
+    The target is the fixed catalog one for its scope and collective when the catalog sets one, else
+    `target_fraction x expected` computed by the caller from the model (passed in `targets_gbps` as well).
+    The plausibility ceiling is the bound's (2 x the links the run crosses), else 2 x NVLink.
+    """
+    ceiling = bound.ceiling_gbps if bound is not None else plausibility_ceiling_gbps(nvlink_gbps_per_direction)
     target = targets_gbps.get(run.scope.value, {}).get(run.collective.value)
     implausible = any(s.busbw_gbps > ceiling or not math.isfinite(s.busbw_gbps) for s in run.samples)
     problem: str | None = None
@@ -136,6 +242,9 @@ def judge_collective(
         problem = "single-rank run: busbw is 0 by definition"
     elif implausible:
         problem = f"busbw above the plausibility ceiling {ceiling:g} GB/s: check units and parsing"
+    elif run.disagreement is not None:
+        problem = run.disagreement
+    peak = max((s.busbw_gbps for s in run.samples if math.isfinite(s.busbw_gbps)), default=None)
     best = large_message_busbw(run.samples, large_message_bytes) if problem is None else None
     value, size, basis = best if best is not None else (None, None, None)
     ratio = value / target if value is not None and target else None
@@ -154,6 +263,9 @@ def judge_collective(
         problem=problem,
         nodes=run.nodes,
         evidence=run.evidence,
+        peak_gbps=peak,
+        expected_gbps=expected_gbps,
+        bound=bound,
     )
 
 
@@ -182,3 +294,77 @@ def find_degraded_pairs(results: Sequence[CollectiveResult], fraction: float = 0
             PairResult(r.nodes, r.busbw_gbps, median, share, share is None or share < fraction, r.evidence)
         )
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class PeerResult:
+    """One run against the median of the runs of the same shape (scope, collective, ranks, ranks per node)."""
+
+    index: int  # position in the input
+    busbw_gbps: float | None
+    median_gbps: float
+    fraction_of_median: float | None
+    below: bool
+
+
+def find_below_peers(values: Sequence[float | None], fraction: float) -> tuple[PeerResult, ...] | None:
+    """Each value against the median of the measured ones; None when fewer than 3 are measured.
+
+    A failed measurement (None) counts as below. The degraded-pair rule, generalised to every scope.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"peer fraction must lie in (0, 1], got {fraction}")
+    measured = [v for v in values if v is not None]
+    if len(measured) < 3:
+        return None
+    median = statistics.median(measured)
+    out = []
+    for i, v in enumerate(values):
+        share = v / median if v is not None and median > 0 else None
+        out.append(PeerResult(i, v, median, share, share is None or share < fraction))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """One node of a pairwise sweep: how many of its pairs failed or were degraded, of how many."""
+
+    node: str
+    bad_pairs: int
+    pairs: int
+    share: float  # bad_pairs / pairs
+    suspect: bool  # in more bad pairs than a single bad link explains, and in at least half of its pairs
+
+
+def rank_nodes(pairs: Sequence[tuple[tuple[str, str], bool]]) -> tuple[NodeVerdict, ...]:
+    """Nodes of failed or degraded pairs ranked by how many of their pairs are bad (most first).
+
+    `pairs` holds each pair's two nodes and whether it is bad. One bad link makes one bad pair for each of
+    its ends; a bad node makes most of its pairs bad (17 nodes where one sits in most failed pairs point at
+    that node, not at its links). So, greedily: the node with the most bad pairs is suspect when more than
+    one and at least half of its pairs are bad; its pairs are then explained and left out when the next
+    node is weighed, so a node is not suspected only for sharing pairs with a bad one.
+    """
+    total: dict[str, int] = {}
+    bad: dict[str, int] = {}
+    for (a, b), is_bad in pairs:
+        for node in (a, b):
+            total[node] = total.get(node, 0) + 1
+            if is_bad:
+                bad[node] = bad.get(node, 0) + 1
+    suspects: set[str] = set()
+    while True:
+        left: dict[str, tuple[int, int]] = {}
+        for (a, b), is_bad in pairs:
+            if a in suspects or b in suspects:
+                continue
+            for node in (a, b):
+                n_bad, n_all = left.get(node, (0, 0))
+                left[node] = (n_bad + is_bad, n_all + 1)
+        candidates = [(n_bad, n_all, node) for node, (n_bad, n_all) in left.items()
+                      if n_bad > 1 and n_bad * 2 >= n_all]
+        if not candidates:
+            break
+        suspects.add(max(candidates, key=lambda c: (c[0], c[0] / c[1], c[2]))[2])
+    out = [NodeVerdict(node, count, total[node], count / total[node], node in suspects) for node, count in bad.items()]
+    return tuple(sorted(out, key=lambda v: (-v.bad_pairs, -v.share, v.node)))

@@ -12,7 +12,8 @@ from clustercert.parsers.training import NanMark, TrainingLog, TrainingStep, rea
 __all__ = ["parse_dllogger"]
 
 FORMAT = "dllogger"
-_HINT = "Re-run the job with DLLogger enabled or remove the file from bundle.yaml."
+_HINT = ("Keep the file as evidence; re-run the job with DLLogger enabled and add the new log to bundle.yaml as a "
+         "further run.")
 _MARK = "DLLL "
 _FIELDS = {
     "train_step_timing in s": "step_time_s",

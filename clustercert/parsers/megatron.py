@@ -13,7 +13,7 @@ from clustercert.parsers.training import NanMark, TrainingLog, TrainingStep, par
 __all__ = ["parse_megatron", "parse_pipe_log"]
 
 FORMAT = "megatron"
-HINT = "Re-run the job or remove the file from bundle.yaml."
+HINT = "Keep the file as evidence; re-run the job and add the new log to bundle.yaml as a further run."
 _ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _STEP_TIME = re.compile(r"Step Time\s*:\s*(\S+?)s\s+GPU utilization:\s*(\S+?)\s*MODEL_TFLOP/s/GPU")
 _NAN = re.compile(r"\b(grad norm|lm loss)\s*:\s*(nan|-?inf)\b", re.IGNORECASE)

@@ -15,7 +15,7 @@ from clustercert.parsers.training import read_text_lines
 __all__ = ["CollectiveTest", "NcclRow", "NcclTestsResult", "parse_nccl_tests"]
 
 FORMAT = "nccl-tests"
-_HINT = "Re-run nccl-tests or remove the file from bundle.yaml."
+_HINT = "Check that the file is nccl-tests output as the tool wrote it; re-run nccl-tests if it was cut short."
 _COLLECTIVES = (
     "all_reduce|all_gather|reduce_scatter|alltoall|sendrecv|broadcast|reduce|gather|scatter|hypercube"
 )
@@ -24,7 +24,9 @@ _STARTING = re.compile(rf"#\s*Collective test starting:\s*({_COLLECTIVES})_perf"
 _CONCLUDED = re.compile(r"#\s*Collective test concluded")
 _VERSION = re.compile(r"#\s*nccl-tests version")
 _NTHREAD = re.compile(r"#\s*nThread\s+\d+")
-_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\b")
+_RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\b(?:\s+\d+\s+on\s+(\S+))?")
+# the root cause nccl-tests prints when a test aborts: `host: Test NCCL failure common.cu:401 'remote process ...'`
+_CAUSE = re.compile(r"(?:NCCL|CUDA) failure\s+\S+\s+'([^']{1,200})'")
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(\S+)")
 # MPI / srun rank tags: `[1,0]<stdout>:`, `0: ` (srun -l), `rank0: `
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:\s|rank\d+:\s?)")
@@ -82,6 +84,17 @@ class CollectiveTest:
     error: str | None
     line: int
     last_line: int
+    hosts: tuple[str, ...] = ()  # the host of each rank, in rank order (empty when the file lists none)
+    cause: str | None = None  # the root cause an aborted test printed, quoted as written
+    cause_line: int | None = None
+
+    @property
+    def ranks_per_host(self) -> int | None:
+        """Ranks on each host when every host holds the same number, else None."""
+        if not self.hosts:
+            return None
+        counts = {self.hosts.count(h) for h in set(self.hosts)}
+        return counts.pop() if len(counts) == 1 else None
 
     @property
     def computed_avg_busbw(self) -> float | None:
@@ -97,6 +110,9 @@ class CollectiveTest:
             "reported_avg_busbw": self.reported_avg_busbw,
             "computed_avg_busbw": self.computed_avg_busbw,
             "error": self.error,
+            "cause": self.cause,
+            "cause_line": self.cause_line,
+            "hosts": list(self.hosts),
             "line": self.line,
             "last_line": self.last_line,
         }
@@ -118,6 +134,9 @@ class _Open:
     collective: str | None
     line: int
     ranks: set[int] = field(default_factory=set)
+    hosts: dict[int, str] = field(default_factory=dict)
+    cause: tuple[str, int] | None = None  # the first root cause printed, with its line
+    cause_text: str | None = None  # the whole line that printed it
     rows: list[NcclRow] = field(default_factory=list)
     avg: float | None = None
     error: str | None = None
@@ -141,14 +160,17 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
     tests: list[CollectiveTest] = []
     current: _Open | None = None
     pending: tuple[str, int] | None = None  # a row cut by a debug print, waiting for its remainder
-    last_error: str | None = None
+    last_error: tuple[str, int] | None = None  # the first error line of the open test, with its number
 
     def close(test: _Open, end: int) -> None:
         error = test.error
+        first = (test.cause_text, test.cause[1]) if test.cause and test.cause_text else last_error
+        said = f": line {first[1]} says {first[0]!r}" if first else ": the log ends without an error message"
         if error is None and test.avg is None:
-            error = "aborted: no '# Avg bus bandwidth' line" + (f" ({last_error})" if last_error else "")
+            error = "aborted before its '# Avg bus bandwidth' line" + said
         if error is None and not test.rows:
-            error = "aborted: no result rows"
+            error = "aborted: no result rows" + said
+        hosts = tuple(test.hosts[r] for r in sorted(test.hosts)) if len(test.hosts) == len(test.ranks) else ()
         tests.append(
             CollectiveTest(
                 collective=test.collective or last_binary or "unknown",
@@ -158,8 +180,22 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
                 error=error,
                 line=test.line,
                 last_line=max(end, test.line),
+                hosts=hosts,
+                cause=test.cause[0] if test.cause else None,
+                cause_line=test.cause[1] if test.cause else None,
             )
         )
+
+    def note_error(text: str, number: int) -> None:
+        nonlocal last_error
+        if current is None:
+            return
+        cause = _CAUSE.search(text)
+        if cause and current.cause is None:
+            current.cause = (cause.group(1).strip(" /"), number)
+            current.cause_text = text.strip()[:160]
+        if last_error is None:
+            last_error = (text.strip()[:160], number)
 
     for number, raw in enumerate(lines, start=1):
         text = _PREFIX.sub("", raw, count=1)
@@ -170,7 +206,7 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
             pending = None
         if not cleaned.strip():
             if text.strip() and current is not None and _ERROR.search(text) and "NCCL INFO" not in text:
-                last_error = text.strip()[:120]
+                note_error(text, number)
             continue
         starting = _STARTING.search(cleaned)
         if (
@@ -200,7 +236,10 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
             continue
         rank = _RANK.search(cleaned)
         if rank:
-            current.ranks.add(int(rank.group(1)))
+            index = int(rank.group(1))
+            current.ranks.add(index)
+            if rank.group(2):
+                current.hosts[index] = rank.group(2)
             continue
         avg = _AVG.search(cleaned)
         if avg:
@@ -219,7 +258,7 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
             current.rows.append(_row(tokens, number, display))
             continue
         if _ERROR.search(cleaned):
-            last_error = cleaned.strip()[:120]
+            note_error(cleaned, number)
     if pending is not None and current is not None:
         raise EvidenceError(
             display,

@@ -13,7 +13,7 @@ __all__ = ["parse_nemo"]
 FORMAT = "nemo"
 _STEP = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)\s*\|")
 _NAN = re.compile(r"\b(grad[ _]norm|reduced_train_loss|lm loss)\s*:\s*(nan|-?inf)\b", re.IGNORECASE)
-_HINT = "Re-run the job or remove the file from bundle.yaml."
+_HINT = "Keep the file as evidence; re-run the job and add the new log to bundle.yaml as a further run."
 _FIELDS = {
     "train_step_timing in s": "step_time_s",
     "TFLOPS_per_GPU": "tflops_per_gpu",

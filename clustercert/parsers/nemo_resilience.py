@@ -20,7 +20,7 @@ __all__ = [
     "parse_nemo_resilience",
 ]
 
-_HINT = "Re-run the job or remove the file from bundle.yaml."
+_HINT = "Keep the file as evidence; re-run the job and add the new log to bundle.yaml as a further run."
 _STEP = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)\s*\|")
 _GLOBAL = re.compile(r"\bglobal_step:\s*(\d+)")
 _TS = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from clustercert.catalog import LoadedCatalog, Window
 from clustercert.errors import EvidenceError
@@ -14,10 +15,16 @@ from clustercert.metrics.collectives import (
     Collective,
     CollectiveResult,
     CollectiveRun,
+    LinkRates,
+    Placement,
     Scope,
+    find_below_peers,
     find_degraded_pairs,
     judge_collective,
+    link_bound,
     plausibility_ceiling_gbps,
+    rank_nodes,
+    row_disagreement,
 )
 from clustercert.metrics.scaling import ScalingMode, ScalingPoint, classify_scaling, weak_scaling
 from clustercert.metrics.stats import median_index
@@ -31,7 +38,9 @@ from clustercert.verdicts import Check, Severity, Status
 __all__ = ["judge_scaling"]
 
 PHASE = Phase.SCALING.value
-_NCCL_HINT = "Re-run nccl-tests or remove the file from bundle.yaml."
+_LISTED = 12  # findings named one by one in a message; the rest are counted (all are in results.json)
+_NCCL_HINT = ("Keep the file in the bundle as evidence of the failure; re-run nccl-tests on these nodes and add "
+              "the new log as a further run")
 
 
 def _check(
@@ -108,7 +117,7 @@ def _weak_scaling(
             if isinstance(measured, list):
                 first: WindowProblem = measured[0]
                 located = EvidenceError(log.file, first.message, line=first.line, field=first.field)
-                problems.append(f"{located}. Re-run {run.id} or remove it from bundle.yaml")
+                problems.append(f"{located}. Re-run {run.id} and add the new log as a further repeat")
                 spans.append(Span(log.file, first.line or 0, first.line or 0, 1))
                 failed_gpus.add(int(run.gpus or 0))
                 continue
@@ -182,6 +191,49 @@ class _Measured:
     sizes: list[int]
     busbw: list[float]
     error: str | None  # an aborted test: a failed measurement, never a zero
+    avg_reported: float | None  # the file's own `# Avg bus bandwidth`
+    ranks_per_node: int | None
+    domains: int
+    target: float | None
+    target_basis: str  # where the target comes from (the model, a fixed catalog target, or none and why)
+    efficiency: float | None
+    cause: str | None = None  # the root cause an aborted test printed
+
+
+def _link_rates(bundle: LoadedBundle, catalog: LoadedCatalog) -> tuple[LinkRates, str | None]:
+    """Per-GPU link rates of the declared topology; the second value says why B_net is unknown."""
+    system = bundle.spec.system
+    nvl = catalog.spec.nvlink_gbps_per_direction
+    net = system.interconnect
+    if net is None:
+        return LinkRates(nvl, None), (f"{bundle.root / 'bundle.yaml'} field 'system.interconnect': expected the "
+                                      "scale-out network (scale_out, nics_per_node), got none")
+    rate = catalog.spec.scale_out_gbps.get(net.scale_out)
+    if rate is None:
+        known = ", ".join(sorted(catalog.spec.scale_out_gbps)) or "none"
+        return LinkRates(nvl, None), (f"{bundle.root / 'bundle.yaml'} field 'system.interconnect.scale_out': "
+                                      f"expected one of the catalog's scale_out_gbps ({known}), got {net.scale_out!r}")
+    return LinkRates(nvl, rate * net.nics_per_node / system.gpus_per_node), None
+
+
+def _placement(ranks: int, hosts: Sequence[str], nodes: Sequence[str], domain_of: Mapping[str, str],
+               scope: Scope, gpus_per_node: int) -> Placement:
+    """NVLink domains a run spans (a node outside every declared domain is a domain of its own).
+
+    From the log's rank lines when it has them, else from the run's nodes in bundle.yaml, else from its
+    scope: one domain for nvlink-domain, one per `gpus_per_node` ranks (at least 2) for the others.
+    """
+    if hosts:
+        per: dict[str, int] = {}
+        for host in hosts:
+            key = domain_of.get(host, host)
+            per[key] = per.get(key, 0) + 1
+        return Placement(ranks, len(per), min(per.values()))
+    if nodes:
+        count = len({domain_of.get(n, n) for n in nodes})
+    else:
+        count = 1 if scope is Scope.NVLINK_DOMAIN else max(2, ranks // max(1, gpus_per_node))
+    return Placement(ranks, count, max(1, ranks // count))
 
 
 def _collective_runs(
@@ -189,6 +241,9 @@ def _collective_runs(
 ) -> tuple[list[Check], list[_Measured]]:
     """Per-run problems as checks (unusable files, bad scopes), and every usable test judged on its own."""
     rules = catalog.spec.rules
+    model = rules.collective_model
+    rates, no_net = _link_rates(bundle, catalog)
+    domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
     checks: list[Check] = []
     out: list[_Measured] = []
     yaml = bundle.root / "bundle.yaml"
@@ -236,36 +291,89 @@ def _collective_runs(
                 for s in (BusbwSample(row.size_bytes, row.busbw_oop), BusbwSample(row.size_bytes, row.busbw_ip, True))
             )
             ranks = test.ranks or run.gpus or 0
+            nodes = tuple(run.nodes or dict.fromkeys(test.hosts))
+            disagreement = None
+            for row in test.rows:
+                for t, a, b in ((row.time_us_oop, row.algbw_oop, row.busbw_oop),
+                                (row.time_us_ip, row.algbw_ip, row.busbw_ip)):
+                    why = row_disagreement(collective, test.ranks, row.size_bytes, t, a, b)
+                    if why is not None and disagreement is None:
+                        disagreement = f"line {row.line}: {why}"
+            placement = _placement(ranks, test.hosts, nodes, domain_of, scope, bundle.spec.system.gpus_per_node)
+            bound = link_bound(collective, placement, rates)
+            fixed = rules.collective_targets_gbps.get(scope.value, {}).get(collective.value)
+            cls: Literal["nvlink", "scale-out"] = "nvlink" if placement.domains <= 1 else "scale-out"
+            efficiency = model.efficiency.get(cls, {}).get(collective.value) if model is not None else None
+            expected = bound.gbps * efficiency if bound.gbps is not None and efficiency is not None else None
+            if fixed is not None:
+                target, basis = fixed, f"fixed catalog target rules.collective_targets_gbps.{scope.value}"
+            elif model is None:
+                target, basis = None, "the catalog has no collective_model"
+            elif bound.gbps is None:
+                target, basis = None, f"no link bound: {no_net or bound.formula}"
+            elif expected is None:
+                target, basis = None, f"the catalog's collective_model sets no {cls} efficiency for {collective.value}"
+            else:
+                target = model.target_fraction * expected
+                basis = (f"{model.target_fraction:g} x expected {expected:.1f} GB/s (efficiency {efficiency:g} x "
+                         f"bound {bound.formula})")
+            targets = {scope.value: {collective.value: target}} if target is not None else {}
             judged = judge_collective(
                 CollectiveRun(collective, scope, ranks, samples, complete=test.error is None,
-                              nodes=tuple(run.nodes or ()), evidence=(span,)),
-                rules.collective_targets_gbps, catalog.spec.nvlink_gbps_per_direction, rules.large_message_bytes,
+                              nodes=nodes, evidence=(span,), disagreement=disagreement),
+                targets, catalog.spec.nvlink_gbps_per_direction, rules.large_message_bytes,
+                bound=bound, expected_gbps=expected,
             )
             out.append(_Measured(
                 run, judged, [r.size_bytes for r in test.rows],
                 [max(r.busbw_oop, r.busbw_ip) for r in test.rows],
-                test.error,
+                test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
+                placement.domains, target, basis, efficiency, cause=test.cause,
             ))
     return checks, out
 
 
-def _problem_text(m: _Measured) -> str:
+def _where(m: _Measured) -> str:
     where = m.result.evidence[0] if m.result.evidence else None
-    loc = f"{where.file} line {where.first}" if where else m.run.id
+    return f"{where.file} line {where.first}" if where else m.run.id
+
+
+def _problem_text(m: _Measured) -> str:
+    loc = _where(m)
     if m.error is not None:
-        return f"{loc}: expected a complete nccl-tests table, got {m.error}. {_NCCL_HINT}"
+        return f"{loc} ({m.run.id}): expected a complete nccl-tests table, got a test that {m.error}. {_NCCL_HINT}"
     if m.result.implausible:
         top = max(m.busbw) if m.busbw else 0.0
-        return (f"{loc}: expected busbw at most the plausibility ceiling {m.result.ceiling_gbps:g} GB/s "
-                f"(2 x NVLink per direction), got {top:g} GB/s. Check units and parsing; {_NCCL_HINT}")
-    return f"{loc}: {m.result.problem}. {_NCCL_HINT}"
+        bound = m.result.bound.formula if m.result.bound is not None else "2 x NVLink per direction"
+        return (f"{loc} ({m.run.id}): expected busbw at most the plausibility ceiling {m.result.ceiling_gbps:g} GB/s "
+                f"(2 x the link bound, {bound}), got {top:g} GB/s. Check the file's units and how it was produced")
+    return f"{loc} ({m.run.id}): {m.result.problem}. {_NCCL_HINT}"
+
+
+def _status_of(m: _Measured) -> Status:
+    if m.result.busbw_gbps is None:
+        return Status.ERROR
+    if m.target is None:
+        return Status.SKIPPED
+    return Status.PASS if m.result.busbw_gbps >= m.target else Status.FAIL
+
+
+def _shape(m: _Measured) -> tuple[str, str, int, int | None, int | None]:
+    """Runs compare with runs of the same shape: scope, collective, ranks, ranks per node, largest message."""
+    return (m.result.scope.value, m.result.collective.value, m.result.ranks, m.ranks_per_node,
+            max(m.sizes) if m.sizes else None)
 
 
 def _collective_checks(
     catalog: LoadedCatalog, measured: list[_Measured], required: bool
 ) -> tuple[list[Check], list[dict[str, object]]]:
-    targets = catalog.spec.rules.collective_targets_gbps
-    keys: list[tuple[str, str]] = [(scope, coll) for scope, colls in targets.items() for coll in colls]
+    model = catalog.spec.rules.collective_model
+    fixed = catalog.spec.rules.collective_targets_gbps
+    must: dict[str, list[str]] = {scope: list(colls) for scope, colls in (model.required if model else {}).items()}
+    for scope, colls in fixed.items():
+        must.setdefault(scope, [])
+        must[scope] += [c for c in colls if c not in must[scope]]
+    keys: list[tuple[str, str]] = [(scope, coll) for scope, colls in must.items() for coll in colls]
     for m in measured:
         key = (m.result.scope.value, m.result.collective.value)
         if key not in keys:
@@ -273,107 +381,229 @@ def _collective_checks(
     checks: list[Check] = []
     section: list[dict[str, object]] = []
     for scope, coll in keys:
-        target = targets.get(scope, {}).get(coll)
         mine = [m for m in measured if (m.result.scope.value, m.result.collective.value) == (scope, coll)]
-        severity = Severity.REQUIRED if required and target is not None else Severity.ADVISORY
+        needed = coll in must.get(scope, [])
         check_id = f"{PHASE}.{scope}-{coll}_busbw_meets_target"
-        title = (f"{coll} bus bandwidth at scope {scope} reaches {target:g} GB/s" if target is not None
-                 else f"{coll} bus bandwidth at scope {scope} (reported; the catalog sets no target)")
+        title = f"{coll} bus bandwidth at scope {scope} reaches its target (the link model's expected x fraction)"
         spans = [s for m in mine for s in m.result.evidence]
         if not mine:
+            severity = Severity.REQUIRED if required and needed else Severity.ADVISORY
             checks.append(_check(
                 check_id, title, severity, _absent(severity is Severity.REQUIRED),
                 f"the bundle has no usable {coll} nccl-tests run at scope {scope}: the cluster did not show it. "
                 "Add a collective run (phase scaling, format nccl-tests) with this scope",
-                target=target, unit="GB/s",
+                unit="GB/s",
             ))
             continue
+        judged = [m for m in mine if m.target is not None and m.result.busbw_gbps is not None]
+        severity = Severity.REQUIRED if required and (needed or any(m.target is not None for m in mine)) \
+            else Severity.ADVISORY
         unusable = [m for m in mine if m.result.busbw_gbps is None]
-        values = [(m.result.busbw_gbps, m) for m in mine if m.result.busbw_gbps is not None]
-        below = [(v, m) for v, m in values if target is not None and v < target]
-        lowest = min((v for v, _ in values), default=None)
+        untargeted = [m for m in mine if m.target is None and m.result.busbw_gbps is not None]
+        below = [m for m in judged if m.result.busbw_gbps is not None and m.target is not None
+                 and m.result.busbw_gbps < m.target]
         for m in mine:
-            status = (Status.ERROR if m.result.busbw_gbps is None else Status.SKIPPED if target is None
-                      else Status.PASS if m.result.meets_target else Status.FAIL)
             section.append({
                 "run": m.run.id, "scope": scope, "collective": coll, "ranks": m.result.ranks,
-                "sizes_bytes": m.sizes, "busbw_gbps": m.busbw, "target_gbps": target,
-                "ceiling_gbps": m.result.ceiling_gbps, "large_busbw_gbps": m.result.busbw_gbps,
-                "nodes": list(m.result.nodes), "problem": _problem_text(m) if m.result.busbw_gbps is None else None,
-                "status": status.value,
+                "ranks_per_node": m.ranks_per_node, "domains": m.domains,
+                "sizes_bytes": m.sizes, "busbw_gbps": m.busbw,
+                "large_busbw_gbps": m.result.busbw_gbps, "peak_busbw_gbps": m.result.peak_gbps,
+                "avg_busbw_gbps": m.avg_reported, "gated": "large_busbw_gbps",
+                "target_gbps": m.target, "expected_gbps": m.result.expected_gbps,
+                "bound_gbps": m.result.bound.gbps if m.result.bound else None,
+                "model": m.target_basis, "efficiency": m.efficiency,
+                "ceiling_gbps": m.result.ceiling_gbps,
+                "nodes": list(m.result.nodes), "file": m.result.evidence[0].file if m.result.evidence else None,
+                "line": m.result.evidence[0].first if m.result.evidence else None,
+                "problem": _problem_text(m) if m.result.busbw_gbps is None else None, "cause": m.cause,
+                "status": _status_of(m).value,
             })
-        if values:
-            low_v, low_m = min(values, key=lambda x: x[0])
-            high_v, high_m = max(values, key=lambda x: x[0])
-            parts = [f"{len(values)} run(s), lowest {low_v:.1f} GB/s ({low_m.run.id})"
-                     + (f", highest {high_v:.1f} GB/s ({high_m.run.id})" if len(values) > 1 else "")]
-        else:
-            parts = []
+        ratios = [(m.result.busbw_gbps / m.target, m) for m in judged
+                  if m.result.busbw_gbps is not None and m.target]
+        worst = min(ratios, key=lambda x: x[0])[1] if ratios else None
         problems = [_problem_text(m) for m in unusable]
         if below:
             status = Status.FAIL
-            worst_v, worst = min(below, key=lambda x: x[0])
-            message = (f"lowest large-message busbw {worst_v:.1f} GB/s ({worst.run.id}) is below the target "
-                       f"{target:g} GB/s; {len(below)} of {len(mine)} run(s) below: "
-                       + ", ".join(f"{m.run.id} {v:.1f}" for v, m in below))
+            message = (f"{len(below)} of {len(mine)} run(s) below their target: "
+                       + "; ".join(f"{m.run.id} {m.result.busbw_gbps:.1f} GB/s < target {m.target:.1f} "
+                                   f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})" for m in below)
+                       + f". Target = {below[0].target_basis}. Check the NICs, cables and switch ports these runs "
+                         "cross, then re-run nccl-tests and add the new logs as further runs")
         elif unusable:
             status = Status.ERROR
-            message = "unusable evidence: " + " | ".join(problems)
-        elif target is None:
-            status = Status.SKIPPED
-            message = f"large-message busbw {', '.join(parts)}; reported only (the catalog sets no target)"
+            message = "unusable evidence: " + " | ".join(problems[:_LISTED]) + (
+                f" | and {len(problems) - _LISTED} more (each in results.json)" if len(problems) > _LISTED else "")
+            if untargeted:
+                message += f"; {len(untargeted)} usable run(s) have no target: {untargeted[0].target_basis}"
+        elif not judged:
+            # a target that needs topology the bundle did not declare is missing evidence; a collective the
+            # catalog's model does not cover is reported only
+            status = Status.ERROR if any(m.target_basis.startswith("no link bound") for m in untargeted) \
+                else Status.SKIPPED
+            message = (f"{len(untargeted)} run(s) measured (large-message busbw "
+                       + ", ".join(f"{m.run.id} {m.result.busbw_gbps:.1f}" for m in untargeted)
+                       + f" GB/s) but no target: {untargeted[0].target_basis}. Declare the topology the target "
+                         "follows from")
         else:
             status = Status.PASS
-            message = f"large-message busbw {', '.join(parts)}; target {target:g} GB/s"
-        if below and problems:
+            assert worst is not None
+            message = (f"{len(judged)} run(s) at or above their target; lowest against its target "
+                       f"{worst.run.id} {worst.result.busbw_gbps:.1f} GB/s, target {worst.target:.1f}, expected "
+                       f"{worst.result.expected_gbps or 0:.1f} ({worst.target_basis})")
+        if status is Status.FAIL and problems:
             message += "; also unusable: " + " | ".join(problems)
-        checks.append(_check(check_id, title, severity, status, message, measured=lowest, target=target,
-                             unit="GB/s", evidence=spans))
+        shown = below[0] if below else worst
+        checks.append(_check(
+            check_id, title, severity, status, message,
+            measured=shown.result.busbw_gbps if shown else None, target=shown.target if shown else None,
+            unit="GB/s", evidence=spans,
+        ))
     return checks, section
+
+
+def _peer_checks(catalog: LoadedCatalog, measured: list[_Measured], required: bool) -> list[Check]:
+    """A run far below the runs of its own shape is a finding even where its target holds (3+ runs)."""
+    fraction = catalog.spec.rules.degraded_pair_fraction
+    groups: dict[tuple[str, str, int, int | None, int | None], list[_Measured]] = {}
+    for m in measured:
+        if m.result.scope is not Scope.PAIR and not m.result.implausible:
+            groups.setdefault(_shape(m), []).append(m)
+    # a failed run (no table, so no message sizes) joins the largest group of its shape
+    for key in [k for k in groups if k[4] is None]:
+        peers = [k for k in groups if k[:4] == key[:4] and k[4] is not None]
+        if peers:
+            groups[max(peers, key=lambda k: len(groups[k]))] += groups.pop(key)
+    checks: list[Check] = []
+    severity = Severity.REQUIRED if required else Severity.ADVISORY
+    seen: set[str] = set()
+    for (scope, coll, ranks, rpn, size), mine in groups.items():
+        judged = find_below_peers([m.result.busbw_gbps for m in mine], fraction)
+        if judged is None:
+            continue
+        below = [(p, m) for p, m in zip(judged, mine, strict=True) if p.below and p.busbw_gbps is not None]
+        check_id = f"{PHASE}.{scope}-{coll}-{ranks}ranks_no_run_below_peers"
+        if check_id in seen:  # another shape with the same rank count: name it fully
+            check_id = f"{PHASE}.{scope}-{coll}-{ranks}ranks-{rpn}per-node-{size}B_no_run_below_peers"
+        seen.add(check_id)
+        title = (f"No {coll} run at scope {scope} ({ranks} ranks) is below {fraction:.0%} of the median of its "
+                 f"{len(mine)} peers")
+        median = judged[0].median_gbps
+        spans = [s for m in mine for s in m.result.evidence]
+        if below:
+            status = Status.FAIL
+            message = (f"{len(below)} of {len(mine)} run(s) below {fraction:.0%} of the median {median:.1f} GB/s of "
+                       f"runs of the same shape ({coll}, {ranks} ranks, {rpn} per node): "
+                       + "; ".join(f"{m.run.id} {p.busbw_gbps:.1f} GB/s = {p.fraction_of_median:.0%} ({_where(m)})"
+                                   for p, m in below)
+                       + ". Check the links these runs cross that their peers do not")
+            worst = min(p.fraction_of_median or 0.0 for p, _ in below)
+        else:
+            status = Status.PASS
+            shares = [p.fraction_of_median for p in judged if p.fraction_of_median is not None]
+            worst = min(shares)
+            message = (f"{len(shares)} run(s) of the same shape, median {median:.1f} GB/s, lowest {worst:.0%} of it "
+                       f"(at least {fraction:.0%})")
+        checks.append(_check(check_id, title, severity, status, message, measured=worst, target=fraction,
+                             unit="fraction of median", evidence=spans))
+    return checks
 
 
 def _pair_checks(
     bundle: LoadedBundle, catalog: LoadedCatalog, measured: list[_Measured], required: bool
-) -> tuple[list[Check], list[dict[str, object]]]:
+) -> tuple[list[Check], list[dict[str, object]], list[dict[str, object]]]:
     pairs = [m for m in measured if m.result.scope is Scope.PAIR]
     if not pairs:
-        return [], []
+        return [], [], []
     domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
     fraction = catalog.spec.rules.degraded_pair_fraction
     section: list[dict[str, object]] = []
-    degraded: list[str] = []
+    degraded: list[tuple[float, str]] = []  # (fraction of the median, -1 for a failed pair; the finding)
     spans: list[Span] = []
-    collectives = sorted({m.result.collective.value for m in pairs})
-    for coll in collectives:
-        mine = [m for m in pairs if m.result.collective.value == coll and not m.result.implausible]
-        for m, judged in zip(mine, find_degraded_pairs([m.result for m in mine], fraction), strict=True):
-            nodes = list(judged.nodes)
-            domains = [domain_of.get(n, "unknown") for n in nodes]
-            section.append({
-                "run": m.run.id, "collective": coll, "nodes": nodes, "domains": domains,
-                "busbw_gbps": judged.busbw_gbps, "median_gbps": finite(judged.median_gbps),
-                "fraction_of_median": judged.fraction_of_median, "degraded": judged.degraded,
-            })
-            spans.extend(judged.evidence)
-            if judged.degraded:
-                shown = "failed" if judged.busbw_gbps is None else f"{judged.busbw_gbps:.1f} GB/s"
-                share = "" if judged.fraction_of_median is None else f", {judged.fraction_of_median:.0%} of"
-                degraded.append(
-                    f"{nodes[0]} ({domains[0]}) - {nodes[1]} ({domains[1]}) {coll} {shown}{share} the median "
-                    f"{judged.median_gbps:.1f} GB/s"
-                )
+    # like with like: same collective, same ranks, same ranks per node, same largest message size
+    groups: dict[tuple[str, int, int | None], list[_Measured]] = {}
+    for m in pairs:
+        if not m.result.implausible:
+            groups.setdefault((m.result.collective.value, m.result.ranks, m.ranks_per_node), []).append(m)
+    bad_pair: dict[tuple[str, str], bool] = {}
+    for (coll, ranks, rpn), group in groups.items():
+        by_size: dict[int | None, list[_Measured]] = {}
+        for m in group:
+            by_size.setdefault(max(m.sizes) if m.sizes else None, []).append(m)
+        failed = by_size.pop(None, [])
+        if by_size:  # a failed run joins the largest group of its shape
+            biggest = max(by_size, key=lambda k: len(by_size[k]))
+            by_size[biggest] += failed
+        else:
+            by_size[None] = failed
+        for mine in by_size.values():
+            results = [m.result for m in mine]
+            for m, judged in zip(mine, find_degraded_pairs(results, fraction), strict=True):
+                nodes = list(judged.nodes)
+                domains = [domain_of.get(n, n) for n in nodes]
+                section.append({
+                    "run": m.run.id, "collective": coll, "ranks": ranks, "ranks_per_node": rpn, "nodes": nodes,
+                    "domains": domains, "busbw_gbps": judged.busbw_gbps, "median_gbps": finite(judged.median_gbps),
+                    "fraction_of_median": judged.fraction_of_median, "degraded": judged.degraded,
+                    "failed": judged.busbw_gbps is None, "cause": m.cause or (m.error if judged.busbw_gbps is None
+                                                                              else None),
+                    "peers": len(mine),
+                })
+                key = (nodes[0], nodes[1])
+                bad_pair[key] = bad_pair.get(key, False) or judged.degraded
+                spans.extend(judged.evidence)
+                if judged.degraded:
+                    if judged.busbw_gbps is None:
+                        why = m.cause or m.error or "no usable table"
+                        shown = f"failed ({why!r}, {_where(m)})"
+                        share = ""
+                    else:
+                        shown = f"{judged.busbw_gbps:.1f} GB/s"
+                        share = f", {judged.fraction_of_median:.0%} of" if judged.fraction_of_median is not None else ""
+                    median = (f" the median {judged.median_gbps:.1f} GB/s of {len(mine)} {coll} pairs at {rpn} GPUs "
+                              "per node") if judged.busbw_gbps is not None else ""
+                    ends = " - ".join(f"{n} ({domain_of[n]})" if n in domain_of else n for n in nodes)
+                    order = -1.0 if judged.fraction_of_median is None else judged.fraction_of_median
+                    degraded.append((order, f"{ends} {coll} {shown}{share}{median}"))
     severity = Severity.REQUIRED if required else Severity.ADVISORY
-    title = f"No node pair's link is below {fraction:.0%} of the median pair bandwidth"
+    title = (f"No node pair fails or falls below {fraction:.0%} of the median of pairs of its shape (collective, "
+             "GPUs per node, message sizes)")
     if degraded:
-        status, message = Status.FAIL, (f"degraded link(s): {'; '.join(degraded)}. Check the cables, NICs and "
-                                        "switch ports between these nodes")
+        # failed pairs first, then the slowest
+        texts = [text for _, text in sorted(degraded, key=lambda d: d[0])]
+        listed = "; ".join(texts[:_LISTED]) + (f"; and {len(texts) - _LISTED} more (each in results.json)"
+                                               if len(texts) > _LISTED else "")
+        status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {listed}"
+                                        ". Check the cables, NICs and switch ports between these nodes")
     else:
         status, message = Status.PASS, f"{len(section)} pair measurement(s), none below {fraction:.0%} of the median"
     worst = min((float(p["fraction_of_median"]) for p in section  # type: ignore[arg-type]
                  if p["fraction_of_median"] is not None), default=None)
-    check = _check(f"{PHASE}.pairs_no_degraded_link", title, severity, status, message, measured=worst,
-                   target=fraction, unit="fraction of median", evidence=spans)
-    return [check], section
+    checks = [_check(f"{PHASE}.pairs_no_degraded_link", title, severity, status, message, measured=worst,
+                     target=fraction, unit="fraction of median", evidence=spans)]
+    verdicts = rank_nodes([(k, v) for k, v in bad_pair.items()])
+    nodes_section: list[dict[str, object]] = [
+        {"node": v.node, "bad_pairs": v.bad_pairs, "pairs": v.pairs, "share": v.share, "suspect": v.suspect}
+        for v in verdicts
+    ]
+    suspects = [v for v in verdicts if v.suspect]
+    node_title = "No node sits in most of its pairs' failures (a node fault, not a link fault)"
+    if suspects:
+        node_status = Status.FAIL
+        node_message = ("node(s) in most of their failed or degraded pairs: "
+                        + ", ".join(f"{v.node} {v.bad_pairs} of {v.pairs} pairs" for v in suspects)
+                        + f" ({len(bad_pair)} node pairs judged, {sum(bad_pair.values())} bad). Take these nodes "
+                          "out of service and check their NICs, cables and GPUs before the links")
+    elif verdicts:
+        node_status = Status.PASS
+        node_message = ("bad pairs do not share a node: most "
+                        + ", ".join(f"{v.node} {v.bad_pairs} of {v.pairs}" for v in verdicts[:3])
+                        + "; the pairs check names the links")
+    else:
+        node_status, node_message = Status.PASS, f"{len(bad_pair)} node pairs, none failed or degraded"
+    checks.append(_check(f"{PHASE}.pairs_no_suspect_node", node_title, severity, node_status, node_message,
+                         measured=suspects[0].share if suspects else None, target=0.5, unit="share of pairs",
+                         evidence=spans))
+    return checks, section, nodes_section
 
 
 def judge_scaling(
@@ -394,9 +624,14 @@ def judge_scaling(
     weak_checks, weak = _weak_scaling(bundle, catalog, parsed, required)
     run_checks, measured = _collective_runs(bundle, catalog, parsed, required)
     coll_checks, collectives = _collective_checks(catalog, measured, required)
-    pair_checks, pairs = _pair_checks(bundle, catalog, measured, required)
-    checks += weak_checks + run_checks + coll_checks + pair_checks
+    peer_checks = _peer_checks(catalog, measured, required)
+    pair_checks, pairs, nodes = _pair_checks(bundle, catalog, measured, required)
+    checks += weak_checks + run_checks + coll_checks + peer_checks + pair_checks
     ceiling = plausibility_ceiling_gbps(catalog.spec.nvlink_gbps_per_direction)
+    model = catalog.spec.rules.collective_model
+    gates = [{**g.model_dump(), "source_title": catalog.spec.sources[g.source].title}
+             for g in (model.public_gates if model else []) if g.system == bundle.spec.system.gpu]
     return PhaseResult(checks=checks, section={
-        "weak_scaling": weak, "collectives": collectives, "pairs": pairs, "ceiling_gbps": ceiling,
+        "weak_scaling": weak, "collectives": collectives, "pairs": pairs, "pair_nodes": nodes,
+        "ceiling_gbps": ceiling, "public_gates": gates,
     })

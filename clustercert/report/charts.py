@@ -13,6 +13,7 @@ __all__ = [
     "bus_bandwidth_charts",
     "event_timeline_chart",
     "goodput_chart",
+    "pair_heatmap_chart",
     "scaling_chart",
     "step_time_charts",
     "straggler_map_chart",
@@ -159,7 +160,8 @@ def _gbps(value: Any) -> str:
 
 
 def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
-    """Bus bandwidth against message size per collective run, with its target and the plausibility ceiling."""
+    """Bus bandwidth against message size per collective run, with its target and expected value; the axis is
+    scaled to the data, the target and the expected value (the ceiling is drawn only when it is in range)."""
 
     charts = []
     for c in collectives:
@@ -167,27 +169,98 @@ def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
             fig = _draw(6.6, 2.3)
             ax = fig.add_subplot()
             sizes = [float(s) for s in c["sizes_bytes"]]
-            ax.plot(sizes, c["busbw_gbps"], marker=".", ms=3, color=_color(0), label="measured busbw")
+            values = [float(v) for v in c["busbw_gbps"]]
+            ax.plot(sizes, values, marker=".", ms=3, color=_color(0), label="measured busbw")
+            lines = [float(c[k]) for k in ("target_gbps", "expected_gbps") if c.get(k) is not None]
+            top = max([*values, *lines, 1.0]) * 1.15
+            if c.get("expected_gbps") is not None:
+                ax.axhline(float(c["expected_gbps"]), color="#17808a", ls="-.", lw=1.0,
+                           label=f"expected {float(c['expected_gbps']):.0f} GB/s (link model)")
             if c.get("target_gbps") is not None:
                 ax.axhline(float(c["target_gbps"]), color="#2e8b57", ls="--", lw=1.0,
                            label=f"target {float(c['target_gbps']):.0f} GB/s")
-            ax.axhline(float(c["ceiling_gbps"]), color="#c0392b", ls=":", lw=1.2,
-                       label=f"plausibility ceiling {float(c['ceiling_gbps']):.0f} GB/s")
+            if float(c["ceiling_gbps"]) <= top:
+                ax.axhline(float(c["ceiling_gbps"]), color="#c0392b", ls=":", lw=1.2,
+                           label=f"plausibility ceiling {float(c['ceiling_gbps']):.0f} GB/s")
+            ax.set_ylim(0.0, max(top, float(c["ceiling_gbps"]) * 1.05) if float(c["ceiling_gbps"]) <= top else top)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("message size (bytes)")
             ax.set_ylabel("bus bandwidth (GB/s)")
             ax.set_title(f"{c['collective']} over {c['ranks']} ranks ({c['scope']}): {c['status']}")
-            ax.legend(fontsize=6.5, loc="upper left")
+            ax.legend(fontsize=6.5, loc="lower right")
             uri = _png(fig)
         charts.append(Chart(
             id=f"chart-busbw-{c['run']}", title=f"{c['collective']} {c['scope']} bus bandwidth",
             alt=(f"Line chart of {c['collective']} bus bandwidth against message size over {c['ranks']} ranks "
                  f"({c['scope']}), {len(sizes)} sizes; large-message busbw {_gbps(c.get('large_busbw_gbps'))} "
-                 f"against a target of {_gbps(c.get('target_gbps'))} and a plausibility ceiling of "
+                 f"(gated; peak {_gbps(c.get('peak_busbw_gbps'))}, the file's average "
+                 f"{_gbps(c.get('avg_busbw_gbps'))}) against a target of {_gbps(c.get('target_gbps'))}, an "
+                 f"expected value of {_gbps(c.get('expected_gbps'))} and a plausibility ceiling of "
                  f"{_gbps(c.get('ceiling_gbps'))}; status {c['status']}."),
             uri=uri,
         ))
     return charts
+
+
+def pair_heatmap_chart(pairs: Sequence[dict[str, Any]]) -> Chart | None:
+    """Nodes x nodes: each measured pair's worst fraction of its peers' median; failed pairs crossed, degraded
+    ones outlined. A node in most bad pairs shows as a bad row and column, a bad link as one cell."""
+    import matplotlib
+
+    if not pairs:
+        return None
+    nodes = sorted({str(n) for p in pairs for n in p["nodes"]})
+    if len(nodes) < 3:
+        return None
+    index = {n: i for i, n in enumerate(nodes)}
+    worst: dict[tuple[int, int], float] = {}
+    failed: set[tuple[int, int]] = set()
+    degraded: set[tuple[int, int]] = set()
+    for p in pairs:
+        a, b = (index[str(n)] for n in p["nodes"])
+        cells = [(a, b), (b, a)]
+        share = p.get("fraction_of_median")
+        for cell in cells:
+            if p["busbw_gbps"] is None:
+                failed.add(cell)
+            elif share is not None:
+                worst[cell] = min(worst.get(cell, 2.0), float(share))
+            if p["degraded"]:
+                degraded.add(cell)
+    grid = [[worst.get((r, c), float("nan")) for c in range(len(nodes))] for r in range(len(nodes))]
+    with _rc():
+        size = min(7.0, 2.4 + 0.22 * len(nodes))
+        fig = _draw(size + 1.2, size)
+        ax = fig.add_subplot()
+        ax.grid(False)
+        image = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.2, interpolation="nearest")
+        for r, c in sorted(failed):
+            ax.plot([c - 0.4, c + 0.4], [r - 0.4, r + 0.4], color="black", lw=1.0)
+            ax.plot([c - 0.4, c + 0.4], [r + 0.4, r - 0.4], color="black", lw=1.0)
+        for r, c in sorted(degraded - failed):
+            ax.add_patch(matplotlib.patches.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="#000000",
+                                                      lw=1.2))
+        step = max(1, len(nodes) // 40)
+        labels = [n for n in nodes[::step]]
+        ax.set_xticks(range(0, len(nodes), step), labels, rotation=90, fontsize=5.5)
+        ax.set_yticks(range(0, len(nodes), step), labels, fontsize=5.5)
+        ax.set_title("Node pairs: worst busbw / median of its peers (x: failed, outlined: degraded)")
+        fig.colorbar(image, ax=ax, label="fraction of the median of pairs of its shape", shrink=0.8)
+        uri = _png(fig)
+    bad_nodes: dict[str, int] = {}
+    for r, c in failed | degraded:
+        if r < c:
+            for n in (nodes[r], nodes[c]):
+                bad_nodes[n] = bad_nodes.get(n, 0) + 1
+    top = sorted(bad_nodes.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    return Chart(
+        id="chart-pairs", title="Node pair heat map",
+        alt=(f"Heat map of {len(nodes)} nodes by {len(nodes)} nodes: for each measured pair the lowest busbw as a "
+             f"fraction of the median of its peers; {len({tuple(sorted(c)) for c in failed}) } failed and "
+             f"{len({tuple(sorted(c)) for c in degraded - failed})} degraded pair(s) marked"
+             + ("; nodes in the most bad pairs: " + ", ".join(f"{n} ({k})" for n, k in top) if top else "") + "."),
+        uri=uri,
+    )
 
 
 def straggler_map_chart(stragglers: Sequence[dict[str, Any]]) -> Chart | None:

@@ -70,7 +70,9 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         if len(collectives) < len(every):
             phase["notes"].append(f"{len(every) - len(collectives)} pairwise collective tests are summarised in the "
                                   "pairs table; each is in results.json.")
-        pairs = sorted(section.get("pairs", []), key=lambda p: (not p["degraded"], p["busbw_gbps"]))
+        # failed pairs (no busbw) first, then degraded ones, slowest first; a failed pair has no number to sort by
+        pairs = sorted(section.get("pairs", []), key=lambda p: (
+            not p["degraded"], p["busbw_gbps"] is not None, p["busbw_gbps"] or 0.0))
         chart = charts.scaling_chart(weak)
         phase["charts"] = [c for c in [chart] if c is not None]
         # One chart per (scope, collective): its weakest run, the one an auditor needs to see.
@@ -92,6 +94,12 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         phase["pairs"] = pairs[:TABLE_CAP]
         phase["pairs_total"] = len(pairs)
         phase["pairs_degraded"] = sum(1 for p in pairs if p["degraded"])
+        phase["pairs_failed"] = sum(1 for p in pairs if p["busbw_gbps"] is None)
+        phase["public_gates"] = section.get("public_gates", [])
+        phase["pair_nodes"] = [n for n in section.get("pair_nodes", []) if n["bad_pairs"]][:TABLE_CAP]
+        heatmap = charts.pair_heatmap_chart(section.get("pairs", []))
+        if heatmap is not None:
+            phase["charts"].append(heatmap)
     elif name == "resilience":
         goodput = section.get("goodput")
         stragglers = section.get("stragglers", [])

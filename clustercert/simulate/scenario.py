@@ -119,13 +119,18 @@ def scenario_for(
 
 
 # Large-message busbw (GB/s) each scope reaches on a healthy fabric, per collective.
+# Large-message busbw a healthy cluster reaches, about the collective link model's expected value
+# (references/README.md, "Collective target model": efficiency x bound). GB200 cross-rack runs span 2 NVL72
+# domains with 64 GPUs in each (bound 900 for all_reduce/all_gather/reduce_scatter, 50 x 127/64 = 99.2 for
+# alltoall), full-scale 8 domains of 64 (alltoall 50 x 511/448 = 57.0); H100 runs 8 GPUs per node-domain.
+# The GB200 intra-rack all_reduce clears NVIDIA's Cluster Readiness Engine gate of 900 GB/s.
 _BUSBW = {
     System.GB200_NVL72: {
-        "nvlink-domain": {"all_reduce": 842.0, "all_gather": 688.0, "reduce_scatter": 676.0, "alltoall": 612.0,
+        "nvlink-domain": {"all_reduce": 948.0, "all_gather": 688.0, "reduce_scatter": 676.0, "alltoall": 612.0,
                           "sendrecv": 741.0},
-        "cross-rack": {"all_reduce": 468.0, "all_gather": 362.0, "reduce_scatter": 358.0, "alltoall": 44.6,
+        "cross-rack": {"all_reduce": 752.0, "all_gather": 668.0, "reduce_scatter": 664.0, "alltoall": 90.4,
                        "sendrecv": 46.1},
-        "full-scale": {"all_reduce": 447.0, "all_gather": 351.0, "reduce_scatter": 347.0, "alltoall": 43.9,
+        "full-scale": {"all_reduce": 741.0, "all_gather": 660.0, "reduce_scatter": 657.0, "alltoall": 52.1,
                        "sendrecv": 46.0},
         "pair": {"all_reduce": 46.4, "alltoall": 45.8, "sendrecv": 46.3},
     },

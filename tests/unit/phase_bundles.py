@@ -37,7 +37,8 @@ def write_bundle(root: Path, runs: list[dict[str, Any]], files: dict[str, str | 
         "schema_version": 1,
         "cluster": {"name": "test", "provider": "test"},
         "system": {"gpu": "gb200-nvl72", "gpus_per_node": 1, "nodes": [n for ns in RACKS.values() for n in ns],
-                   "nvlink_domains": [{"name": k, "nodes": v} for k, v in RACKS.items()]},
+                   "nvlink_domains": [{"name": k, "nodes": v} for k, v in RACKS.items()],
+                   "interconnect": {"scale_out": "infiniband-ndr", "nics_per_node": 1}},
         "catalog": "exemplar-gb200", "recipe_version": "25.05.05", "runs": runs,
     }
     (root / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -63,22 +64,36 @@ def nemo_log(step_times: dict[int, float], last: int = 49) -> str:
     )
 
 
-def nccl_output(collective: str, ranks: int, busbw_by_size: dict[int, float], *, abort: bool = False) -> str:
-    """nccl-tests text output; algbw is left equal to busbw (the judge reads busbw only)."""
+_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+           "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+
+
+def nccl_output(collective: str, ranks: int, busbw_by_size: dict[int, float], *, abort: bool = False,
+                hosts: list[str] | None = None) -> str:
+    """nccl-tests text output with rows that agree with themselves: algbw = busbw / factor, time = size / algbw.
+
+    Ranks sit on `hosts` (one rank per host when given), else all on host n1.
+    """
+    on = hosts or ["n1"] * ranks
+    factor = _FACTOR.get(collective, lambda n: 1.0)(ranks)
     head = [
         "# nccl-tests version 2.17.6 nccl-headers=22807 nccl-library=22807",
         f"# Collective test starting: {collective}_perf",
         "# nThread 1 nGpus 1 minBytes 33554432 maxBytes 2147483648 step: 2(factor) warmup iters: 5 iters: 20",
         "#",
         "# Using devices",
-        *[f"#  Rank {r:2d} Group  0 Pid {1000 + r} on n{r + 1} device  0 [0000:1b:00] NVIDIA GB200"
+        *[f"#  Rank {r:2d} Group  0 Pid {1000 + r} on {on[r]} device  0 [0000:1b:00] NVIDIA GB200"
           for r in range(ranks)],
         "#",
         "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw"
         "   busbw  #wrong",
     ]
-    rows = [f"{size:12d} {size // 4:12d}     float     sum      -1  1000.00 {bw:7.2f} {bw:7.2f}       0  1000.00 "
-            f"{bw:7.2f} {bw:7.2f}       0" for size, bw in busbw_by_size.items()]
+    rows = []
+    for size, bw in busbw_by_size.items():
+        alg = bw / factor
+        us = size / (alg * 1e3)
+        rows.append(f"{size:12d} {size // 4:12d}     float     sum      -1  {us:9.1f} {alg:7.2f} {bw:7.2f}       0  "
+                    f"{us:9.1f} {alg:7.2f} {bw:7.2f}       0")
     tail = [] if abort else ["# Out of bounds values : 0 OK",
                              f"# Avg bus bandwidth    : {sum(busbw_by_size.values()) / len(busbw_by_size):.3f}", "#"]
     if abort:

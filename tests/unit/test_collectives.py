@@ -12,12 +12,18 @@ from clustercert.metrics.collectives import (
     BusbwSample,
     Collective,
     CollectiveRun,
+    LinkRates,
+    Placement,
     Scope,
     busbw_factor,
+    find_below_peers,
     find_degraded_pairs,
     judge_collective,
     large_message_busbw,
+    link_bound,
     plausibility_ceiling_gbps,
+    rank_nodes,
+    row_disagreement,
 )
 
 GIB = 1 << 30
@@ -129,3 +135,88 @@ def test_degraded_pairs_all_failed() -> None:
     assert pair.degraded and math.isnan(pair.median_gbps)
     with pytest.raises(ValueError, match=r"degraded-pair fraction must lie in \(0, 1\], got 1.5"):
         find_degraded_pairs([], fraction=1.5)
+
+
+NDR = LinkRates(nvlink_gbps=450.0, net_gbps=50.0)  # H100: NVLink 4, one 400 Gb/s NIC per GPU
+
+
+@pytest.mark.parametrize(
+    ("collective", "placement", "bound"),
+    [
+        # one NVLink domain: NVLink per GPU
+        (Collective.ALL_REDUCE, Placement(8, 1, 8), 450.0),
+        (Collective.ALLTOALL, Placement(8, 1, 8), 450.0),
+        # 10 nodes x 8: k x B_net x (N-1)/(N-k) = 8 x 50 x 79/72 = 438.89 (below NVLink's 450)
+        (Collective.ALL_REDUCE, Placement(80, 10, 8), 8 * 50 * 79 / 72),
+        (Collective.ALLTOALL, Placement(80, 10, 8), 50 * 79 / 72),  # 54.86; the real log reaches 50.66
+        (Collective.SENDRECV, Placement(80, 10, 8), 50.0),
+        # pairs of 1, 2, 4, 8 GPUs per node: alltoall 50, 75, 87.5, 93.75 (cluster01 reaches 40, 70, 84, 92)
+        (Collective.ALLTOALL, Placement(2, 2, 1), 50.0),
+        (Collective.ALLTOALL, Placement(4, 2, 2), 75.0),
+        (Collective.ALLTOALL, Placement(8, 2, 4), 87.5),
+        (Collective.ALLTOALL, Placement(16, 2, 8), 93.75),
+        # 1-GPU pair all_reduce: one NIC, 1 x 50 x 1/1
+        (Collective.ALL_REDUCE, Placement(2, 2, 1), 50.0),
+        # 2 NVL72-like domains of 64: capped by NVLink
+        (Collective.ALL_GATHER, Placement(128, 2, 64), 450.0),
+    ],
+)
+def test_link_bound_hand_computed(collective: Collective, placement: Placement, bound: float) -> None:
+    result = link_bound(collective, placement, NDR)
+    assert result.gbps == pytest.approx(bound)
+    assert result.ceiling_gbps == pytest.approx(min(900.0, 2 * bound))
+
+
+def test_link_bound_without_a_declared_network_has_no_value_but_keeps_the_nvlink_ceiling() -> None:
+    result = link_bound(Collective.ALLTOALL, Placement(8, 2, 4), LinkRates(450.0, None))
+    assert result.gbps is None and result.ceiling_gbps == 900.0
+    assert "no declared scale-out interconnect" in result.formula
+
+
+def test_row_disagreement_against_the_real_row() -> None:
+    # cluster00 alltoall row: 33554432 B in 1318.35 us -> 25.45 GB/s algbw; x 7/8 = 22.27 busbw (8 ranks)
+    assert row_disagreement(Collective.ALLTOALL, 8, 33554432, 1318.35, 25.45, 22.27) is None
+    # the 2-significant-digit time nccl-tests prints for 16 GiB sendrecv: 1.6e+07 us, algbw 1.09
+    assert row_disagreement(Collective.SENDRECV, 8, 17179869184, 1.6e7, 1.09, 1.09) is None
+    edited = row_disagreement(Collective.ALLTOALL, 8, 33554432, 1318.35, 25.45, 8 * 22.27)
+    assert edited is not None and edited.startswith("busbw 178.16 GB/s disagrees with algbw x factor = 25.45 x 0.875")
+    both = row_disagreement(Collective.ALLTOALL, 8, 33554432, 1318.35, 8 * 25.45, 8 * 22.27)
+    assert both is not None and "disagrees with size / time = 33554432 B / 1318.35 us = 25.45 GB/s" in both
+    # without a rank count only algbw against bytes / time is checked
+    assert row_disagreement(Collective.ALL_REDUCE, None, 33554432, 1318.35, 25.45, 999.0) is None
+
+
+def test_judge_refuses_an_inconsistent_row_and_uses_the_bound_ceiling() -> None:
+    bound = link_bound(Collective.ALLTOALL, Placement(2, 2, 1), NDR)
+    run = CollectiveRun(Collective.ALLTOALL, Scope.PAIR, 2, (BusbwSample(GIB, 320.0),))
+    result = judge_collective(run, {}, 450, GIB, bound=bound)
+    assert result.implausible and result.ceiling_gbps == 100.0 and result.busbw_gbps is None
+    odd = CollectiveRun(Collective.ALLTOALL, Scope.PAIR, 2, (BusbwSample(GIB, 40.0),), disagreement="line 9: x")
+    assert judge_collective(odd, {}, 450, GIB, bound=bound).problem == "line 9: x"
+
+
+def test_find_below_peers_needs_three_and_names_the_low_one() -> None:
+    assert find_below_peers([465.0, 478.0], 0.8) is None
+    # the degraded sample's shape: 189 among 465, 470, 478 -> median (465 + 470) / 2 = 467.5; 189 / 467.5 = 0.404
+    judged = find_below_peers([465.0, 189.0, 470.0, 478.0], 0.8)
+    assert judged is not None and [p.below for p in judged] == [False, True, False, False]
+    assert judged[1].median_gbps == pytest.approx(467.5)
+    assert judged[1].fraction_of_median == pytest.approx(0.40428, 1e-4)
+    failed = find_below_peers([45.0, None, 46.0, 44.0], 0.8)
+    assert failed is not None and failed[1].below and failed[1].fraction_of_median is None
+
+
+def test_rank_nodes_points_at_the_node_not_at_its_links() -> None:
+    # 5 nodes, every pair measured; node c is in 3 of its 4 pairs' failures, one more bad link a-b
+    nodes = "abcde"
+    bad = {("a", "c"), ("b", "c"), ("c", "d"), ("a", "b")}
+    pairs = [((x, y), (x, y) in bad) for i, x in enumerate(nodes) for y in nodes[i + 1:]]
+    ranked = rank_nodes(pairs)
+    assert [(v.node, v.bad_pairs, v.pairs) for v in ranked] == [("c", 3, 4), ("a", 2, 4), ("b", 2, 4), ("d", 1, 4)]
+    # with c's pairs explained, a and b keep one bad pair (their link) of 3: a link, not a node
+    assert [v.node for v in ranked if v.suspect] == ["c"]
+    worse = bad | {("a", "d")}
+    two = rank_nodes([((x, y), (x, y) in worse) for i, x in enumerate(nodes) for y in nodes[i + 1:]])
+    assert sorted(v.node for v in two if v.suspect) == ["a", "c"]  # a: 2 bad of its 3 pairs left after c
+    single = rank_nodes([(("a", "b"), True), (("a", "c"), False), (("b", "c"), False)])
+    assert [v.suspect for v in single] == [False, False]  # one bad link: one bad pair per end

@@ -105,11 +105,18 @@ def test_nvlink_domain_busbw_meets_target(tmp_path: Path) -> None:
     out = _collectives(tmp_path, {"ar-rack1": ("nvlink-domain", None, nccl_output(
         "all_reduce", 8, {GIB // 4: 900.0, GIB: 800.0, 2 * GIB: 810.0}))})
     check = out["checks"][NVL]
-    # gate on large messages only: max over sizes >= 1 GiB is 810, not the 900 at 256 MiB
-    assert check.status is Status.PASS and check.measured == pytest.approx(810.0) and check.target == 720
+    # gate on large messages only: max over sizes >= 1 GiB is 810, not the 900 at 256 MiB.
+    # One NVLink domain: bound = B_nvl 900; expected 1.07 x 900 = 963; target 0.8 x 963 = 770.4
+    assert check.status is Status.PASS and check.measured == pytest.approx(810.0)
+    assert check.target == pytest.approx(770.4)
     (row,) = out["section"]["collectives"]
     assert row["sizes_bytes"] == [GIB // 4, GIB, 2 * GIB] and row["busbw_gbps"] == [900.0, 800.0, 810.0]
     assert row["large_busbw_gbps"] == 810.0 and row["ceiling_gbps"] == 1800.0 and row["ranks"] == 8
+    assert row["peak_busbw_gbps"] == 900.0 and row["avg_busbw_gbps"] == pytest.approx(836.667, abs=1e-3)
+    assert row["gated"] == "large_busbw_gbps" and row["expected_gbps"] == pytest.approx(963.0)
+    assert row["bound_gbps"] == 900.0 and row["domains"] == 1
+    (gate,) = out["section"]["public_gates"]  # NVIDIA CRE's rack gate, shown beside the model's 770.4 target
+    assert (gate["scope"], gate["collective"], gate["gbps"]) == ("nvlink-domain", "all_reduce", 900.0)
     assert row["status"] == "PASS" and row["scope"] == "nvlink-domain" and row["collective"] == "all_reduce"
 
 
@@ -118,7 +125,7 @@ def test_nvlink_domain_busbw_below_target_fails(tmp_path: Path) -> None:
         "all_reduce", 8, {GIB: 600.0, 2 * GIB: 650.0}))})
     check = out["checks"][NVL]
     assert check.status is Status.FAIL and check.measured == pytest.approx(650.0)
-    assert "650.0 GB/s (ar-rack1) is below the target 720 GB/s" in check.message
+    assert "ar-rack1 650.0 GB/s < target 770.4 (expected 963.0" in check.message
 
 
 def test_busbw_above_the_ceiling_is_an_error_not_a_pass(tmp_path: Path) -> None:
@@ -137,18 +144,28 @@ def test_aborted_test_is_an_error(tmp_path: Path) -> None:
     assert check.status is Status.ERROR and "aborted" in check.message
 
 
-def test_collective_without_target_is_reported_only(tmp_path: Path) -> None:
+def test_collective_without_an_efficiency_is_reported_only(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {"bc-rack1": ("nvlink-domain", None, nccl_output(
+        "broadcast", 8, {GIB: 600.0}))})
+    check = out["checks"]["scaling.nvlink-domain-broadcast_busbw_meets_target"]
+    assert check.severity is Severity.ADVISORY and check.status is Status.SKIPPED
+    assert check.measured is None and check.target is None
+    assert "sets no nvlink efficiency for broadcast" in check.message
+
+
+def test_every_collective_present_gets_a_model_target(tmp_path: Path) -> None:
+    # all_gather in one domain: 0.8 x 0.81 x 900 = 583.2; 600 passes
     out = _collectives(tmp_path, {"ag-rack1": ("nvlink-domain", None, nccl_output(
         "all_gather", 8, {GIB: 600.0}))})
     check = out["checks"]["scaling.nvlink-domain-all_gather_busbw_meets_target"]
-    assert check.severity is Severity.ADVISORY and check.status is Status.SKIPPED
-    assert check.measured == pytest.approx(600.0) and check.target is None
+    assert check.severity is Severity.REQUIRED and check.status is Status.PASS
+    assert check.measured == pytest.approx(600.0) and check.target == pytest.approx(583.2)
 
 
 def _pairs(tmp_path: Path, values: list[float]) -> dict[str, Any]:
     nodes = [["n1", "n3"], ["n2", "n4"], ["n1", "n5"]]
     return _collectives(tmp_path, {
-        f"pair-{i}": ("pair", pair, nccl_output("all_reduce", 2, {GIB: v, 2 * GIB: v}))
+        f"pair-{i}": ("pair", pair, nccl_output("all_reduce", 2, {GIB: v, 2 * GIB: v}, hosts=pair))
         for i, (pair, v) in enumerate(zip(nodes, values, strict=True))
     })
 
@@ -166,6 +183,9 @@ def test_degraded_pair_is_named_with_its_racks(tmp_path: Path) -> None:
     # median of 45, 46, 20 is 45; 20 / 45 = 0.444 < 0.8
     assert check.status is Status.FAIL and check.measured == pytest.approx(20.0 / 45.0)
     assert "n1 (rack1) - n5 (rack2) all_reduce 20.0 GB/s, 44% of the median 45.0 GB/s" in check.message
+    # two domains, 1 GPU per node over one NDR NIC: bound 50, expected 0.83 x 50 = 41.5, target 33.2
+    target = out["checks"]["scaling.pair-all_reduce_busbw_meets_target"]
+    assert target.target == pytest.approx(33.2) and "pair-2 20.0 GB/s < target 33.2" in target.message
     degraded = [p for p in out["section"]["pairs"] if p["degraded"]]
     assert [(p["nodes"], p["busbw_gbps"]) for p in degraded] == [(["n1", "n5"], 20.0)]
     assert out["checks"]["scaling.pair-all_reduce_busbw_meets_target"].status is Status.FAIL
@@ -198,3 +218,22 @@ def test_unusable_repeat_beside_a_usable_one_leaves_scaling_judged(tmp_path: Pat
     # 7.0 / 7.7 = 0.909 >= 0.90; the broken repeat is left out (its own run check reports it)
     assert check.status is Status.PASS and check.measured == pytest.approx(7.0 / 7.7, rel=1e-12)
     assert "1 unusable repeat(s) left out" in check.message
+
+
+def test_run_far_below_its_peers_fails_even_above_its_target(tmp_path: Path) -> None:
+    # 4 one-domain all_reduce runs: 1200, 1210, 1190 and 800 GB/s; target 770.4 holds for all, but the median
+    # is (1190 + 1200) / 2 = 1195 and 800 / 1195 = 0.669 < 0.8
+    values = {"ar-a": 1200.0, "ar-b": 1210.0, "ar-c": 1190.0, "ar-d": 800.0}
+    out = _collectives(tmp_path, {k: ("nvlink-domain", None, nccl_output("all_reduce", 8, {GIB: v}))
+                                  for k, v in values.items()})
+    assert out["checks"][NVL].status is Status.PASS
+    peers = out["checks"]["scaling.nvlink-domain-all_reduce-8ranks_no_run_below_peers"]
+    assert peers.status is Status.FAIL and peers.measured == pytest.approx(800 / 1195)
+    assert "ar-d 800.0 GB/s = 67%" in peers.message and "median 1195.0 GB/s" in peers.message
+    assert "ar-a" not in peers.message.split("):", 1)[1]
+
+
+def test_fewer_than_three_peers_make_no_peer_check(tmp_path: Path) -> None:
+    out = _collectives(tmp_path, {k: ("nvlink-domain", None, nccl_output("all_reduce", 8, {GIB: v}))
+                                  for k, v in {"ar-a": 1200.0, "ar-b": 800.0}.items()})
+    assert not [c for c in out["checks"] if c.endswith("_no_run_below_peers")]

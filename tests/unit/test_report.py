@@ -82,7 +82,7 @@ def test_html_is_self_contained_and_accessible(html: str) -> None:
     assert not re.search(r"""(?:src|href)=["'](?:https?:|//|file:)""", html)
     assert "<link" not in html and "<script" not in html and "@import" not in html
     images = re.findall(r"<img [^>]*>", html)
-    assert len(images) == 4 + 3 + 3  # 4 step-time, scaling + 2 busbw, goodput + stragglers + events
+    assert len(images) == 4 + 3 + 1 + 3  # 4 step-time, scaling + 2 busbw, pair heat map, goodput + stragglers + events
     for img in images:
         assert re.search(r'src="data:image/png;base64,', img) and re.search(r'alt="[^"]{40,}"', img)
     assert html.count("<th scope=") > 50 and '<html lang="en">' in html
