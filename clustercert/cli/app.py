@@ -121,6 +121,7 @@ def certify(
     try:
         from flows.certify import certify_flow
 
+        safety.own_prefect_sigterm()
         workers = (settings.dask_workers or 2) if dask else settings.dask_workers
         with safety.running(run_dir), cli_ops.dask_address(workers, settings.dask_address) as address:
             summary = certify_flow(
