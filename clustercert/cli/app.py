@@ -53,6 +53,8 @@ def _quiet_prefect() -> None:
     # Findings and errors are printed by clustercert itself; Prefect's console logs would repeat them with
     # tracebacks. Its logs still reach the Prefect API when a server is configured.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
+    # Prefect's internal services log at ERROR on their own logger ("EventsWorker failed to process item").
+    os.environ.setdefault("PREFECT_INTERNAL_LOGGING_LEVEL", "CRITICAL")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "false")
@@ -125,6 +127,7 @@ def certify(
         from flows.progress import listening
         from flows.runtime import prefect_runtime
 
+        safety.own_prefect_sigterm()
         workers = (settings.dask_workers or 2) if dask else settings.dask_workers
         progress = Progress(err, enabled=not as_json, started=started)
         progress("start", "Prefect API")

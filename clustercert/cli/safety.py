@@ -16,7 +16,7 @@ from types import FrameType
 from clustercert.errors import SigningError, UsageError
 
 __all__ = ["SIGNAL_EXIT_CODES", "check_key_dir", "check_reports_dir", "discard_unfinished", "install_signal_handlers",
-           "running", "write_crash_log"]
+           "own_prefect_sigterm", "running", "write_crash_log"]
 
 SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal number, as shells report it
 _ENVELOPE = "manifest.dsse.json"  # attest.manifest.ENVELOPE (not imported: this module loads before anything heavy)
@@ -110,10 +110,25 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     os._exit(code)
 
 
+def own_prefect_sigterm() -> None:
+    """Make the SIGTERM handler Prefect's flow engine installs this module's.
+
+    Prefect swaps in a handler that raises TerminationSignal inside whatever code runs at that moment; raised
+    inside a task it can be swallowed, and the run carried on to the end and was signed (measured here: the
+    issue's "SIGTERM is caught and the run carries on"). Prefect looks its handler up by module global each
+    time it installs it, so pointing that global here keeps one behaviour for SIGTERM: stop now."""
+    try:
+        from prefect.utilities import engine
+    except ImportError:  # pragma: no cover (Prefect is a dependency)
+        return
+    if callable(getattr(engine, "_prefect_sigterm_handler", None)):
+        engine._prefect_sigterm_handler = _on_signal  # type: ignore[assignment]
+
+
 def install_signal_handlers() -> None:
     """SIGINT and SIGTERM stop the command at once: one line on stderr, no unfinished run folder, exit 130/143.
 
-    Prefect installs its own SIGTERM handler while a flow runs; it re-delivers the signal to this one."""
+    Prefect installs its own SIGTERM handler while a flow runs: `own_prefect_sigterm` makes it this one."""
     for sig in SIGNAL_EXIT_CODES:
         with contextlib.suppress(ValueError):  # not the main thread (e.g. the CLI called from a test thread)
             signal.signal(sig, _on_signal)
