@@ -91,7 +91,19 @@ def test_verify_accepts_the_untouched_run(certified: dict[str, Any]) -> None:
     assert out["valid"] and out["signer"].startswith("SHA256:")
     assert out["checked"] == 7 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
     assert out["pdf_signer"] == "Organization: clustercert, Common Name: clustercert development key"
-    assert out["warnings"] == []
+    assert out["warnings"] == [_dev_warning(out["signer"])]
+
+
+def _dev_warning(signer: str) -> str:
+    return (f"signed with a development key ({signer}), which certify created on its own: it proves the files "
+            "are unchanged, not who certified them. Sign with a real key (`clustercert keys init`) for a report "
+            "others can trust")
+
+
+def test_verify_prints_the_development_key_warning(certified: dict[str, Any]) -> None:
+    proc = run_cli("verify", str(certified["run_dir"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning: signed with a development key (SHA256:" in proc.stderr
 
 
 def _copy(certified: dict[str, Any], dest: Path) -> tuple[Path, Path]:
@@ -255,10 +267,11 @@ def test_verify_warns_when_the_certification_has_expired(certified: dict[str, An
     until = dt.date.fromisoformat(certified["out"]["valid_until"])
     key_dir = KEY_DIR
     ok = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until)
-    assert ok.ok and ok.warnings == []
+    dev = _dev_warning(ok.signer or "")
+    assert ok.ok and ok.warnings == [dev]
     late = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until + dt.timedelta(days=1))
     assert late.ok and late.warnings == [
-        f"the certification expired on {until}; the signatures are still checked as above"]
+        dev, f"the certification expired on {until}; the signatures are still checked as above"]
 
 
 def test_redacted_copy_hides_hostnames_the_auditor_copy_keeps_them(certified: dict[str, Any]) -> None:
