@@ -348,7 +348,7 @@ def judge_efficiency(
             series.append({
                 "run": run.id, "workload": run.workload, "precision": entry.precision.value, "gpus": run.gpus,
                 "iterations": [s.iteration for s in parsed.steps], "step_time_s": [s.step_time_s for s in parsed.steps],
-                "window": [baseline.window.first, baseline.window.last],
+                "window": [baseline.window.first, baseline.window.last], "baseline_step_s": baseline.step_time_s,
             })
             checks.append(Check(
                 id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,

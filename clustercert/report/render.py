@@ -70,7 +70,7 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
             phase["notes"].append(f"{len(every) - len(collectives)} pairwise collective tests are summarised in the "
                                   "pairs table; each is in results.json.")
         pairs = sorted(section.get("pairs", []), key=lambda p: (not p["degraded"], p["busbw_gbps"]))
-        chart = charts.scaling_chart(weak)
+        chart = charts.scaling_chart(weak, target=results.get("rules", {}).get("scaling_efficiency_min"))
         phase["charts"] = [c for c in [chart] if c is not None]
         # One chart per (scope, collective): its weakest run, the one an auditor needs to see.
         weakest: dict[tuple[str, str], dict[str, Any]] = {}
@@ -91,6 +91,11 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         phase["pairs"] = pairs[:TABLE_CAP]
         phase["pairs_total"] = len(pairs)
         phase["pairs_degraded"] = sum(1 for p in pairs if p["degraded"])
+        # A pair of nodes is tested by several collectives: count pairs, not tests.
+        node_pairs = {tuple(sorted(p["nodes"])) for p in pairs}
+        phase["pair_count"] = len(node_pairs)
+        phase["pair_count_degraded"] = len({tuple(sorted(p["nodes"])) for p in pairs if p["degraded"]})
+        phase["pair_collectives"] = sorted({str(p.get("collective") or "unnamed") for p in pairs})
     elif name == "resilience":
         goodput = section.get("goodput")
         stragglers = section.get("stragglers", [])
@@ -109,25 +114,46 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
 
 
 def _records(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A list of flat records as a table: columns in first-seen order, values as text, capped."""
-    columns: list[str] = []
+    """A list of flat records as a table: columns in first-seen order with readable headings, values as text."""
+    keys: list[str] = []
     for row in rows:
         for key in row:
-            if key not in columns:
-                columns.append(key)
-    body = [[_cell(row.get(c)) for c in columns] for row in rows[:TABLE_CAP]]
-    return {"columns": columns, "rows": body, "total": len(rows)}
+            if key not in keys:
+                keys.append(key)
+    body = [[_cell(row.get(c)) for c in keys] for row in rows[:TABLE_CAP]]
+    return {"columns": [heading(k) for k in keys], "rows": body, "total": len(rows)}
+
+
+def heading(key: str) -> str:
+    """A results.json key as a column heading: `time_to_restart_s` -> `Time to restart (s)`."""
+    unit = ""
+    for suffix, shown in (("_s", "s"), ("_gbps", "GB/s"), ("_pct", "%"), ("_bytes", "bytes")):
+        if key.endswith(suffix):
+            key, unit = key[: -len(suffix)], shown
+            break
+    words = key.replace("_", " ").strip()
+    text = words[:1].upper() + words[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+_LIST_SHOWN = 4
 
 
 def _cell(value: Any) -> str:
+    """A value as a reader reads it: yes/no, numbers to 4 significant digits, lists as counted items."""
     if value is None:
         return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.4g}"
-    if isinstance(value, list | dict):
-        import json
-
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, list | tuple):
+        items = [_cell(v) for v in value]
+        if len(items) <= _LIST_SHOWN:
+            return ", ".join(items) if items else "none"
+        return f"{len(items)}: {', '.join(items[:2])}, …, {items[-1]}"
+    if isinstance(value, dict):
+        return "; ".join(f"{heading(str(k))} {_cell(v)}" for k, v in value.items())
     return str(value)
 
 
@@ -172,8 +198,10 @@ def build_context(
     phases = [_phase_context(name, results, [c for c in results["checks"] if c["phase"] == name])
               for name in PHASES]
     command = f"clustercert certify {meta['bundle_path']} --catalog {results['catalog']['id']}"
+    reasons = results.get("reasons", [])
     return {
-        "r": results,
+        "r": _with_defaults(results),
+        "reasons": reasons,
         "meta": meta,
         "system": system,
         "models": models,
@@ -192,6 +220,25 @@ def build_context(
         "command": command,
         "redacted": redacted,
     }
+
+
+def _with_defaults(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json written before a field existed renders with that field empty, not an error."""
+    out = dict(results)
+    rules = out.get("rules", {})
+    out.setdefault("pass_rule", f"every suite workload's step-time ratio t_baseline / t_measured > "
+                                f"{rules.get('pass_ratio', 0.95)}, and every other required check passes")
+    for key in ("evidence_window", "validity_basis", "system_under_test"):
+        out.setdefault(key, None)
+    workloads = []
+    for w in out.get("workloads", []):
+        w = dict(w, baseline={"source_url": None, "source_table": None, **w["baseline"]})
+        base = float(w["baseline"]["step_time_s"])
+        w["repeats"] = [{"delta_pct": 100.0 * (base / float(r["step_time_s"]) - 1.0),
+                         "used": r["run"] == w["run_used"], **r} for r in w["repeats"]]
+        workloads.append(w)
+    out["workloads"] = workloads
+    return out
 
 
 def breakable(text: object) -> markupsafe.Markup:
@@ -214,6 +261,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
     )
     env.filters["breakable"] = breakable
     env.filters["num"] = number
+    env.filters["cell"] = _cell
     try:
         css = (templates_dir / CSS).read_text(encoding="utf-8")
         return env.get_template(TEMPLATE).render(css=css, **context)
