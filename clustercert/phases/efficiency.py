@@ -392,6 +392,10 @@ def judge_efficiency(
                      f"run {used.run_id}"
                      + (" (baseline derived, not published)" if baseline.illustrative else "")),
             delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct, evidence=(span,),
+            summary=(f"{catalog.spec.models[entry.workload].name} {entry.precision.upper()} at {entry.gpus} GPUs: "
+                     f"{cmp.delta_pct:+.1f} % vs the {'derived' if baseline.illustrative else 'published'} "
+                     f"baseline {baseline.step_time_s:.3f} s (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
+                     f", run {used.run_id}"),
         ))
         cv = t.std_s / t.mean_s
         checks.append(Check(

@@ -79,3 +79,38 @@ def test_degraded_names_rack_tray_and_gpu_of_the_unreported_straggler(certified:
     assert named, failing
     # only the faults that were put there fail: the node failure was handled automatically
     assert all("gb-r1-n11" not in c["message"] for c in failing)
+
+
+def test_degraded_page_one_lists_its_three_planted_faults(certified: dict[str, dict[str, Any]]) -> None:
+    reasons = certified["gb200-degraded"]["results"]["reasons"]
+    lines = [r["line"] for r in reasons]
+    assert all(r["status"] == "FAIL" and r["severity"] == "required" for r in reasons), lines
+    assert any(line.startswith("FAIL efficiency: Grok-1 314B BF16 at 512 GPUs: -7.") for line in lines), lines
+    assert any("gb-r3-n09" in line and "gb-r4-n09" in line for line in lines), lines
+    assert any(line.startswith("FAIL resilience: unreported straggler on gb-r2-n05 GPU 1") for line in lines), lines
+    # nothing else fails: the three faults (the link fails its pair target and the degraded-pair rule)
+    assert len(lines) == 4, lines
+    from pypdf import PdfReader
+
+    page_one = PdfReader(Path(certified["gb200-degraded"]["out"]["run_dir"]) / "report.pdf").pages[0].extract_text()
+    assert "Pass rule" in page_one and "unreported straggler on gb-r2-n05 GPU 1" in " ".join(page_one.split())
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_the_render_check_passes_on_every_shipped_sample(certified: dict[str, dict[str, Any]], sample: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    missing = [t for t in ("chromium", "pdftoppm") if shutil.which(t) is None]
+    if missing:
+        reason = f"bench/check_render.py needs {' and '.join(missing)} (apt-get install -y chromium poppler-utils)"
+        if os.environ.get("CLUSTERCERT_REQUIRE_REAL_SAMPLES") == "1":
+            pytest.fail(reason + "; CLUSTERCERT_REQUIRE_REAL_SAMPLES=1 requires them")
+        pytest.skip(reason)
+    run_dir = certified[sample]["out"]["run_dir"]
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "check_render.py"), run_dir],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+    found = json.loads(done.stdout)
+    assert found["ok"] and found["findings"]["report"]["pdf"]["pages_with_ink_in_the_right_margin"] == []
