@@ -121,17 +121,19 @@ def _first_clause(message: str) -> str:
     return text if len(text) <= _SUMMARY_MAX else text[: _SUMMARY_MAX - 3].rstrip() + "..."
 
 
-def _where(span: Span) -> str:
+def _where(span: Span, root: str | None) -> str:
+    file = span.file[len(root):].lstrip("/") if root and span.file.startswith(root) else span.file
     if span.first <= 0:
-        return span.file
-    return f"{span.file}:{span.first}" + (f"-{span.last}" if span.last > span.first else "")
+        return file
+    return f"{file}:{span.first}" + (f"-{span.last}" if span.last > span.first else "")
 
 
-def outcome_reasons(checks: Iterable[Check]) -> list[Reason]:
+def outcome_reasons(checks: Iterable[Check], root: str | None = None) -> list[Reason]:
     """Every FAIL or ERROR check, required ones first (FAILs, then ERRORs), then advisory ones, in check order.
 
     These are the reasons for an outcome other than CERTIFIED (an advisory one never decides it); a
-    CERTIFIED run has none unless an advisory check failed.
+    CERTIFIED run has none unless an advisory check failed. Evidence paths under `root` (the bundle) are shown
+    relative to it.
     """
     def rank(c: Check) -> int:
         return (0 if c.severity is Severity.REQUIRED else 2) + (0 if c.status is Status.FAIL else 1)
@@ -139,5 +141,5 @@ def outcome_reasons(checks: Iterable[Check]) -> list[Reason]:
     bad = [c for c in checks if c.status in (Status.FAIL, Status.ERROR)]
     ordered = sorted(enumerate(bad), key=lambda ic: (rank(ic[1]), ic[0]))
     return [Reason(check=c.id, status=c.status, severity=c.severity, phase=c.phase, title=c.title,
-                   summary=c.summary or _first_clause(c.message), where=tuple(_where(s) for s in c.evidence[:3]))
+                   summary=c.summary or _first_clause(c.message), where=tuple(_where(s, root) for s in c.evidence[:3]))
             for _, c in ordered]

@@ -255,7 +255,8 @@ _SPARE = ["#e377c2", "#bcbd22", "#000000", "#ff7f0e", "#9467bd", "#8c564b", "#17
 def _distinct_colors(kinds: Sequence[str]) -> dict[str, str]:
     """Each kind its own colour: the fixed one where it has one, else one no other kind uses."""
     out = {k: BADPUT_COLORS[k] for k in kinds if k in BADPUT_COLORS}
-    free = [c for c in [*_COLORS, *_SPARE] if c not in out.values()]
+    taken = {*out.values(), BADPUT_COLORS["productive"]}  # productive's green is kept for productive time
+    free = [c for c in [*_COLORS, *_SPARE] if c not in taken]
     for k in kinds:
         if k not in out:
             out[k] = free.pop(0) if free else "#333333"
@@ -274,12 +275,20 @@ def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
     with _rc():
         fig = _draw(6.6, 2.8)
         top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.3])
+        wall = float(goodput.get("wall_s", 0.0))
+        if wall > 0 and "productive" not in kinds:
+            # The intervals are the badput ones: the rest of the wall time is productive, drawn under them so the
+            # timeline covers the whole run.
+            top.broken_barh([(0.0, wall)], (0, 1), facecolors=BADPUT_COLORS["productive"], alpha=0.35,
+                            label="productive (the rest)")
         for kind in kinds:
             spans = [(float(i["start_s"]), float(i["end_s"]) - float(i["start_s"])) for i in intervals
                      if str(i["kind"]) == kind]
             if spans:
                 top.broken_barh(spans, (0, 1), facecolors=color[kind], label=kind)
         top.set_yticks([])
+        if wall > 0:
+            top.set_xlim(0.0, wall)
         top.set_xlabel("time since start (s)")
         top.set_title(f"Goodput timeline: goodput {100.0 * float(goodput.get('goodput', 0.0)):.2f} % of "
                       f"{float(goodput.get('wall_s', 0.0)):.0f} s")
@@ -291,7 +300,8 @@ def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
         uri = _png(fig)
     return Chart(
         id="chart-goodput", title="Goodput timeline and badput breakdown",
-        alt=(f"Timeline of {len(intervals)} intervals coloured by kind over {float(goodput.get('wall_s', 0.0)):.0f} s, "
+        alt=(f"Timeline of the whole run, {float(goodput.get('wall_s', 0.0)):.0f} s, with {len(intervals)} intervals "
+             "coloured by kind, "
              f"goodput {100.0 * float(goodput.get('goodput', 0.0)):.2f} %; below it a bar chart of badput seconds: "
              + ", ".join(f"{k} {badput[k]:.0f} s" for k in names) + "."),
         uri=uri,

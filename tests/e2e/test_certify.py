@@ -383,3 +383,15 @@ def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str
         signed = (run_dir / f"{stem}.pdf").read_bytes()
         assert signed.startswith(unsigned) and len(signed) > len(unsigned)
         assert signed[: signed.index(b"%%EOF") + len(b"%%EOF")] == unsigned.rstrip(b"\n")
+
+
+def test_the_collection_window_is_in_results_and_the_signed_manifest(certified: dict[str, Any]) -> None:
+    results = json.loads((certified["run_dir"] / "results.json").read_text())
+    window = results["evidence_window"]
+    # the seed's first stamp is its training logs' banner ([NeMo I 2026-11-02 03:00:00 ...]); its last is the
+    # resilience run's final event, 2026-11-02 12:00:11 UTC (evidence/gb200-seed/resilience/events.jsonl)
+    assert window["first"] == "2026-11-02T03:00:00Z" and window["last"].startswith("2026-11-02T12:00:11")
+    assert results["valid_until"] == "2027-11-02"  # 12 months from the last evidence date, not from today
+    statement = json.loads((certified["run_dir"] / "manifest.json").read_text())
+    predicate = statement["predicate"]
+    assert predicate["evidence_window"] == window and predicate["valid_until"] == "2027-11-02"

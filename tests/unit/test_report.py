@@ -220,3 +220,13 @@ def test_record_cells_read_as_text() -> None:
     assert _cell(["a", "b"]) == "a, b" and _cell([]) == "none"
     assert _cell([f"n{i}" for i in range(32)]) == "32: n0, n1, …, n31"
     assert _cell(0.123456) == "0.1235"
+
+
+def test_goodput_kinds_get_distinct_colours_and_productive_keeps_green() -> None:
+    from clustercert.report.charts import BADPUT_COLORS, _distinct_colors
+
+    kinds = ["checkpoint_save", "lost_work", "productive", "reschedule", "resume", "startup", "other"]
+    colours = _distinct_colors(kinds)
+    assert len(set(colours.values())) == len(kinds)
+    assert colours["productive"] == BADPUT_COLORS["productive"]
+    assert BADPUT_COLORS["productive"] not in _distinct_colors(["resume", "reschedule"]).values()

@@ -72,3 +72,10 @@ def test_reasons_list_every_failing_or_erroring_check_required_first() -> None:
     assert reasons[1].summary == "x.log: expected a number, got 'n/a'"  # first clause of the message
     assert reasons[2].summary == "degraded link(s): n1 - n2 18 GB/s"
     assert outcome_reasons([checks[1], checks[3]]) == []
+
+
+def test_reasons_show_evidence_relative_to_the_bundle() -> None:
+    check = Check(id="scaling.p", title="p", phase="scaling", severity=Severity.REQUIRED, status=Status.FAIL,
+                  measured=None, target=None, unit="", message="low", evidence=(Span("/data/b/pair/x.log", 9, 9, 1),))
+    assert outcome_reasons([check], "/data/b")[0].where == ("pair/x.log:9",)
+    assert outcome_reasons([check])[0].where == ("/data/b/pair/x.log:9",)
