@@ -131,9 +131,11 @@ def test_verify_command_names_the_first_broken_item(certified: dict[str, Any], t
     (run_dir / "report.html").unlink()
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
     assert proc.returncode == 1
+    signer = json.loads((run_dir / "manifest.json").read_text())["predicate"]["run"]["signer"]
     assert proc.stderr.splitlines() == [
         f"invalid: {run_dir / 'report.html'}: missing (listed in the manifest)",
         f"  also: {run_dir / 'results.json'}: changed (sha256 differs from the manifest)",
+        f"warning: {_dev_warning(signer)}",
     ]
 
 
