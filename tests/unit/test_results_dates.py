@@ -79,3 +79,18 @@ def test_reasons_show_evidence_relative_to_the_bundle() -> None:
                   measured=None, target=None, unit="", message="low", evidence=(Span("/data/b/pair/x.log", 9, 9, 1),))
     assert outcome_reasons([check], "/data/b")[0].where == ("pair/x.log:9",)
     assert outcome_reasons([check])[0].where == ("/data/b/pair/x.log:9",)
+
+
+def test_runs_printing_different_software_are_flagged(tmp_path: Path) -> None:
+    from clustercert.evidence.system import describe_system
+
+    runs = [dict(RUNS[0], id=f"l70-r{i}", repeat=i, files=[f"r{i}.log"]) for i in (1, 2)]
+    bundle = write_bundle(tmp_path / "b", runs, {
+        "r1.log": ("x:1:1 [0] NCCL INFO cudaDriverVersion 12080\n"
+                   "x:1:1 [0] NCCL INFO NCCL version 2.26.5+cuda12.8\n" + LOG),
+        "r2.log": "NCCL version 2.27.3+cuda12.9\n" + LOG})
+    facts = describe_system(bundle)
+    assert facts.printed["nccl"] == {"2.26.5+cuda12.8": ["l70-r1"], "2.27.3+cuda12.9": ["l70-r2"]}
+    assert facts.printed["cuda_driver_api"] == {"12.8": ["l70-r1"]}  # 12080 = CUDA 12.8
+    assert facts.disagreements == ["nccl differs between runs: 2.26.5+cuda12.8 (l70-r1); 2.27.3+cuda12.9 (l70-r2)"]
+    assert facts.declared["nodes"] == 6 and facts.declared["recipe_version"] == "25.05.05"
