@@ -110,6 +110,10 @@ class Baseline(_Strict):
     date: str = Field(pattern=r"^\d{4}-\d{2}(-\d{2})?$")
     illustrative: bool = False
     derivation: str | None = None
+    # where in the source the numbers are: the table, section or line (shown beside the number in reports)
+    source_table: str | None = None
+    # recipe fields (Rules.recipe_fields) a run may differ in from this baseline, each with the reason
+    allowed_differences: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _illustrative_has_derivation(self) -> Baseline:
@@ -160,6 +164,11 @@ class CollectiveModel(_Strict):
                     raise ValueError(f"required.{scope} names '{coll}', expected one of {', '.join(_COLLECTIVES)}")
         return self
 
+RecipeField = Literal["gbs", "seq_len", "precision", "tp", "pp", "cp", "vp", "ep", "etp", "fsdp", "recipe_version"]
+RECIPE_FIELDS: tuple[RecipeField, ...] = (
+    "gbs", "seq_len", "precision", "tp", "pp", "cp", "vp", "ep", "etp", "fsdp", "recipe_version",
+)
+
 
 class Rules(_Strict):
     pass_ratio: float = Field(gt=0, le=1)
@@ -183,6 +192,12 @@ class Rules(_Strict):
     required_phases: list[Phase] = Field(default_factory=lambda: list(Phase))
     # MLPerf time-to-train targets in minutes by benchmark; without one the score is reported only
     mlperf_targets_minutes: dict[str, float] = Field(default_factory=dict)
+    # recipe fields a run must share with its baseline unless the baseline allows a difference
+    recipe_fields: list[RecipeField] = Field(default_factory=lambda: list(RECIPE_FIELDS))
+    # the logged-loss sanity check: advisory (WARN) unless the catalog makes it required (FAIL)
+    loss_check: Literal["advisory", "required"] = "advisory"
+    # a loss above this multiple of the run's first logged loss has exploded (clustercert's own default)
+    loss_explode_factor: float = Field(default=1.5, gt=1)
 
 
 class SuiteEntry(_Strict):
@@ -223,6 +238,10 @@ class Catalog(_Strict):
             for key in [model.source, model.efficiency_source, *(g.source for g in model.public_gates)]:
                 if key not in self.sources:
                     raise ValueError(f"rules.collective_model names source '{key}' which is not under sources")
+            unknown = sorted(set(b.allowed_differences) - set(RECIPE_FIELDS))
+            if unknown:
+                raise ValueError(f"baselines[{i}] allowed_differences names unknown recipe field(s) {unknown}; "
+                                 f"expected some of {list(RECIPE_FIELDS)}")
         for i, e in enumerate(self.suite):
             if not any(
                 b.workload == e.workload and b.precision == e.precision and b.gpus == e.gpus for b in self.baselines

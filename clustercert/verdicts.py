@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from clustercert.evidence.provenance import Span
 
-__all__ = ["Check", "Outcome", "Severity", "Status", "decide_outcome", "exit_code_for"]
+__all__ = ["Check", "Outcome", "Reason", "Severity", "Status", "decide_outcome", "exit_code_for", "outcome_reasons"]
 
 
 class Status(StrEnum):
@@ -47,6 +47,8 @@ class Check:
     ci_low: float | None = None
     ci_high: float | None = None
     evidence: tuple[Span, ...] = field(default_factory=tuple)
+    # one line saying what was judged and where (page one, the terminal); None: the message's first clause
+    summary: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -62,6 +64,7 @@ class Check:
             "ci_low": self.ci_low,
             "ci_high": self.ci_high,
             "message": self.message,
+            "summary": self.summary,
             "evidence": [s.to_dict() for s in self.evidence],
         }
 
@@ -80,3 +83,63 @@ def decide_outcome(checks: Iterable[Check]) -> Outcome:
 
 def exit_code_for(outcome: Outcome) -> int:
     return {Outcome.CERTIFIED: 0, Outcome.NOT_CERTIFIED: 1, Outcome.INCOMPLETE: 3}[outcome]
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why the outcome is what it is: one failing or erroring check in one line, with where it is."""
+
+    check: str
+    status: Status
+    severity: Severity
+    phase: str
+    title: str
+    summary: str
+    where: tuple[str, ...]  # evidence as `file:line` (or `file:first-last`)
+
+    @property
+    def line(self) -> str:
+        return f"{self.status.value} {self.phase}: {self.summary}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"check": self.check, "status": self.status.value, "severity": self.severity.value,
+                "phase": self.phase, "title": self.title, "summary": self.summary, "where": list(self.where),
+                "line": self.line}
+
+
+_SUMMARY_MAX = 200
+
+
+def _first_clause(message: str) -> str:
+    """The message up to its first '; ' or '. ' (a message states the finding first), at most 200 characters."""
+    cut = len(message)
+    for sep in ("; ", ". "):
+        at = message.find(sep)
+        if 0 < at < cut:
+            cut = at
+    text = message[:cut].rstrip(".")
+    return text if len(text) <= _SUMMARY_MAX else text[: _SUMMARY_MAX - 3].rstrip() + "..."
+
+
+def _where(span: Span, root: str | None) -> str:
+    file = span.file[len(root):].lstrip("/") if root and span.file.startswith(root) else span.file
+    if span.first <= 0:
+        return file
+    return f"{file}:{span.first}" + (f"-{span.last}" if span.last > span.first else "")
+
+
+def outcome_reasons(checks: Iterable[Check], root: str | None = None) -> list[Reason]:
+    """Every FAIL or ERROR check, required ones first (FAILs, then ERRORs), then advisory ones, in check order.
+
+    These are the reasons for an outcome other than CERTIFIED (an advisory one never decides it); a
+    CERTIFIED run has none unless an advisory check failed. Evidence paths under `root` (the bundle) are shown
+    relative to it.
+    """
+    def rank(c: Check) -> int:
+        return (0 if c.severity is Severity.REQUIRED else 2) + (0 if c.status is Status.FAIL else 1)
+
+    bad = [c for c in checks if c.status in (Status.FAIL, Status.ERROR)]
+    ordered = sorted(enumerate(bad), key=lambda ic: (rank(ic[1]), ic[0]))
+    return [Reason(check=c.id, status=c.status, severity=c.severity, phase=c.phase, title=c.title,
+                   summary=c.summary or _first_clause(c.message), where=tuple(_where(s, root) for s in c.evidence[:3]))
+            for _, c in ordered]

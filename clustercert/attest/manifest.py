@@ -237,6 +237,12 @@ def verify_run(
     for path in sorted(run_dir.iterdir()):
         if path.name not in listed and path.name not in _NOT_SUBJECTS:
             out.problems.append(f"{path}: not listed in the manifest")
+    run = out.predicate.get("run")
+    if isinstance(run, dict) and run.get("dev_key"):
+        out.warnings.append(
+            f"signed with a development key ({run.get('signer', 'unknown fingerprint')}), which certify created "
+            "on its own: it proves the files are unchanged, not who certified them. Sign with a real key "
+            "(`clustercert keys init`) for a report others can trust")
     until = out.predicate.get("valid_until")
     if today is not None and until:
         try:

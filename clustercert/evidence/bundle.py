@@ -84,12 +84,23 @@ class Interconnect(_Strict):
     nics_per_node: int = Field(gt=0)
 
 
+class SystemDescription(_Strict):
+    """What the submitter says the system is (MLPerf-style); shown beside what the evidence prints."""
+
+    accelerator: str | None = None
+    host: str | None = None
+    interconnect: str | None = None
+    software: dict[str, str] = Field(default_factory=dict)  # e.g. driver, cuda, nccl, container -> version
+    notes: str | None = None
+
+
 class SystemSpec(_Strict):
     gpu: str = Field(pattern=_ID)
     gpus_per_node: int = Field(gt=0)
     nodes: list[str] = Field(min_length=1)
     nvlink_domains: list[NvlinkDomain] = Field(default_factory=list)
     interconnect: Interconnect | None = None
+    description: SystemDescription | None = None
 
 
 class Parallelism(_Strict):

@@ -123,11 +123,17 @@ class Comparison:
 _EXACT = 1e-12
 
 
-def compare_with_baseline(measured: RunThroughput, baseline_step_s: float, pass_ratio: float) -> Comparison:
+def compare_with_baseline(
+    measured: RunThroughput, baseline_step_s: float, pass_ratio: float,
+    interval_s: tuple[float, float] | None = None,
+) -> Comparison:
+    """The run's mean step time against the baseline's; `interval_s` (a step-time interval, e.g. the
+    hierarchical bootstrap over every repeat) replaces the run's own step bootstrap for the delta's CI."""
     ratio = baseline_step_s / measured.mean_s
+    ci_low_s, ci_high_s = interval_s if interval_s is not None else (measured.ci_low_s, measured.ci_high_s)
     # A slower upper bound of step time is the lower bound of the delta.
-    low = 100.0 * (baseline_step_s / measured.ci_high_s - 1.0)
-    high = 100.0 * (baseline_step_s / measured.ci_low_s - 1.0)
+    low = 100.0 * (baseline_step_s / ci_high_s - 1.0)
+    high = 100.0 * (baseline_step_s / ci_low_s - 1.0)
     return Comparison(ratio=ratio, delta_pct=100.0 * (ratio - 1.0), ci_low_pct=low, ci_high_pct=high,
                       passed=ratio - pass_ratio > _EXACT)
 

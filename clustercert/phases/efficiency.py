@@ -9,9 +9,10 @@ from clustercert.catalog import Baseline, LoadedCatalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Bundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
+from clustercert.metrics.convergence import LossProblem, judge_loss
 from clustercert.metrics.flops import CANONICAL, Attention, FlopsConvention, ModelShape, model_flops_per_sequence
 from clustercert.metrics.mlperf import MlperfRun, RunStatus, score_time_to_train
-from clustercert.metrics.stats import median_index
+from clustercert.metrics.stats import hierarchical_bootstrap_interval, median_index
 from clustercert.metrics.throughput import (
     RunThroughput,
     WindowProblem,
@@ -25,7 +26,7 @@ from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep
 from clustercert.verdicts import Check, Severity, Status
 
-__all__ = ["EfficiencyResult", "WorkloadResult", "judge_efficiency"]
+__all__ = ["EfficiencyResult", "RecipeDifference", "WorkloadResult", "judge_efficiency", "recipe_differences"]
 
 PHASE = Phase.EFFICIENCY.value
 
@@ -57,10 +58,14 @@ class WorkloadResult:
     log_flops_convention: str | None
     baseline: Baseline
     baseline_source_title: str
+    baseline_source_url: str | None
     delta_pct: float
     ci_low_pct: float
     ci_high_pct: float
     status: Status
+    ci_low_s: float  # hierarchical bootstrap interval of the combined step time (every repeat)
+    ci_high_s: float
+    ci_method: str
 
     def to_json(self) -> dict[str, object]:
         t = self.used.throughput
@@ -72,12 +77,14 @@ class WorkloadResult:
             "seq_len": self.seq_len,
             "run_used": self.used.run_id,
             "repeats": [
-                {"run": r.run_id, "repeat": r.repeat, "step_time_s": r.throughput.mean_s, "file": r.file}
+                {"run": r.run_id, "repeat": r.repeat, "step_time_s": r.throughput.mean_s, "file": r.file,
+                 "delta_pct": 100.0 * (self.baseline.step_time_s / r.throughput.mean_s - 1.0),
+                 "used": r.run_id == self.used.run_id}
                 for r in self.repeats
             ],
             "step_time_s": {
-                "mean": t.mean_s, "std": t.std_s, "ci_low": t.ci_low_s, "ci_high": t.ci_high_s,
-                "window": list(t.window), "n": len(t.step_times),
+                "mean": t.mean_s, "std": t.std_s, "ci_low": self.ci_low_s, "ci_high": self.ci_high_s,
+                "ci_method": self.ci_method, "window": list(t.window), "n": len(t.step_times),
             },
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "tflops_per_gpu": self.tflops_per_gpu,
@@ -92,6 +99,8 @@ class WorkloadResult:
                 "mfu": self.baseline.mfu_published,
                 "source": self.baseline.source,
                 "source_title": self.baseline_source_title,
+                "source_url": self.baseline_source_url,
+                "source_table": self.baseline.source_table,
                 "recipe_version": self.baseline.recipe_version,
                 "illustrative": self.baseline.illustrative,
                 "derivation": self.baseline.derivation,
@@ -128,6 +137,86 @@ def _problem_check(run: RunSpec, file: str, problem: WindowProblem | EvidenceErr
         id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
         severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
         message=message, evidence=(span,),
+    )
+
+
+@dataclass(frozen=True)
+class RecipeDifference:
+    field: str
+    run: object
+    baseline: object
+    allowed: str | None  # the catalog's reason when the baseline allows it
+
+
+_PARALLEL = ("tp", "pp", "cp", "vp", "ep", "etp", "fsdp")
+_LABEL = {"gbs": "GBS", "seq_len": "sequence length", "precision": "precision", "tp": "TP", "pp": "PP",
+          "cp": "CP", "vp": "VP", "ep": "EP", "etp": "ETP", "fsdp": "FSDP", "recipe_version": "recipe version"}
+
+
+def recipe_differences(
+    run: RunSpec, recipe_version: str, baseline: Baseline, fields: list[str]
+) -> tuple[list[RecipeDifference], list[str]]:
+    """The recipe fields in which `run` differs from `baseline`, and the fields it does not declare.
+
+    Parallelism not declared in bundle.yaml cannot be compared: its fields are returned as undeclared.
+    """
+    mine: dict[str, object] = {"gbs": run.gbs, "seq_len": run.seq_len,
+                               "precision": run.precision.value if run.precision else None,
+                               "recipe_version": recipe_version}
+    theirs: dict[str, object] = {"gbs": baseline.gbs, "seq_len": baseline.seq_len,
+                                 "precision": baseline.precision.value, "recipe_version": baseline.recipe_version}
+    for name in _PARALLEL:
+        theirs[name] = getattr(baseline.parallelism, name)
+        mine[name] = getattr(run.parallelism, name) if run.parallelism is not None else None
+    undeclared = [f for f in fields if f in _PARALLEL and run.parallelism is None]
+    diffs = [RecipeDifference(f, mine[f], theirs[f], baseline.allowed_differences.get(f))
+             for f in fields if f not in undeclared and mine[f] != theirs[f]]
+    return diffs, undeclared
+
+
+def _recipe_check(run: RunSpec, file: str, recipe_version: str, baseline: Baseline, fields: list[str]) -> Check:
+    diffs, undeclared = recipe_differences(run, recipe_version, baseline, fields)
+    check_id, title = f"{PHASE}.{run.id}_recipe_conforms", f"Run {run.id} follows its baseline's recipe"
+    def shown(d: RecipeDifference) -> str:
+        return f"{_LABEL[d.field]} ({d.field}) {d.run if d.run is not None else 'unset'} vs baseline " \
+               f"{d.baseline if d.baseline is not None else 'unset'}"
+    disallowed = [d for d in diffs if d.allowed is None]
+    allowed = [d for d in diffs if d.allowed is not None]
+    compared = ", ".join(_LABEL[f] for f in fields if f not in undeclared)
+    note = "".join(f"; allowed by the catalog: {shown(d)} ({d.allowed})" for d in allowed)
+    if disallowed:
+        status = Status.ERROR
+        message = (f"{file}: cannot be compared with the baseline ({baseline.source}, recipe "
+                   f"{baseline.recipe_version}): {'; '.join(shown(d) for d in disallowed)}{note}. Re-run with the "
+                   "baseline's recipe, or allow the difference in the catalog (baselines[].allowed_differences) "
+                   "with its reason.")
+    elif undeclared:
+        status = Status.WARN
+        message = (f"{file}: parallelism is not declared (bundle.yaml runs[].parallelism), so "
+                   f"{', '.join(_LABEL[f] for f in undeclared)} were not compared with the baseline's; "
+                   f"{compared} match{note}. Declare the run's parallelism.")
+    else:
+        status = Status.PASS
+        message = f"{compared} match the baseline's{note}"
+    return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
+                 measured=float(len(disallowed)), target=0.0, unit="differences", message=message)
+
+
+def _loss_check(run: RunSpec, file: str, log: TrainingLog, explode_factor: float, required: bool) -> Check:
+    verdict = judge_loss(log.steps, log.nan_marks, explode_factor)
+    severity = Severity.REQUIRED if required else Severity.ADVISORY
+    if verdict.problem is LossProblem.NONE:
+        status = Status.PASS
+    elif verdict.problem is LossProblem.NOT_LOGGED:
+        status = Status.SKIPPED
+    else:
+        status = Status.FAIL if required else Status.WARN
+    line = verdict.line or 0
+    return Check(
+        id=f"{PHASE}.{run.id}_loss_sane", title=f"Run {run.id}: the logged loss is finite and falls", phase=PHASE,
+        severity=severity, status=status, measured=verdict.tail_mean, target=verdict.head_mean, unit="loss",
+        message=f"{file}" + (f":{verdict.line}" if verdict.line else "") + f": {verdict.message}",
+        evidence=(Span(file, line, line, 1),) if verdict.line else (),
     )
 
 
@@ -243,15 +332,11 @@ def judge_efficiency(
             if isinstance(parsed, EvidenceError):
                 checks.append(_problem_check(run, file, parsed))
                 continue
-            if (run.gbs, run.seq_len) != (baseline.gbs, baseline.seq_len):
-                checks.append(Check(
-                    id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
-                    severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
-                    message=(f"{file}: cannot be compared with the baseline: GBS {run.gbs} and sequence length "
-                             f"{run.seq_len} differ from the baseline's {baseline.gbs} and {baseline.seq_len}. "
-                             "Re-run at the baseline's configuration."),
-                ))
+            recipe = _recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields))
+            checks.append(recipe)
+            if recipe.status is Status.ERROR:
                 continue
+            checks.append(_loss_check(run, file, parsed, rules.loss_explode_factor, rules.loss_check == "required"))
             measured = measure_window(
                 parsed.steps, parsed.nan_marks, (baseline.window.first, baseline.window.last),
                 resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed,
@@ -263,7 +348,7 @@ def judge_efficiency(
             series.append({
                 "run": run.id, "workload": run.workload, "precision": entry.precision.value, "gpus": run.gpus,
                 "iterations": [s.iteration for s in parsed.steps], "step_time_s": [s.step_time_s for s in parsed.steps],
-                "window": [baseline.window.first, baseline.window.last],
+                "window": [baseline.window.first, baseline.window.last], "baseline_step_s": baseline.step_time_s,
             })
             checks.append(Check(
                 id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
@@ -283,7 +368,15 @@ def judge_efficiency(
         pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means))}
         used = valid[pick[rules.repeats]]
         t = used.throughput
-        cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio)
+        interval = hierarchical_bootstrap_interval(
+            [r.throughput.step_times for r in valid], rule=rules.repeats,
+            resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
+        method = (f"hierarchical bootstrap of the {rules.repeats} repeat: {len(valid)} repeat(s) resampled with "
+                  f"replacement, then the steps within each, {rules.bootstrap_resamples} resamples, seed "
+                  f"{rules.bootstrap_seed}")
+        cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio, interval)
+        per_repeat = ", ".join(f"r{r.repeat} {100.0 * (baseline.step_time_s / r.throughput.mean_s - 1.0):+.1f}"
+                               for r in valid)
         spec = catalog.spec.models[entry.workload].shape()
         f_base = model_flops_per_sequence(spec, baseline.seq_len, baseline.flops_convention.flops())
         f_canon = model_flops_per_sequence(spec, baseline.seq_len, CANONICAL)
@@ -294,9 +387,15 @@ def judge_efficiency(
             id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
             measured=t.mean_s, target=baseline.step_time_s, unit="s",
             message=(f"step time {t.mean_s:.3f} s vs baseline {baseline.step_time_s:.3f} s: "
-                     f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f}); "
-                     f"{rules.repeats} of {len(valid)} repeat(s), run {used.run_id}"),
+                     f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over "
+                     f"repeats and steps; repeats {per_repeat} %); {rules.repeats} of {len(valid)} repeat(s), "
+                     f"run {used.run_id}"
+                     + (" (baseline derived, not published)" if baseline.illustrative else "")),
             delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct, evidence=(span,),
+            summary=(f"{catalog.spec.models[entry.workload].name} {entry.precision.upper()} at {entry.gpus} GPUs: "
+                     f"{cmp.delta_pct:+.1f} % vs the {'derived' if baseline.illustrative else 'published'} "
+                     f"baseline {baseline.step_time_s:.3f} s (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
+                     f", run {used.run_id}"),
         ))
         cv = t.std_s / t.mean_s
         checks.append(Check(
@@ -336,7 +435,9 @@ def judge_efficiency(
             flops_convention=baseline.flops_convention.flops().describe(),
             log_tflops_per_gpu=log_tflops, log_flops_convention=log_convention,
             baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
+            baseline_source_url=catalog.spec.sources[baseline.source].url,
             delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
+            ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method,
         ))
     mlperf_runs = [r for r in bundle.runs if r.kind is RunKind.MLPERF]
     if mlperf is not None:

@@ -273,9 +273,10 @@ def _events_from_training_log(run: ResilienceRunLog, origin: float, starts: Sequ
 def _check(
     check_id: str, title: str, severity: Severity, status: Status, message: str, *,
     measured: float | None = None, target: float | None = None, unit: str = "", evidence: Sequence[Span] = (),
+    summary: str | None = None,
 ) -> Check:
     return Check(id=check_id, title=title, phase=PHASE, severity=severity, status=status, measured=measured,
-                 target=target, unit=unit, message=message, evidence=tuple(evidence))
+                 target=target, unit=unit, message=message, evidence=tuple(evidence), summary=summary)
 
 
 def _spans(events: Sequence[Event]) -> list[Span]:
@@ -431,25 +432,40 @@ def _straggler_check(
             failures.append(f"{_who(rank, place)}, relative score {r.relative_score:.3f} (lowest window "
                             f"{r.lowest_window_score:.3f}), first visible at "
                             f"{(r.first_visible_s or 0.0):.0f} s: {'; '.join(why)}")
-    lowest = min((min(r.relative_score, r.lowest_window_score) for r in report.ranks), default=None)
+    lowest = min((r.relative_score for r in report.ranks), default=None)
     spans = [*report.evidence, *report_spans, *_spans([e for e in events if e.type in (
         EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])]
+    in_time = [r for r in flagged if r.detection_s is not None and r.detected_in_time]
+    delays = [r.detection_delay_s for r in flagged if r.detection_delay_s is not None]
+    found = (f"{len(flagged)} straggler(s) found (relative score over the run < {rules.straggler_score_min:.2f}), "
+             f"{len(in_time)} detected by the cluster within {rules.straggler_detect_max_s:g} s"
+             + (f" (slowest detection {max(delays):.0f} s after first visible)" if delays else ""))
+    handled = len(flagged) - len(failures)
     if failures:
         status = Status.FAIL
-        message = (f"{len(failures)} of {len(flagged)} straggler(s) not handled: " + " | ".join(failures)
+        message = (f"{found}; {len(failures)} not handled: " + " | ".join(failures)
                    + f"; {cluster_said}. Make the cluster's straggler detection report and drain slow GPUs")
+        first = next(r for r in flagged if (r.detection_s is None or not r.detected_in_time
+                                              or r.place is None or r.place.node not in handled_nodes))
+        where = (f"{first.place.node} GPU {first.place.gpu}" if first.place else f"rank {gpus.places[first.rank][2]}")
+        kind = "unreported" if first.detection_s is None else "late-detected" if not first.detected_in_time \
+            else "unhandled"
+        summary = (f"{kind} straggler on {where} (relative score {first.relative_score:.3f}); "
+                   f"{len(in_time)} of {len(flagged)} straggler(s) detected within {rules.straggler_detect_max_s:g} s")
     elif flagged:
         status = Status.PASS
-        message = "; ".join(
-            f"{_who(gpus.places[r.rank][2], r.place)} score {r.relative_score:.3f} (lowest window "
+        message = f"{found}; every one handled: " + "; ".join(
+            f"{_who(gpus.places[r.rank][2], r.place)} relative score {r.relative_score:.3f} (lowest window "
             f"{r.lowest_window_score:.3f}), reported "
             f"{(r.detection_delay_s or 0.0):.0f} s after first visible, node excluded or replaced" for r in flagged)
+        summary = found
     else:
         status = Status.PASS
-        message = (f"no rank below relative score {rules.straggler_score_min:.2f} "
-                   f"(lowest {lowest:.3f}, {len(report.ranks)} ranks); {cluster_said}")
-    return _check(check_id, title, severity, status, message, measured=lowest, target=rules.straggler_score_min,
-                  unit="score", evidence=spans), rows
+        message = (f"no straggler found: every one of {len(report.ranks)} ranks has a relative score of at least "
+                   f"{rules.straggler_score_min:.2f} (lowest {lowest:.3f}); {cluster_said}")
+        summary = message
+    return _check(check_id, title, severity, status, message, measured=float(handled), target=float(len(flagged)),
+                  unit="stragglers handled", evidence=spans, summary=summary), rows
 
 
 def _intervals_ml(t: Timeline) -> list[dict[str, object]]:

@@ -98,14 +98,19 @@ def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
             for i, run in enumerate(runs):
                 ax.plot(run["iterations"], run["step_time_s"], lw=1.0, marker=".", ms=2.5, color=_color(i),
                         label=str(run["run"]))
+            baseline = runs[0].get("baseline_step_s")
+            if baseline is not None:
+                ax.axhline(float(baseline), color="#111111", ls="--", lw=1.0, label=f"baseline {float(baseline):.3f} s")
             # Warm-up steps can be many times the steady step time; clip them so the window's spread shows.
-            values = sorted(float(v) for run in runs for v in run["step_time_s"])
+            values = sorted(float(v) for run in runs for v in run["step_time_s"] if v is not None)
             median = values[len(values) // 2]
             steady = [v for v in values if v <= 1.2 * median]
             clipped = len(values) - len(steady)
             if clipped:
-                span = max(steady[-1] - steady[0], 0.01 * median)
-                ax.set_ylim(steady[0] - 0.5 * span, steady[-1] + 0.5 * span)
+                low = min(steady[0], float(baseline)) if baseline is not None else steady[0]
+                high = max(steady[-1], float(baseline)) if baseline is not None else steady[-1]
+                span = max(high - low, 0.01 * median)
+                ax.set_ylim(low - 0.5 * span, high + 0.5 * span)
                 ax.text(0.01, 0.97, f"{clipped} warm-up point(s) above the axis", transform=ax.transAxes,
                         fontsize=6.5, va="top", color="#555555")
             ax.set_xlabel("iteration")
@@ -120,22 +125,29 @@ def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
             alt=(f"Line chart of step time against iteration for {len(runs)} run(s) of {workload} "
                  f"{precision.upper()} at {gpus} GPUs ({n} points); the measurement window, iterations "
                  f"{first} to {last}, is shaded"
+                 + (f"; the baseline's {float(baseline):.3f} s is a dashed line" if baseline is not None else "")
                  + (f"; {clipped} warm-up point(s) above 1.2 times the median are clipped." if clipped else ".")),
             uri=uri,
         ))
     return charts
 
 
-def scaling_chart(weak: Sequence[dict[str, Any]]) -> Chart | None:
-    """Weak-scaling efficiency against GPU count, one line per workload, with the ideal line at 100 %."""
+def scaling_chart(weak: Sequence[dict[str, Any]], target: float | None = None) -> Chart | None:
+    """Weak-scaling efficiency against GPU count, one line per workload, the ideal at 100 % and the target line.
 
-    if not weak:
+    The axis starts at 0 % (or below the lowest point) so a 1 % drop looks like one."""
+    if not weak or not any(w.get("points") for w in weak):
         return None
     with _rc():
         fig = _draw(6.6, 2.6)
         ax = fig.add_subplot()
         gpus_all = sorted({int(p["gpus"]) for w in weak for p in w["points"]})
         ax.plot(gpus_all, [100.0] * len(gpus_all), ls="--", color="#555555", lw=1.0, label="ideal (100 %)")
+        if target is not None:
+            ax.axhline(100.0 * float(target), color="#c0392b", ls=":", lw=1.2,
+                       label=f"target {100.0 * float(target):.0f} %")
+        effs = [100.0 * float(p["efficiency"]) for w in weak for p in w["points"]]
+        ax.set_ylim(min(0.0, min(effs) - 5.0), max(110.0, max(effs) + 5.0))
         for i, w in enumerate(weak):
             points = sorted(w["points"], key=lambda p: int(p["gpus"]))
             ax.plot([p["gpus"] for p in points], [100.0 * float(p["efficiency"]) for p in points], marker="o",
@@ -150,7 +162,8 @@ def scaling_chart(weak: Sequence[dict[str, Any]]) -> Chart | None:
     return Chart(
         id="chart-scaling", title="Weak-scaling efficiency",
         alt=(f"Line chart of weak-scaling efficiency in percent against GPU count ({', '.join(map(str, gpus_all))}) "
-             f"for {len(weak)} workload(s), with a dashed ideal line at 100 %."),
+             f"for {len(weak)} workload(s), on an axis from 0 %, with a dashed ideal line at 100 %"
+             + (f" and a dotted target line at {100.0 * float(target):.0f} %." if target is not None else ".")),
         uri=uri,
     )
 
@@ -267,7 +280,8 @@ def straggler_map_chart(stragglers: Sequence[dict[str, Any]]) -> Chart | None:
     """Relative score per GPU, nodes grouped by NVLink domain; flagged ranks outlined."""
     import matplotlib
 
-    if not stragglers:
+    stragglers = [s for s in stragglers if s.get("gpu") is not None and s.get("relative_score") is not None]
+    if not stragglers:  # nothing was scored per GPU: no chart for a check that judged nothing
         return None
     nodes: list[tuple[str, str]] = sorted({(str(s["domain"]), str(s["node"])) for s in stragglers})
     gpus = sorted({int(s["gpu"]) for s in stragglers})
@@ -308,6 +322,20 @@ def straggler_map_chart(stragglers: Sequence[dict[str, Any]]) -> Chart | None:
     )
 
 
+_SPARE = ["#e377c2", "#bcbd22", "#000000", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#aec7e8"]
+
+
+def _distinct_colors(kinds: Sequence[str]) -> dict[str, str]:
+    """Each kind its own colour: the fixed one where it has one, else one no other kind uses."""
+    out = {k: BADPUT_COLORS[k] for k in kinds if k in BADPUT_COLORS}
+    taken = {*out.values(), BADPUT_COLORS["productive"]}  # productive's green is kept for productive time
+    free = [c for c in [*_COLORS, *_SPARE] if c not in taken]
+    for k in kinds:
+        if k not in out:
+            out[k] = free.pop(0) if free else "#333333"
+    return out
+
+
 def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
     """The timeline of productive and badput intervals above a bar of badput seconds by kind."""
 
@@ -316,16 +344,24 @@ def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
     if not intervals and not badput:
         return None
     kinds = sorted({str(i["kind"]) for i in intervals} | set(badput))
-    color = {k: BADPUT_COLORS.get(k, _color(j)) for j, k in enumerate(kinds)}
+    color = _distinct_colors(kinds)
     with _rc():
         fig = _draw(6.6, 2.8)
         top, bottom = fig.subplots(2, 1, height_ratios=[1, 1.3])
+        wall = float(goodput.get("wall_s", 0.0))
+        if wall > 0 and "productive" not in kinds:
+            # The intervals are the badput ones: the rest of the wall time is productive, drawn under them so the
+            # timeline covers the whole run.
+            top.broken_barh([(0.0, wall)], (0, 1), facecolors=BADPUT_COLORS["productive"], alpha=0.35,
+                            label="productive (the rest)")
         for kind in kinds:
             spans = [(float(i["start_s"]), float(i["end_s"]) - float(i["start_s"])) for i in intervals
                      if str(i["kind"]) == kind]
             if spans:
                 top.broken_barh(spans, (0, 1), facecolors=color[kind], label=kind)
         top.set_yticks([])
+        if wall > 0:
+            top.set_xlim(0.0, wall)
         top.set_xlabel("time since start (s)")
         top.set_title(f"Goodput timeline: goodput {100.0 * float(goodput.get('goodput', 0.0)):.2f} % of "
                       f"{float(goodput.get('wall_s', 0.0)):.0f} s")
@@ -337,7 +373,8 @@ def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
         uri = _png(fig)
     return Chart(
         id="chart-goodput", title="Goodput timeline and badput breakdown",
-        alt=(f"Timeline of {len(intervals)} intervals coloured by kind over {float(goodput.get('wall_s', 0.0)):.0f} s, "
+        alt=(f"Timeline of the whole run, {float(goodput.get('wall_s', 0.0)):.0f} s, with {len(intervals)} intervals "
+             "coloured by kind, "
              f"goodput {100.0 * float(goodput.get('goodput', 0.0)):.2f} %; below it a bar chart of badput seconds: "
              + ", ".join(f"{k} {badput[k]:.0f} s" for k in names) + "."),
         uri=uri,

@@ -73,7 +73,7 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         # failed pairs (no busbw) first, then degraded ones, slowest first; a failed pair has no number to sort by
         pairs = sorted(section.get("pairs", []), key=lambda p: (
             not p["degraded"], p["busbw_gbps"] is not None, p["busbw_gbps"] or 0.0))
-        chart = charts.scaling_chart(weak)
+        chart = charts.scaling_chart(weak, target=results.get("rules", {}).get("scaling_efficiency_min"))
         phase["charts"] = [c for c in [chart] if c is not None]
         # One chart per (scope, collective): its weakest run, the one an auditor needs to see.
         weakest: dict[tuple[str, str], dict[str, Any]] = {}
@@ -100,6 +100,11 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         heatmap = charts.pair_heatmap_chart(section.get("pairs", []))
         if heatmap is not None:
             phase["charts"].append(heatmap)
+        # A pair of nodes is tested by several collectives: count pairs, not tests.
+        node_pairs = {tuple(sorted(p["nodes"])) for p in pairs}
+        phase["pair_count"] = len(node_pairs)
+        phase["pair_count_degraded"] = len({tuple(sorted(p["nodes"])) for p in pairs if p["degraded"]})
+        phase["pair_collectives"] = sorted({str(p.get("collective") or "unnamed") for p in pairs})
     elif name == "resilience":
         goodput = section.get("goodput")
         stragglers = section.get("stragglers", [])
@@ -118,25 +123,46 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
 
 
 def _records(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A list of flat records as a table: columns in first-seen order, values as text, capped."""
-    columns: list[str] = []
+    """A list of flat records as a table: columns in first-seen order with readable headings, values as text."""
+    keys: list[str] = []
     for row in rows:
         for key in row:
-            if key not in columns:
-                columns.append(key)
-    body = [[_cell(row.get(c)) for c in columns] for row in rows[:TABLE_CAP]]
-    return {"columns": columns, "rows": body, "total": len(rows)}
+            if key not in keys:
+                keys.append(key)
+    body = [[_cell(row.get(c)) for c in keys] for row in rows[:TABLE_CAP]]
+    return {"columns": [heading(k) for k in keys], "rows": body, "total": len(rows)}
+
+
+def heading(key: str) -> str:
+    """A results.json key as a column heading: `time_to_restart_s` -> `Time to restart (s)`."""
+    unit = ""
+    for suffix, shown in (("_s", "s"), ("_gbps", "GB/s"), ("_pct", "%"), ("_bytes", "bytes")):
+        if key.endswith(suffix):
+            key, unit = key[: -len(suffix)], shown
+            break
+    words = key.replace("_", " ").strip()
+    text = words[:1].upper() + words[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+_LIST_SHOWN = 4
 
 
 def _cell(value: Any) -> str:
+    """A value as a reader reads it: yes/no, numbers to 4 significant digits, lists as counted items."""
     if value is None:
         return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.4g}"
-    if isinstance(value, list | dict):
-        import json
-
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, list | tuple):
+        items = [_cell(v) for v in value]
+        if len(items) <= _LIST_SHOWN:
+            return ", ".join(items) if items else "none"
+        return f"{len(items)}: {', '.join(items[:2])}, …, {items[-1]}"
+    if isinstance(value, dict):
+        return "; ".join(f"{heading(str(k))} {_cell(v)}" for k, v in value.items())
     return str(value)
 
 
@@ -187,9 +213,11 @@ def build_context(
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
         "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}")
+    reasons = results.get("reasons", [])
     return {
         "mlp_term": _mlp_term(mlps, [str(w["workload"]) for w in results["workloads"]]),
-        "r": results,
+        "r": _with_defaults(results),
+        "reasons": reasons,
         "meta": meta,
         "system": system,
         "models": models,
@@ -221,6 +249,24 @@ def _mlp_term(mlps: dict[str, str] | None, workloads: list[str]) -> str:
         return _MLP_TERMS[kinds[0]] if kinds[0] == "swiglu" else f"{_MLP_TERMS[kinds[0]]} ({_MLP_NAMES[kinds[0]]})"
     return "M L f h k (M = 18 for a gated (SwiGLU) MLP, three h × f matrices; 12 for a non-gated one, two)"
 
+def _with_defaults(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json written before a field existed renders with that field empty, not an error."""
+    out = dict(results)
+    rules = out.get("rules", {})
+    out.setdefault("pass_rule", f"every suite workload's step-time ratio t_baseline / t_measured > "
+                                f"{rules.get('pass_ratio', 0.95)}, and every other required check passes")
+    for key in ("evidence_window", "validity_basis", "system_under_test"):
+        out.setdefault(key, None)
+    workloads = []
+    for w in out.get("workloads", []):
+        w = dict(w, baseline={"source_url": None, "source_table": None, **w["baseline"]})
+        base = float(w["baseline"]["step_time_s"])
+        w["repeats"] = [{"delta_pct": 100.0 * (base / float(r["step_time_s"]) - 1.0),
+                         "used": r["run"] == w["run_used"], **r} for r in w["repeats"]]
+        workloads.append(w)
+    out["workloads"] = workloads
+    return out
+
 
 def breakable(text: object) -> markupsafe.Markup:
     """`text` escaped, with a line-break opportunity after each . _ / , : so long ids and paths wrap in tables."""
@@ -242,6 +288,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
     )
     env.filters["breakable"] = breakable
     env.filters["num"] = number
+    env.filters["cell"] = _cell
     try:
         css = (templates_dir / CSS).read_text(encoding="utf-8")
         return env.get_template(TEMPLATE).render(css=css, **context)

@@ -198,6 +198,8 @@ def write_run_folder(
     predicate = {
         "outcome": results["outcome"],
         "valid_until": results["valid_until"],
+        "validity_basis": results.get("validity_basis"),
+        "evidence_window": results.get("evidence_window"),
         "catalog": {"id": catalog.spec.id, "sha256": catalog.sha256},
         "software": software,
         "run": meta.to_json(),

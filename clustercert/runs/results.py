@@ -10,10 +10,20 @@ from typing import Any
 
 from clustercert.catalog import LoadedCatalog
 from clustercert.evidence.bundle import LoadedBundle
+from clustercert.evidence.system import describe_system
+from clustercert.evidence.window import CollectionWindow, collection_window
 from clustercert.runs.history import compare_headlines, headline
-from clustercert.verdicts import Check, Outcome, decide_outcome
+from clustercert.verdicts import Check, Outcome, decide_outcome, outcome_reasons
 
-__all__ = ["RESULTS_SCHEMA_VERSION", "RunMeta", "build_results", "dump_json", "previous_run_section", "valid_until"]
+__all__ = [
+    "RESULTS_SCHEMA_VERSION",
+    "RunMeta",
+    "build_results",
+    "dump_json",
+    "previous_run_section",
+    "valid_until",
+    "validity",
+]
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -55,6 +65,24 @@ def valid_until(started: dt.datetime, months: int) -> dt.date:
     return dt.date(year, month, day)
 
 
+def validity(window: CollectionWindow | None, started: dt.datetime, months: int) -> tuple[dt.date, str]:
+    """When a certification stops being valid, and from what: the last evidence date when the evidence prints
+    one (re-certifying old evidence never extends its validity), else the day certify ran (said so)."""
+    if window is not None:
+        return (valid_until(window.last, months),
+                f"{months} months from the last evidence timestamp {window.last.date().isoformat()} "
+                f"({window.last_file})")
+    return (valid_until(started, months),
+            f"{months} months from the day certify ran {started.date().isoformat()}: no evidence file prints a "
+            "timestamp")
+
+
+def pass_rule(catalog: LoadedCatalog) -> str:
+    rules = catalog.spec.rules
+    return (f"every suite workload's step-time ratio t_baseline / t_measured > {rules.pass_ratio:g} "
+            f"({rules.repeats} of its repeats), and every other required check passes")
+
+
 def build_results(
     meta: RunMeta,
     bundle: LoadedBundle,
@@ -65,7 +93,8 @@ def build_results(
 ) -> dict[str, Any]:
     """results.json; `sections` holds each phase's own data by phase name (chart series included)."""
     outcome = decide_outcome(checks)
-    until = valid_until(meta.started(), catalog.spec.rules.validity_months)
+    window = collection_window(bundle)
+    until, basis = validity(window, meta.started(), catalog.spec.rules.validity_months)
     return {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "run_id": meta.run_id,
@@ -77,7 +106,12 @@ def build_results(
         "catalog": {"id": catalog.spec.id, "version": catalog.spec.version, "sha256": catalog.sha256,
                     "title": catalog.spec.title},
         "outcome": outcome.value,
+        "reasons": [r.to_json() for r in outcome_reasons(checks, str(bundle.root))],
+        "pass_rule": pass_rule(catalog),
+        "evidence_window": window.to_json() if window is not None else None,
         "valid_until": until.isoformat() if outcome is Outcome.CERTIFIED else None,
+        "validity_basis": basis if outcome is Outcome.CERTIFIED else None,
+        "system_under_test": describe_system(bundle).to_json(),
         "rules": catalog.spec.rules.model_dump(mode="json"),
         "checks": [c.to_json() for c in checks],
         "workloads": workloads,

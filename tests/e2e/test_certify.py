@@ -91,7 +91,19 @@ def test_verify_accepts_the_untouched_run(certified: dict[str, Any]) -> None:
     assert out["valid"] and out["signer"].startswith("SHA256:")
     assert out["checked"] == 7 + 1 + len(load_bundle(certified["bundle"]).evidence_files())
     assert out["pdf_signer"] == "Organization: clustercert, Common Name: clustercert development key"
-    assert out["warnings"] == []
+    assert out["warnings"] == [_dev_warning(out["signer"])]
+
+
+def _dev_warning(signer: str) -> str:
+    return (f"signed with a development key ({signer}), which certify created on its own: it proves the files "
+            "are unchanged, not who certified them. Sign with a real key (`clustercert keys init`) for a report "
+            "others can trust")
+
+
+def test_verify_prints_the_development_key_warning(certified: dict[str, Any]) -> None:
+    proc = run_cli("verify", str(certified["run_dir"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning: signed with a development key (SHA256:" in proc.stderr
 
 
 def _copy(certified: dict[str, Any], dest: Path) -> tuple[Path, Path]:
@@ -119,9 +131,11 @@ def test_verify_command_names_the_first_broken_item(certified: dict[str, Any], t
     (run_dir / "report.html").unlink()
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
     assert proc.returncode == 1
+    signer = json.loads((run_dir / "manifest.json").read_text())["predicate"]["run"]["signer"]
     assert proc.stderr.splitlines() == [
         f"invalid: {run_dir / 'report.html'}: missing (listed in the manifest)",
         f"  also: {run_dir / 'results.json'}: changed (sha256 differs from the manifest)",
+        f"warning: {_dev_warning(signer)}",
     ]
 
 
@@ -255,10 +269,11 @@ def test_verify_warns_when_the_certification_has_expired(certified: dict[str, An
     until = dt.date.fromisoformat(certified["out"]["valid_until"])
     key_dir = KEY_DIR
     ok = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until)
-    assert ok.ok and ok.warnings == []
+    dev = _dev_warning(ok.signer or "")
+    assert ok.ok and ok.warnings == [dev]
     late = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, today=until + dt.timedelta(days=1))
     assert late.ok and late.warnings == [
-        f"the certification expired on {until}; the signatures are still checked as above"]
+        dev, f"the certification expired on {until}; the signatures are still checked as above"]
 
 
 def test_redacted_copy_hides_hostnames_the_auditor_copy_keeps_them(certified: dict[str, Any]) -> None:
@@ -374,3 +389,15 @@ def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str
         signed = (run_dir / f"{stem}.pdf").read_bytes()
         assert signed.startswith(unsigned) and len(signed) > len(unsigned)
         assert signed[: signed.index(b"%%EOF") + len(b"%%EOF")] == unsigned.rstrip(b"\n")
+
+
+def test_the_collection_window_is_in_results_and_the_signed_manifest(certified: dict[str, Any]) -> None:
+    results = json.loads((certified["run_dir"] / "results.json").read_text())
+    window = results["evidence_window"]
+    # the seed's first stamp is its training logs' banner ([NeMo I 2026-11-02 03:00:00 ...]); its last is the
+    # resilience run's final event, 2026-11-02 12:00:11 UTC (evidence/gb200-seed/resilience/events.jsonl)
+    assert window["first"] == "2026-11-02T03:00:00Z" and window["last"].startswith("2026-11-02T12:00:11")
+    assert results["valid_until"] == "2027-11-02"  # 12 months from the last evidence date, not from today
+    statement = json.loads((certified["run_dir"] / "manifest.json").read_text())
+    predicate = statement["predicate"]
+    assert predicate["evidence_window"] == window and predicate["valid_until"] == "2027-11-02"

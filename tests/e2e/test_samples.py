@@ -113,3 +113,42 @@ def test_every_collective_check_has_a_target_and_expected_value(certified: dict[
     assert rows and all(r["target_gbps"] is not None and r["expected_gbps"] is not None for r in rows)
     assert all(r["target_gbps"] < r["expected_gbps"] <= 1.07 * r["bound_gbps"] for r in rows)
     assert not [c["id"] for c in _checks(certified[sample], "scaling", "SKIPPED")]
+
+def test_degraded_page_one_lists_its_three_planted_faults(certified: dict[str, dict[str, Any]]) -> None:
+    reasons = certified["gb200-degraded"]["results"]["reasons"]
+    lines = [r["line"] for r in reasons]
+    assert all(r["status"] == "FAIL" and r["severity"] == "required" for r in reasons), lines
+    assert any(line.startswith("FAIL efficiency: Grok-1 314B BF16 at 512 GPUs: -7.") for line in lines), lines
+    assert any("gb-r3-n09" in line and "gb-r4-n09" in line for line in lines), lines
+    assert any(line.startswith("FAIL resilience: unreported straggler on gb-r2-n05 GPU 1") for line in lines), lines
+    # the collapsed cross-rack and full-scale collectives (issue 12) are reasons too, each naming its run
+    assert any("nccl-cross-rack-128gpus-2" in line for line in lines), lines
+    assert any("nccl-full-scale-512gpus-1" in line for line in lines), lines
+    # one reason per failing required check, nothing else
+    failing = {c["id"] for c in certified["gb200-degraded"]["results"]["checks"]
+               if c["status"] in ("FAIL", "ERROR") and c["severity"] == "required"}
+    assert {r["check"] for r in reasons} == failing and len(reasons) == len(failing), lines
+    from pypdf import PdfReader
+
+    page_one = PdfReader(Path(certified["gb200-degraded"]["out"]["run_dir"]) / "report.pdf").pages[0].extract_text()
+    assert "Pass rule" in page_one and "unreported straggler on gb-r2-n05 GPU 1" in " ".join(page_one.split())
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+def test_the_render_check_passes_on_every_shipped_sample(certified: dict[str, dict[str, Any]], sample: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    missing = [t for t in ("chromium", "pdftoppm") if shutil.which(t) is None]
+    if missing:
+        reason = f"bench/check_render.py needs {' and '.join(missing)} (apt-get install -y chromium poppler-utils)"
+        if os.environ.get("CLUSTERCERT_REQUIRE_REAL_SAMPLES") == "1":
+            pytest.fail(reason + "; CLUSTERCERT_REQUIRE_REAL_SAMPLES=1 requires them")
+        pytest.skip(reason)
+    run_dir = certified[sample]["out"]["run_dir"]
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "check_render.py"), run_dir],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+    found = json.loads(done.stdout)
+    assert found["ok"] and found["findings"]["report"]["pdf"]["pages_with_ink_in_the_right_margin"] == []

@@ -138,7 +138,10 @@ def test_reported_and_replaced_straggler_passes(tmp_path: Path) -> None:
     # windows of 3 sampled steps: 3-5 has one slow step (median 1.0); 6-8 is all slow (0.8): visible at step 8, 100 s
     assert slow["first_visible_s"] == pytest.approx(100) and slow["detected_s"] == pytest.approx(150)
     assert slow["lowest_window_score"] == pytest.approx(0.8)
-    assert check.measured == pytest.approx(0.8)
+    # the check reports what it judges: stragglers found, handled, and the detection time against the limit
+    assert (check.measured, check.target, check.unit) == (1.0, 1.0, "stragglers handled")
+    assert check.message.startswith("1 straggler(s) found (relative score over the run < 0.90), 1 detected by the "
+                                    "cluster within 600 s (slowest detection 50 s after first visible)")
 
 
 def test_unreported_straggler_fails_naming_rank_node_gpu_and_domain(tmp_path: Path) -> None:
@@ -146,6 +149,9 @@ def test_unreported_straggler_fails_naming_rank_node_gpu_and_domain(tmp_path: Pa
     assert check.status is Status.FAIL
     assert "rank 1 (node n2, GPU 0, NVLink domain rack1), relative score 0.800" in check.message
     assert "never reported by the cluster's monitoring" in check.message
+    assert (check.measured, check.target) == (0.0, 1.0)
+    assert check.summary == ("unreported straggler on n2 GPU 0 (relative score 0.800); 0 of 1 straggler(s) detected "
+                             "within 600 s")
 
 
 def test_automatic_restart_on_healthy_nodes_passes(tmp_path: Path) -> None:

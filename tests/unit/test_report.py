@@ -153,7 +153,8 @@ def test_pdf_is_deterministic_with_text_outline_and_fixed_dates(html: str, pdf: 
     assert meta is not None and meta.title == "clustercert report 20261201T090000Z-1d57944d – example-cloud-gb200-east"
     assert str(meta.get("/CreationDate", "")).startswith("D:20261201090000")
     text = "\n".join(page.extract_text() for page in reader.pages)
-    for phrase in ("CERTIFIED", "Valid until", "2027-12-01", "synthetic", "illustrative", "development key",
+    for phrase in ("CERTIFIED", "Valid until", "2027-11-02", "Evidence collected", "Pass rule", "synthetic",
+                   "illustrative", "development key",
                    "Grok-1 314B", "Weak scaling", "Flagged stragglers", "gb-r2-n03", "Resilience events",
                    "Methodology", "Evidence inventory", "Reproducibility", "Limitations",
                    "Appendix: evidence spans", "Signature"):
@@ -216,3 +217,33 @@ def test_the_original_command_is_what_the_user_typed() -> None:
     assert typed["command"] == "clustercert certify /home/alice/evidence/gb200-seed --catalog 'my catalogs/a100.yaml'"
     plain = _context({**data, "meta": {**data["meta"], "catalog_arg": None}})
     assert plain["command"] == "clustercert certify /home/alice/evidence/gb200-seed"
+
+def test_tables_show_no_raw_python_values_or_keys(html: str) -> None:
+    cells = re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", html, re.S)
+    text = [re.sub(r"<[^>]+>", "", c) for c in cells]
+    assert text, "no table cells"
+    assert not [t for t in text if t.strip() in ("True", "False")]
+    assert not [t for t in text if re.search(r"\['|\[\d|\{'|\b[a-z]+_s\b", t)], "a raw list, dict or key"
+    # the golden fault and stall records (time_s, lost_work_s, detected: true) read as headings and words
+    assert "<th scope=\"col\">Lost work (s)</th>" in html and "<th scope=\"col\">Start (s)</th>" in html
+    assert "<td>yes</td>" in html
+
+
+def test_record_cells_read_as_text() -> None:
+    from clustercert.report.render import _cell, heading
+
+    assert heading("time_to_restart_s") == "Time to restart (s)" and heading("busbw_gbps") == "Busbw (GB/s)"
+    assert _cell(True) == "yes" and _cell(False) == "no" and _cell(None) == "–"
+    assert _cell(["a", "b"]) == "a, b" and _cell([]) == "none"
+    assert _cell([f"n{i}" for i in range(32)]) == "32: n0, n1, …, n31"
+    assert _cell(0.123456) == "0.1235"
+
+
+def test_goodput_kinds_get_distinct_colours_and_productive_keeps_green() -> None:
+    from clustercert.report.charts import BADPUT_COLORS, _distinct_colors
+
+    kinds = ["checkpoint_save", "lost_work", "productive", "reschedule", "resume", "startup", "other"]
+    colours = _distinct_colors(kinds)
+    assert len(set(colours.values())) == len(kinds)
+    assert colours["productive"] == BADPUT_COLORS["productive"]
+    assert BADPUT_COLORS["productive"] not in _distinct_colors(["resume", "reschedule"]).values()
