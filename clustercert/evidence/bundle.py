@@ -54,11 +54,9 @@ class RunKind(StrEnum):
     TELEMETRY = "telemetry"
 
 
-Workload = Literal[
-    "llama3.1-405b", "llama3-70b", "llama3.1-70b", "llama3.1-8b", "grok1-314b", "deepseek-v3",
-    "nemotron4-340b", "nemotron4-15b",
-]
-System = Literal["gb200-nvl72", "h100-sxm", "h200-sxm", "b200"]
+# Workload and system ids are the ones the bundle's catalog defines (checked against it in `check_bundle_ids`,
+# clustercert.catalog): a user's own catalog may certify any model or system, the shipped ones keep theirs.
+_ID = r"^[a-z0-9][a-z0-9._-]*$"
 
 
 class _Strict(BaseModel):
@@ -81,7 +79,7 @@ class Interconnect(_Strict):
 
 
 class SystemSpec(_Strict):
-    gpu: System
+    gpu: str = Field(pattern=_ID)
     gpus_per_node: int = Field(gt=0)
     nodes: list[str] = Field(min_length=1)
     nvlink_domains: list[NvlinkDomain] = Field(default_factory=list)
@@ -103,7 +101,7 @@ class RunSpec(_Strict):
     phase: Phase
     kind: RunKind
     format: str = Field(min_length=1)
-    workload: Workload | None = None
+    workload: str | None = Field(default=None, pattern=_ID)
     precision: Precision | None = None
     gpus: int | None = Field(default=None, gt=0)
     gbs: int | None = Field(default=None, gt=0)

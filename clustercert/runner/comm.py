@@ -167,7 +167,7 @@ class ProcessGroup:
         def push() -> None:
             try:
                 _send_msg(self.peers[send_to], payload)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as exc:
                 error.append(exc)
 
         sender = threading.Thread(target=push, daemon=True)

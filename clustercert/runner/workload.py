@@ -94,7 +94,7 @@ class AsyncCheckpointer:
         def write() -> None:
             tmp = path.with_name(path.name + ".tmp")
             with tmp.open("wb") as fh:
-                np.savez(fh, **snapshot)
+                np.savez(fh, **snapshot)  # type: ignore[arg-type]
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
