@@ -194,6 +194,8 @@ def straggler_map_chart(stragglers: Sequence[dict[str, Any]]) -> Chart | None:
     """Relative score per GPU, nodes grouped by NVLink domain; flagged ranks outlined."""
     import matplotlib
 
+    # scores read from a log's straggler report name a rank and node, not a GPU index: no place on the map
+    stragglers = [s for s in stragglers if s.get("gpu") is not None]
     if not stragglers:
         return None
     nodes: list[tuple[str, str]] = sorted({(str(s["domain"]), str(s["node"])) for s in stragglers})

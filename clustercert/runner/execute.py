@@ -108,7 +108,8 @@ class Runner:
                       f"srun --kill-on-bad-exit=1 {py} -m clustercert.runner.workload --steps {w.steps} "
                       f"--batch {w.batch} --checkpoint-dir {shlex.quote(str(ckpt))} --checkpoint-every "
                       f"{w.checkpoint_every} --straggler-threshold {w.straggler_threshold} --straggler-window "
-                      f"{w.straggler_window} --events {shlex.quote(str(out / 'trainer-events.jsonl'))}"]
+                      f"{w.straggler_window} --events {shlex.quote(str(out / 'trainer-events.jsonl'))} "
+                      f"--rank-timings {shlex.quote(str(out / 'ranks'))}"]
         else:
             c = job.collectives
             lines += ["#SBATCH --no-requeue", f"export {_THREADS}",
@@ -199,9 +200,10 @@ class Runner:
             self.save(record)
             if state in TERMINAL:
                 record.state = state
-                ended = self.slurm.when(info.get("EndTime")) or self.now()
                 if state == "COMPLETED":
-                    self.event(job, "job_finished", ended, by="scheduler", job_id=record.slurm_id)
+                    # when the runner saw it (EndTime has 1 s resolution, the trainer's own events have ms)
+                    self.event(job, "job_finished", self.now(), by="scheduler", job_id=record.slurm_id,
+                               detail=f"JobState=COMPLETED EndTime={info.get('EndTime')}")
                 break
             if time.monotonic() > deadline:
                 raise RunnerError(f"{record.id}: expected Slurm job {record.slurm_id} to end within "
@@ -260,6 +262,13 @@ class Runner:
             events.sort(key=lambda e: datetime.fromisoformat(e[0]))
             (out / "events.jsonl").write_text("".join(line + "\n" for _, line in events), encoding="utf-8")
             record.files["events"] = f"{rel}/events.jsonl"
+            csv_rows: list[str] = []
+            for part in sorted((out / "ranks").glob("rank-*.csv"), key=lambda p: int(p.stem.split("-")[1])):
+                lines = part.read_text(encoding="utf-8").splitlines()
+                csv_rows += lines[1:] if csv_rows else lines
+            if csv_rows:
+                (out / "rank-timings.csv").write_text("\n".join(csv_rows) + "\n", encoding="utf-8")
+                record.files["rank-timings"] = f"{rel}/rank-timings.csv"
             record.files["training"] = f"{rel}/slurm-output.log"
         else:
             record.files["collective"] = f"{rel}/slurm-output.log"
@@ -282,7 +291,10 @@ def write_bundle(plan: Plan, records: list[tuple[PlanJob, JobRecord]], bundle: P
         if job.kind is JobKind.RESILIENCE:
             for suffix, kind, fmt, role in (("training", "resilience", "nemo", "training"),
                                             ("scheduler", "scheduler", "sacct", "scheduler"),
-                                            ("events", "events", "events", "events")):
+                                            ("events", "events", "events", "events"),
+                                            ("rank-timings", "rank-timings", "rank-timings", "rank-timings")):
+                if role not in rec.files:
+                    continue
                 runs.append({"id": f"{rec.id}-{suffix}", "phase": "resilience", "kind": kind, "format": fmt,
                              "nodes": list(allocated), "files": [rec.files[role]]})
         else:

@@ -149,6 +149,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--checkpoint-dir", type=Path, required=True)
     ap.add_argument("--checkpoint-every", type=int, default=20)
     ap.add_argument("--events", type=Path, default=None, help="append the trainer's events (JSON lines) here")
+    ap.add_argument("--rank-timings", type=Path, default=None,
+                    help="append each rank's per-step compute and all-reduce times here (rank-R.csv)")
     ap.add_argument("--straggler-threshold", type=float, default=0.75)
     ap.add_argument("--straggler-window", type=int, default=10, help="steps per straggler report")
     ap.add_argument("--seed", type=int, default=1234)
@@ -190,13 +192,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"{_stamp('W', 'resume:228')} There were no checkpoints found in {args.checkpoint_dir}. "
             "Training from scratch.")
     ckpt = AsyncCheckpointer(args.checkpoint_dir, events)
+    timings = None
+    if args.rank_timings is not None:
+        args.rank_timings.mkdir(parents=True, exist_ok=True)
+        path = args.rank_timings / f"rank-{rdv.rank}.csv"
+        new = not path.exists()
+        timings = path.open("a", encoding="utf-8")
+        if new:
+            timings.write("rank,node,gpu,step,compute_s,comm_s,timestamp\n")
     compute: list[float] = []
     for step in range(start, args.steps):
         t0 = time.perf_counter()
         x, y = sample_batch(data, args.batch, cfg.seq_len, seed=args.seed * 1_000_003 + step * 1009 + rdv.rank)
         loss, grads = loss_and_grads(params, cfg, x, y)
-        compute.append(time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        compute.append(t1 - t0)
         total = group.all_reduce(_flatten(grads, keys, loss))
+        comm = time.perf_counter() - t1
         offset = 0
         for k in keys:
             n = params[k].size
@@ -205,6 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         adam.step(params, grads)
         reduced_loss = float(total[-1]) / group.world
         dt = time.perf_counter() - t0
+        if timings is not None:
+            timings.write(f"{rdv.rank},{rdv.node},0,{step},{compute[-1]:.6f},{comm:.6f},"
+                          f"{_now().isoformat(timespec='milliseconds')}\n")
+            timings.flush()
         if rdv.rank == 0:
             say(f"Training epoch 0, iteration {step}/{args.steps - 1} | lr: {args.lr:.3g} | global_batch_size: "
                 f"{gbs} | global_step: {step} | reduced_train_loss: {reduced_loss:.4f} | train_step_timing in s: "
