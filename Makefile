@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 BUNDLE ?= evidence/gb200-seed
 
-.PHONY: certify test bootstrap lint typecheck bench
+.PHONY: certify test bootstrap lint typecheck bench demo-slurm demo-slurm-stop
 
 bootstrap:
 	@scripts/bootstrap
@@ -22,3 +22,17 @@ typecheck: bootstrap
 
 bench: bootstrap
 	@for b in bench/bench_*.py; do $(VENV)/bin/python $$b || exit 1; done
+
+# A real (CPU) certification run on a local Slurm cluster: scripts/slurm-local starts munged, MariaDB, slurmdbd,
+# slurmctld and three slurmd on loopback (installing Debian's packages as root once), then `clustercert run` runs
+# the sample plan with a node set DOWN mid-run and certifies the bundle. Each demo starts from a fresh bundle.
+# The outcome (CERTIFIED or not) is the report's; the target fails only when no report could be written.
+DEMO_BUNDLE ?= $(or $(CLUSTERCERT_REPORTS_DIR),reports)/slurm-demo-bundle
+demo-slurm: bootstrap
+	@scripts/slurm-local start
+	@rm -rf $(DEMO_BUNDLE)
+	@eval "$$(scripts/slurm-local env)"; $(VENV)/bin/clustercert run clustercert/runner/plans/loopback.yaml \
+		--bundle $(DEMO_BUNDLE) --certify; rc=$$?; [ $$rc -le 3 ] || exit $$rc
+
+demo-slurm-stop:
+	@scripts/slurm-local stop

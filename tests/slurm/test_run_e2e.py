@@ -1,0 +1,170 @@
+"""`clustercert run PLAN --bundle DIR --certify` on a real Slurm cluster: a node set DOWN mid-run.
+
+The oracles are the raw evidence itself, read here by hand (and Slurm's own `scontrol show hostnames`),
+never the runner's own records: what sacct says happened, what the workload printed, which events the
+scheduler, the injector and the trainer wrote, and the numbers certify must then report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_cli
+
+PLAN = """\
+schema_version: 1
+cluster: {name: clustercert-loopback-test, provider: local Slurm on loopback}
+system: {id: cpu-loopback, devices_per_node: 1}
+catalog: loopback-cpu
+recipe_version: clustercert-cpu-1
+slurm: {poll_s: 0.5}
+jobs:
+  - id: coll-full
+    kind: collective
+    scope: full-scale
+    nodes: 3
+    collectives: {max_bytes: 65536, iters: 2}
+  - id: coll-pair
+    kind: collective
+    scope: pair
+    nodes: 2
+    collectives: {collectives: [all_reduce], max_bytes: 16384, iters: 2}
+  - id: res
+    kind: resilience
+    nodes: 2
+    workload: {steps: 100, batch: 64, checkpoint_every: 20, straggler_threshold: 0.5}
+    faults:
+      - {kind: node-down, at_step: 45, node: last}
+"""
+_STEP = re.compile(r"Training epoch 0, iteration (\d+)/\d+ .*reduced_train_loss: ([\d.]+)")
+
+
+@pytest.fixture(scope="module")
+def ran(slurm_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    work = tmp_path_factory.mktemp("slurm-run")
+    plan = work / "plan.yaml"
+    plan.write_text(PLAN, encoding="utf-8")
+    reports = work / "reports"
+    done = run_cli("run", str(plan), "--bundle", str(work / "bundle"), "--certify", "--reports-dir", str(reports),
+                   env=slurm_cluster, timeout=900)
+    return {"done": done, "bundle": work / "bundle", "reports": reports, "env": slurm_cluster, "plan": plan}
+
+
+def _hostnames(env: dict[str, str], nodelist: str) -> list[str]:
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], env={**__import__("os").environ, **env},
+                         capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_node_down_requeue_resume_and_certify(ran: dict[str, object]) -> None:
+    done = ran["done"]
+    assert isinstance(done, subprocess.CompletedProcess)
+    bundle = ran["bundle"]
+    assert isinstance(bundle, Path)
+    env = ran["env"]
+    assert isinstance(env, dict)
+    assert "run: bundle written and sealed" in done.stderr, done.stderr[-3000:]
+    assert done.returncode in (0, 1, 3), done.stderr[-3000:]  # certify's codes: the checks below decide
+
+    spec = yaml.safe_load((bundle / "bundle.yaml").read_text(encoding="utf-8"))
+    assert spec["synthetic"] is False
+    kinds = sorted(r["kind"] for r in spec["runs"])
+    assert kinds == ["collective"] * 4 + ["events", "rank-timings", "resilience", "scheduler"]
+    # the seal covers bundle.yaml and every listed file, with their real hashes
+    sealed = dict(reversed(line.split("  ", 1)) for line in
+                  (bundle / "MANIFEST.sha256").read_text(encoding="utf-8").splitlines())
+    for run in spec["runs"]:
+        for rel in run["files"]:
+            assert sealed[rel] == hashlib.sha256((bundle / rel).read_bytes()).hexdigest()
+
+    folder = bundle / "resilience" / "res"
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text(encoding="utf-8").splitlines()]
+    (fault,) = [e for e in events if e["type"] == "fault_injected"]
+    down = fault["node"]
+    starts = [e for e in events if e["type"] == "job_started"]
+    assert len(starts) == 2
+    assert down in starts[0]["nodes"] and down not in starts[1]["nodes"] and len(starts[1]["nodes"]) == 2
+    assert [e["node"] for e in events if e["type"] == "node_excluded"] == [down]
+    assert [e["by"] for e in events if e["type"] == "restart_started"] == ["scheduler"]
+    assert not [e for e in events if e["type"] == "admin_action"]
+    fault_ts = datetime.fromisoformat(fault["ts"])
+    saved_before = [e["step"] for e in events if e["type"] == "checkpoint_saved"
+                    and datetime.fromisoformat(e["ts"]) <= fault_ts]
+    (loaded,) = [e for e in events if e["type"] == "checkpoint_loaded"]
+    assert loaded["step"] == max(saved_before)
+    resumed_from = loaded["step"]
+
+    # Slurm's own account: the job ran twice under one id, killed by the node failure, then completed elsewhere
+    rows = [line.split("|") for line in (folder / "sacct.txt").read_text(encoding="utf-8").splitlines()]
+    header, body = rows[0], rows[1:]
+    assert header[:1] == ["JobID"]
+    col = {name: i for i, name in enumerate(header)}
+    jobs = [r for r in body if "." not in r[col["JobID"]]]
+    assert [r[col["State"]] for r in jobs] == ["NODE_FAIL", "COMPLETED"]
+    assert down in _hostnames(env, jobs[0][col["NodeList"]])
+    assert down not in _hostnames(env, jobs[1][col["NodeList"]])
+
+    # the workload's log: resumed from that checkpoint, steps after it re-done, the loss fell
+    log = (folder / "slurm-output.log").read_text(encoding="utf-8")
+    assert f"Restored all states from the checkpoint at " in log and f"step={resumed_from}-" in log
+    printed = [(int(m.group(1)), float(m.group(2))) for m in _STEP.finditer(log)]
+    steps = [s for s, _ in printed]
+    cut = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
+    last_before = steps[cut - 1]
+    assert steps[cut] == resumed_from + 1 and steps[-1] == 99
+    assert last_before >= 45  # the fault came once step 45 was printed
+    assert printed[-1][1] < 0.7 * printed[0][1]
+    lost_steps = last_before - resumed_from
+
+    # certify reports the restart, the resume and the goodput loss with this run's numbers
+    (results_path,) = Path(str(ran["reports"])).glob("*/results.json")
+    checks = {c["id"]: c for c in json.loads(results_path.read_text(encoding="utf-8"))["checks"]}
+    restart = checks["resilience.restarts_automatic_on_healthy_nodes"]
+    assert restart["status"] == "PASS", restart["message"]
+    assert f"on {down} restarted" in restart["message"] and f"resumed from step {resumed_from}" in restart["message"]
+    reschedule = (datetime.fromisoformat(starts[1]["ts"]) - fault_ts).total_seconds()
+    assert restart["measured"] == pytest.approx(reschedule, abs=2.0)
+    lost = checks["resilience.lost_work_within_checkpoint_interval"]
+    assert lost["status"] == "PASS" and lost["measured"] == lost_steps
+    goodput = checks["resilience.goodput_meets_min"]
+    assert "1 interruption(s)" in goodput["message"]
+    shown = re.search(r"reschedule (\d+) s", goodput["message"])
+    assert shown is not None and abs(int(shown.group(1)) - reschedule) <= 2
+    redone = re.search(r"re-done steps \[([\d, ]+)\]", goodput["message"])
+    assert redone is not None
+    assert [int(s) for s in redone.group(1).split(",")] == list(range(resumed_from + 1, last_before + 1))
+    assert checks["resilience.no_admin_action"]["status"] == "PASS"
+
+
+def test_rerun_resumes_without_resubmitting(ran: dict[str, object]) -> None:
+    bundle = ran["bundle"]
+    assert isinstance(bundle, Path)
+    env = ran["env"]
+    assert isinstance(env, dict)
+    before = (bundle / "runner" / "state.json").read_text(encoding="utf-8")
+    again = run_cli("run", str(ran["plan"]), "--bundle", str(bundle), env=env, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("collected by an earlier run") == 5  # full-scale, 3 pairs, resilience
+    ids = {r["slurm_id"] for r in json.loads(before)["jobs"].values()}
+    after = {r["slurm_id"] for r in json.loads((bundle / "runner" / "state.json").read_text())["jobs"].values()}
+    assert after == ids
+
+
+def test_bad_plan_is_refused_before_submitting(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.replace("nodes: 2\n    collectives: {collectives: [all_reduce]",
+                                 "nodes: 3\n    collectives: {collectives: [all_reduce]"), encoding="utf-8")
+    done = run_cli("run", str(plan), "--bundle", str(tmp_path / "b"), env=slurm_cluster)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: {plan} line 13 field 'jobs[1]': Value error, a pairwise sweep runs on 2 nodes per job, got "
+        "nodes: 3. Fix the plan (see docs/plan-schema.md)."]
+    assert not (tmp_path / "b").exists()
