@@ -114,7 +114,7 @@ def test_node_down_requeue_resume_and_certify(ran: dict[str, object]) -> None:
 
     # the workload's log: resumed from that checkpoint, steps after it re-done, the loss fell
     log = (folder / "slurm-output.log").read_text(encoding="utf-8")
-    assert f"Restored all states from the checkpoint at " in log and f"step={resumed_from}-" in log
+    assert "Restored all states from the checkpoint at " in log and f"step={resumed_from}-" in log
     printed = [(int(m.group(1)), float(m.group(2))) for m in _STEP.finditer(log)]
     steps = [s for s, _ in printed]
     cut = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
