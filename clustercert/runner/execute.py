@@ -13,7 +13,9 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +32,23 @@ __all__ = ["JobRecord", "Runner", "expand_jobs", "write_bundle"]
 
 _STEP = re.compile(r"Training epoch \d+, iteration (\d+)/")
 _THREADS = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
+# The job's own resilience handling, after the workload stopped itself: a straggler's node is drained and the
+# job requeued (Slurm then allocates without it); a stall (a peer stopped answering) requeues the job.
+_ON_FAILURE = [
+    "rc=$?",
+    'if [ "$rc" -ne 0 ] && [ -s "$CLUSTERCERT_STRAGGLER_FILE" ]; then',
+    '  while read -r node; do scontrol update nodename="$node" state=drain '
+    'reason="straggler detected by job $SLURM_JOB_ID"; done < "$CLUSTERCERT_STRAGGLER_FILE"',
+    '  mv "$CLUSTERCERT_STRAGGLER_FILE" "$CLUSTERCERT_STRAGGLER_FILE.${SLURM_RESTART_COUNT:-0}"',
+    '  echo "# clustercert run: straggler node(s) drained; requeueing job $SLURM_JOB_ID"',
+    '  scontrol requeue "$SLURM_JOB_ID"',
+    'elif [ "$rc" -ne 0 ] && [ -s "$CLUSTERCERT_STALL_FILE" ]; then',
+    '  mv "$CLUSTERCERT_STALL_FILE" "$CLUSTERCERT_STALL_FILE.${SLURM_RESTART_COUNT:-0}"',
+    '  echo "# clustercert run: stall detected; requeueing job $SLURM_JOB_ID"',
+    '  scontrol requeue "$SLURM_JOB_ID"',
+    "fi",
+    'exit "$rc"',
+]
 
 
 @dataclass
@@ -103,13 +122,17 @@ class Runner:
             w = job.workload
             ckpt = self.bundle / "runner" / "checkpoints" / job.id
             lines += ["#SBATCH --requeue", f"export {_THREADS}",
+                      f"export CLUSTERCERT_PID_DIR={shlex.quote(str(out / 'pids'))}",
+                      f"export CLUSTERCERT_STRAGGLER_FILE={shlex.quote(str(out / 'straggler-nodes.txt'))}",
+                      f"export CLUSTERCERT_STALL_FILE={shlex.quote(str(out / 'stall.txt'))}",
                       "echo \"# clustercert run: job $SLURM_JOB_ID restart ${SLURM_RESTART_COUNT:-0} on "
                       "$SLURM_JOB_NODELIST\"",
                       f"srun --kill-on-bad-exit=1 {py} -m clustercert.runner.workload --steps {w.steps} "
                       f"--batch {w.batch} --checkpoint-dir {shlex.quote(str(ckpt))} --checkpoint-every "
                       f"{w.checkpoint_every} --straggler-threshold {w.straggler_threshold} --straggler-window "
                       f"{w.straggler_window} --events {shlex.quote(str(out / 'trainer-events.jsonl'))} "
-                      f"--rank-timings {shlex.quote(str(out / 'ranks'))}"]
+                      f"--rank-timings {shlex.quote(str(out / 'ranks'))} --hang-timeout {w.hang_timeout_s}",
+                      *_ON_FAILURE]
         else:
             c = job.collectives
             lines += ["#SBATCH --no-requeue", f"export {_THREADS}",
@@ -223,12 +246,30 @@ class Runner:
             if fault.kind is FaultKind.NODE_DOWN:
                 self.slurm.set_down(node, fault.reason)
                 record.downed.append(node)
+                what = f"scontrol update nodename={node} state=down reason='{fault.reason}'"
+            else:
+                pid = self._pid_on(job, node, record.restarts_seen)
+                if pid is None:
+                    continue  # the rank has not started yet: try at the next poll
+                if fault.kind is FaultKind.SLOW:
+                    _throttle(pid, fault.slowdown)
+                    record.downed.append(node)  # the job's handler drains it; returned to service afterwards
+                    what = f"process {pid} stopped {fault.slowdown:.0%} of the time (SIGSTOP/SIGCONT)"
+                else:
+                    os.kill(pid, signal.SIGSTOP)
+                    what = f"process {pid} stopped (SIGSTOP) until the job kills it"
             record.faults_done.append(i)
             self.event(job, "fault_injected", self.now(), by="injector", node=node, step=step,
-                       job_id=record.slurm_id, detail=f"{fault.kind.value}: scontrol update nodename={node} "
-                       f"state=down reason='{fault.reason}'")
-            self.log(f"{record.id}: fault injected at step {step}: node {node} set DOWN")
+                       job_id=record.slurm_id, detail=f"{fault.kind.value}: {what}")
+            self.log(f"{record.id}: fault injected at step {step} on {node}: {fault.kind.value} ({what})")
             self.save(record)
+
+    def _pid_on(self, job: PlanJob, node: str, restart: int) -> int | None:
+        for f in (self.bundle / self.folder(job) / "pids").glob("rank-*.pid"):
+            pid, where, incarnation = f.read_text(encoding="utf-8").split()
+            if where == node and int(incarnation) == restart and _alive(int(pid)):
+                return int(pid)
+        return None
 
     def _collect(self, job: PlanJob, record: JobRecord) -> None:
         assert record.slurm_id is not None
@@ -281,6 +322,32 @@ class Runner:
             self.log(f"{record.id}: node {node} returned to service after the job (fault injection cleanup)")
         record.collected = True
         self.save(record)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _throttle(pid: int, slowdown: float, period_s: float = 0.2) -> threading.Thread:
+    """Stop and continue a process so it runs (1 - slowdown) of the time, until it exits (like cpulimit)."""
+
+    def loop() -> None:
+        try:
+            while True:
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(period_s * slowdown)
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(period_s * (1 - slowdown))
+        except OSError:
+            return  # the process is gone
+
+    thread = threading.Thread(target=loop, name=f"throttle-{pid}", daemon=True)
+    thread.start()
+    return thread
 
 
 def write_bundle(plan: Plan, records: list[tuple[PlanJob, JobRecord]], bundle: Path, nodes: list[str]) -> Path:

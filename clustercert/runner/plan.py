@@ -42,6 +42,8 @@ class JobKind(StrEnum):
 
 class FaultKind(StrEnum):
     NODE_DOWN = "node-down"  # scontrol update nodename=X state=down: the job must be requeued elsewhere
+    SLOW = "slow"  # the rank's process on the node is stopped and continued (SIGSTOP/SIGCONT): a real straggler
+    HANG = "hang"  # the rank's process is stopped for good (SIGSTOP): its peers wait, the watchdog must act
 
 
 class Fault(_Strict):
@@ -49,6 +51,7 @@ class Fault(_Strict):
     at_step: int = Field(ge=0)
     node: Literal["first", "last"] = "last"  # which node of the job's allocation
     reason: str = "clustercert fault injection"
+    slowdown: float = Field(default=0.5, gt=0, lt=1)  # slow: the fraction of time the process is stopped
 
 
 class Workload(_Strict):
@@ -57,6 +60,7 @@ class Workload(_Strict):
     checkpoint_every: int = Field(default=20, gt=0)
     straggler_threshold: float = Field(default=0.75, ge=0, le=1)
     straggler_window: int = Field(default=10, gt=1)
+    hang_timeout_s: float = Field(default=60, gt=0)
 
 
 CollectiveName = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"]

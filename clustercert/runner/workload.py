@@ -31,9 +31,10 @@ import numpy as np
 from clustercert.runner.comm import ProcessGroup, rendezvous_from_env
 from clustercert.runner.model import Adam, ModelConfig, corpus, encode, init_params, loss_and_grads, sample_batch
 
-__all__ = ["STRAGGLER_EXIT", "latest_checkpoint", "main"]
+__all__ = ["STALL_EXIT", "STRAGGLER_EXIT", "latest_checkpoint", "main"]
 
 STRAGGLER_EXIT = 3
+STALL_EXIT = 4
 _CKPT = re.compile(r"^cc-lm--step=(\d+)-consumed_samples=(\d+)\.npz$")
 _print_lock = threading.Lock()
 
@@ -153,6 +154,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="append each rank's per-step compute and all-reduce times here (rank-R.csv)")
     ap.add_argument("--straggler-threshold", type=float, default=0.75)
     ap.add_argument("--straggler-window", type=int, default=10, help="steps per straggler report")
+    ap.add_argument("--hang-timeout", type=float, default=120.0,
+                    help="seconds without an answer from a peer before this rank reports a stall and exits")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--lr", type=float, default=3e-3)
     return ap.parse_args(argv)
@@ -164,13 +167,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     job_id = os.environ.get("SLURM_JOB_ID", "local")
     restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     events = EventWriter(args.events if rdv.rank == 0 else None, job_id)
+    watchdog = EventWriter(args.events, job_id)  # any rank may be the one that sees a stall
     cfg = ModelConfig()
     data = encode(corpus(), cfg.vocab)
     params = init_params(cfg, args.seed)
     adam = Adam(params, lr=args.lr)
     keys = sorted(params)
     args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    group = ProcessGroup(rdv)
+    group = ProcessGroup(rdv, timeout_s=args.hang_timeout)
+    pid_file = os.environ.get("CLUSTERCERT_PID_DIR")
+    if pid_file:  # where a fault injector finds this rank's process
+        Path(pid_file).mkdir(parents=True, exist_ok=True)
+        (Path(pid_file) / f"rank-{rdv.rank}.pid").write_text(f"{os.getpid()} {rdv.node} {restart}\n",
+                                                             encoding="utf-8")
     gbs = args.batch * group.world
     if rdv.rank == 0:
         say(f"# clustercert CPU workload (clustercert.runner.workload): a NumPy transformer language model "
@@ -207,7 +216,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         loss, grads = loss_and_grads(params, cfg, x, y)
         t1 = time.perf_counter()
         compute.append(t1 - t0)
-        total = group.all_reduce(_flatten(grads, keys, loss))
+        try:
+            total = group.all_reduce(_flatten(grads, keys, loss))
+        except (TimeoutError, ConnectionError) as exc:
+            say(f"{_stamp('E', 'watchdog')} Stall detected on rank {rdv.rank} ({rdv.node}) at step {step}: no answer "
+                f"from a peer for {args.hang_timeout:.0f} s ({exc.__class__.__name__}). Stopping the job for a "
+                "restart")
+            watchdog.write("stall_detected", by="watchdog", node=rdv.node, rank=rdv.rank, step=step,
+                           detail=f"all-reduce: no answer from a peer for {args.hang_timeout:.0f} s")
+            ckpt.wait()
+            marker = os.environ.get("CLUSTERCERT_STALL_FILE")
+            if marker:
+                Path(marker).write_text(f"{rdv.node} rank {rdv.rank} step {step}\n", encoding="utf-8")
+            return STALL_EXIT
         comm = time.perf_counter() - t1
         offset = 0
         for k in keys:
