@@ -102,11 +102,11 @@ class Runner:
         return [r.slurm_id for r in self.load().values() if r.slurm_id and not r.collected]
 
     # jobs -----------------------------------------------------------------------------------------
-    def folder(self, job: PlanJob) -> str:
-        return f"resilience/{job.id}" if job.kind is JobKind.RESILIENCE else f"collectives/{job.scope}/{job.id}"
+    def folder(self, job: PlanJob, rid: str) -> str:
+        return f"resilience/{rid}" if job.kind is JobKind.RESILIENCE else f"collectives/{job.scope}/{rid}"
 
-    def _script(self, job: PlanJob, nodelist: list[str] | None) -> Path:
-        rel = self.folder(job)
+    def _script(self, job: PlanJob, nodelist: list[str] | None, rid: str) -> Path:
+        rel = self.folder(job, rid)
         out = self.bundle / rel
         out.mkdir(parents=True, exist_ok=True)
         py = shlex.quote(self.python)
@@ -120,7 +120,7 @@ class Runner:
             lines.append(f"#SBATCH --nodelist={','.join(nodelist)}")
         if job.kind is JobKind.RESILIENCE:
             w = job.workload
-            ckpt = self.bundle / "runner" / "checkpoints" / job.id
+            ckpt = self.bundle / "runner" / "checkpoints" / rid
             lines += ["#SBATCH --requeue", f"export {_THREADS}",
                       f"export CLUSTERCERT_PID_DIR={shlex.quote(str(out / 'pids'))}",
                       f"export CLUSTERCERT_STRAGGLER_FILE={shlex.quote(str(out / 'straggler-nodes.txt'))}",
@@ -139,13 +139,13 @@ class Runner:
                       f"srun --kill-on-bad-exit=1 {py} -m clustercert.runner.collbench --collectives "
                       f"{','.join(c.collectives)} --min-bytes {c.min_bytes} --max-bytes {c.max_bytes} "
                       f"--iters {c.iters} --warmup {c.warmup}"]
-        script = self.bundle / "runner" / "jobs" / f"{job.id}.sbatch"
+        script = self.bundle / "runner" / "jobs" / f"{rid}.sbatch"
         script.parent.mkdir(parents=True, exist_ok=True)
         script.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return script
 
-    def event(self, job: PlanJob, kind: str, ts: datetime, **fields: Any) -> None:
-        path = self.bundle / self.folder(job) / "runner-events.jsonl"
+    def event(self, job: PlanJob, rid: str, kind: str, ts: datetime, **fields: Any) -> None:
+        path = self.bundle / self.folder(job, rid) / "runner-events.jsonl"
         record = {"ts": ts.isoformat(timespec="milliseconds"), "type": kind, **fields}
         with path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
@@ -158,7 +158,7 @@ class Runner:
             self.log(f"{rid}: collected by an earlier run (Slurm job {record.slurm_id}); not submitted again")
             return record
         if record.slurm_id is None:
-            script = self._script(job, nodelist)
+            script = self._script(job, nodelist, rid)
             record.slurm_id = self.slurm.sbatch(str(script))
             record.state = "submitted"
             self.save(record)
@@ -173,8 +173,8 @@ class Runner:
         self._collect(job, record)
         return record
 
-    def _last_step(self, job: PlanJob) -> int | None:
-        path = self.bundle / self.folder(job) / "slurm-output.log"
+    def _last_step(self, job: PlanJob, rid: str) -> int | None:
+        path = self.bundle / self.folder(job, rid) / "slurm-output.log"
         if not path.exists():
             return None
         steps = _STEP.findall(path.read_text(encoding="utf-8", errors="replace"))
@@ -198,7 +198,7 @@ class Runner:
             restarts = int(info.get("Restarts", "0") or 0)
             if restarts > record.restarts_seen:
                 record.restarts_seen = restarts
-                self.event(job, "restart_started", self.now(), by="scheduler", job_id=record.slurm_id,
+                self.event(job, record.id, "restart_started", self.now(), by="scheduler", job_id=record.slurm_id,
                            detail=f"requeued by Slurm (Restarts={restarts}, JobState={state}, "
                                   f"Reason={info.get('Reason', '')})")
                 self.log(f"{record.id}: Slurm requeued job {record.slurm_id} (restart {restarts})")
@@ -211,12 +211,13 @@ class Runner:
                     record.incarnations.append({"restart": restarts, "start": started.isoformat(), "nodes": nodes})
                     if previous is not None:
                         for gone in sorted(set(previous) - set(nodes)):
-                            self.event(job, "node_excluded", started, by="scheduler", node=gone,
+                            self.event(job, record.id, "node_excluded", started, by="scheduler", node=gone,
                                        job_id=record.slurm_id, detail="not in the requeued job's allocation")
                         for new in sorted(set(nodes) - set(previous)):
-                            self.event(job, "node_added", started, by="scheduler", node=new, job_id=record.slurm_id)
-                    self.event(job, "job_started", started, by="scheduler", job_id=record.slurm_id, nodes=nodes,
-                               detail=f"restart {restarts}")
+                            self.event(job, record.id, "node_added", started, by="scheduler", node=new,
+                                       job_id=record.slurm_id)
+                    self.event(job, record.id, "job_started", started, by="scheduler", job_id=record.slurm_id,
+                               nodes=nodes, detail=f"restart {restarts}")
                     self.log(f"{record.id}: job {record.slurm_id} running on {','.join(nodes)} (restart {restarts})")
             if state == "RUNNING" and job.kind is JobKind.RESILIENCE:
                 self._inject(job, record)
@@ -225,7 +226,7 @@ class Runner:
                 record.state = state
                 if state == "COMPLETED":
                     # when the runner saw it (EndTime has 1 s resolution, the trainer's own events have ms)
-                    self.event(job, "job_finished", self.now(), by="scheduler", job_id=record.slurm_id,
+                    self.event(job, record.id, "job_finished", self.now(), by="scheduler", job_id=record.slurm_id,
                                detail=f"JobState=COMPLETED EndTime={info.get('EndTime')}")
                 break
             if time.monotonic() > deadline:
@@ -238,7 +239,7 @@ class Runner:
         for i, fault in enumerate(job.faults):
             if i in record.faults_done:
                 continue
-            step = self._last_step(job)
+            step = self._last_step(job, record.id)
             if step is None or step < fault.at_step or not record.incarnations:
                 continue
             nodes = record.incarnations[-1]["nodes"]
@@ -248,7 +249,7 @@ class Runner:
                 record.downed.append(node)
                 what = f"scontrol update nodename={node} state=down reason='{fault.reason}'"
             else:
-                pid = self._pid_on(job, node, record.restarts_seen)
+                pid = self._pid_on(job, record.id, node, record.restarts_seen)
                 if pid is None:
                     continue  # the rank has not started yet: try at the next poll
                 if fault.kind is FaultKind.SLOW:
@@ -259,13 +260,13 @@ class Runner:
                     os.kill(pid, signal.SIGSTOP)
                     what = f"process {pid} stopped (SIGSTOP) until the job kills it"
             record.faults_done.append(i)
-            self.event(job, "fault_injected", self.now(), by="injector", node=node, step=step,
+            self.event(job, record.id, "fault_injected", self.now(), by="injector", node=node, step=step,
                        job_id=record.slurm_id, detail=f"{fault.kind.value}: {what}")
             self.log(f"{record.id}: fault injected at step {step} on {node}: {fault.kind.value} ({what})")
             self.save(record)
 
-    def _pid_on(self, job: PlanJob, node: str, restart: int) -> int | None:
-        for f in (self.bundle / self.folder(job) / "pids").glob("rank-*.pid"):
+    def _pid_on(self, job: PlanJob, rid: str, node: str, restart: int) -> int | None:
+        for f in (self.bundle / self.folder(job, rid) / "pids").glob("rank-*.pid"):
             pid, where, incarnation = f.read_text(encoding="utf-8").split()
             if where == node and int(incarnation) == restart and _alive(int(pid)):
                 return int(pid)
@@ -273,7 +274,7 @@ class Runner:
 
     def _collect(self, job: PlanJob, record: JobRecord) -> None:
         assert record.slurm_id is not None
-        rel = self.folder(job)
+        rel = self.folder(job, record.id)
         out = self.bundle / rel
         text = ""
         for _ in range(60):  # accounting reaches slurmdbd a moment after the job ends
@@ -350,6 +351,17 @@ def _throttle(pid: int, slowdown: float, period_s: float = 0.2) -> threading.Thr
     return thread
 
 
+def local_zone() -> str:
+    """The IANA name of this machine's zone: sacct prints local times without an offset (bundle.yaml timezone)."""
+    if os.environ.get("TZ"):
+        return os.environ["TZ"].lstrip(":")
+    link = Path("/etc/localtime")
+    if link.is_symlink() and "zoneinfo/" in str(link.readlink()):
+        return str(link.readlink()).split("zoneinfo/", 1)[1]
+    timezone_file = Path("/etc/timezone")
+    return timezone_file.read_text(encoding="utf-8").strip() if timezone_file.exists() else "UTC"
+
+
 def write_bundle(plan: Plan, records: list[tuple[PlanJob, JobRecord]], bundle: Path, nodes: list[str]) -> Path:
     """bundle.yaml from what actually ran (synthetic: false): one run per collected file."""
     runs: list[dict[str, Any]] = []
@@ -375,7 +387,7 @@ def write_bundle(plan: Plan, records: list[tuple[PlanJob, JobRecord]], bundle: P
         "system": {"gpu": plan.system.id, "gpus_per_node": plan.system.devices_per_node, "nodes": nodes},
         "catalog": plan.catalog,
         "recipe_version": plan.recipe_version,
-        "timezone": "UTC",
+        "timezone": local_zone(),
         "synthetic": False,
         "runs": runs,
     }

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 PLAN = """\
 schema_version: 1
@@ -59,7 +63,7 @@ def ran(slurm_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory)
 
 
 def _hostnames(env: dict[str, str], nodelist: str) -> list[str]:
-    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], env={**__import__("os").environ, **env},
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], env={**os.environ, **env},
                          capture_output=True, text=True, check=True)
     return out.stdout.split()
 
@@ -78,6 +82,9 @@ def test_node_down_requeue_resume_and_certify(ran: dict[str, object]) -> None:
     assert spec["synthetic"] is False
     kinds = sorted(r["kind"] for r in spec["runs"])
     assert kinds == ["collective"] * 4 + ["events", "rank-timings", "resilience", "scheduler"]
+    pairs = sorted(r["files"][0] for r in spec["runs"] if r.get("scope") == "pair")
+    assert pairs == [f"collectives/pair/coll-pair-{a}-{b}/slurm-output.log" for a, b in
+                     (("cc-n1", "cc-n2"), ("cc-n1", "cc-n3"), ("cc-n2", "cc-n3"))]
     # the seal covers bundle.yaml and every listed file, with their real hashes
     sealed = dict(reversed(line.split("  ", 1)) for line in
                   (bundle / "MANIFEST.sha256").read_text(encoding="utf-8").splitlines())
@@ -168,3 +175,38 @@ def test_bad_plan_is_refused_before_submitting(slurm_cluster: dict[str, str], tm
         f"error: {plan} line 13 field 'jobs[1]': Value error, a pairwise sweep runs on 2 nodes per job, got "
         "nodes: 3. Fix the plan (see docs/plan-schema.md)."]
     assert not (tmp_path / "b").exists()
+
+
+def test_interrupted_run_cancels_its_job(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.split("  - id: coll-full")[0] + "  - id: long\n    kind: resilience\n    nodes: 2\n"
+                    "    workload: {steps: 5000, batch: 64}\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **slurm_cluster}
+    proc = subprocess.Popen([sys.executable, "-m", "clustercert", "run", str(plan), "--bundle", str(tmp_path / "b")],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = tmp_path / "b" / "runner" / "state.json"
+    job = None
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and job is None:
+        time.sleep(1)
+        if state.exists() and "Starting worker group" in _read(tmp_path / "b" / "resilience" / "long"
+                                                                / "slurm-output.log"):
+            job = json.loads(state.read_text(encoding="utf-8"))["jobs"]["long"]["slurm_id"]
+    assert job is not None, "the job never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted; the plan's running Slurm job was cancelled" in err
+    for _ in range(60):
+        queued = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=env, capture_output=True, text=True)
+        if not queued.stdout.strip():
+            break
+        time.sleep(1)
+    assert not queued.stdout.strip(), queued.stdout
+    acct = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "State"], env=env, capture_output=True,
+                          text=True, check=True)
+    assert acct.stdout.split()[0] == "CANCELLED"
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
