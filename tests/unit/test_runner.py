@@ -143,3 +143,23 @@ def test_plan_errors_name_line_and_field(tmp_path: Path) -> None:
 def test_shipped_plan_loads() -> None:
     plan = load_plan(Path(__file__).resolve().parents[2] / "clustercert" / "runner" / "plans" / "loopback.yaml")
     assert [j.kind.value for j in plan.jobs] == ["collective", "collective", "resilience"]
+
+
+def test_pairwise_sweep_is_every_pair_once() -> None:
+    from clustercert.runner.execute import expand_jobs
+
+    plan = load_plan(Path(__file__).resolve().parents[2] / "clustercert" / "runner" / "plans" / "loopback.yaml")
+    nodes = [f"n{i}" for i in range(5)]
+    pairs = [nl for job, nl, _ in expand_jobs(plan, nodes) if job.scope == "pair"]
+    assert len(pairs) == 5 * 4 // 2
+    assert {frozenset(p or []) for p in pairs} == {frozenset((a, b)) for a in nodes for b in nodes if a < b}
+
+
+def test_latest_checkpoint_ignores_partial_writes(tmp_path: Path) -> None:
+    from clustercert.runner.workload import latest_checkpoint
+
+    for name in ("cc-lm--step=19-consumed_samples=320.npz", "cc-lm--step=39-consumed_samples=640.npz",
+                 "cc-lm--step=59-consumed_samples=960.npz.tmp"):
+        (tmp_path / name).write_bytes(b"")
+    found = latest_checkpoint(tmp_path)
+    assert found is not None and found[0] == 39
