@@ -56,9 +56,10 @@ def _events(folder: Path) -> list[dict[str, object]]:
 
 def _restart_from(log: str) -> tuple[int, int, int]:
     """(last step before the restart, first step after it, last step) as the log printed them."""
-    steps = [int(s) for s in _STEP.findall(log)]
-    cut = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
-    return steps[cut - 1], steps[cut], steps[-1]
+    before, after = log.split("Restored all states from the checkpoint at ", 1)
+    first_run = [int(s) for s in _STEP.findall(before)]
+    second_run = [int(s) for s in _STEP.findall(after)]
+    return first_run[-1], second_run[0], second_run[-1]
 
 
 def test_slowed_node_is_detected_drained_and_left_out(ran: tuple[subprocess.CompletedProcess[str], Path]) -> None:
