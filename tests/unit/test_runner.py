@@ -41,14 +41,14 @@ def test_backward_matches_finite_differences() -> None:
 
 
 def test_untrained_loss_is_uniform_then_falls() -> None:
-    cfg = ModelConfig()
+    cfg = ModelConfig(d_model=32, d_ff=64, layers=1)  # the shipped shape trains the same, slower
     data = encode(corpus(), cfg.vocab)
     p = init_params(cfg, 0)
     opt = Adam(p)
     x, y = sample_batch(data, 8, cfg.seq_len, 0)
     first, _ = loss_and_grads(p, cfg, x, y)
     assert first == pytest.approx(math.log(cfg.vocab), abs=0.05)  # small random weights: near-uniform output
-    for step in range(60):
+    for step in range(50):
         x, y = sample_batch(data, 8, cfg.seq_len, step)
         loss, g = loss_and_grads(p, cfg, x, y)
         opt.step(p, g)
