@@ -29,10 +29,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run PLAN's jobs on Slurm into BUNDLE and seal it: exit 0, 2 bad plan, 3 a job could not be run or
         collected; with --certify, certify's exit codes."""
+        import datetime as dt
+
         from clustercert.cli.app import Exit, _quiet_prefect, err
         from clustercert.runner.plan import load_plan
+        from clustercert.runner.slurm import Slurm
 
         load_plan(plan)  # a bad plan is one line and exit 2, before anything is submitted
+        Slurm(dt.UTC).nodes()  # so is a cluster that cannot be reached (exit 3), before the flow starts
         _quiet_prefect()
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:

@@ -211,3 +211,18 @@ def test_interrupted_run_cancels_its_job(slurm_cluster: dict[str, str], tmp_path
 
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def test_no_reachable_cluster_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN, encoding="utf-8")
+    conf = tmp_path / "slurm.conf"  # a cluster whose controller is not running (a missing file makes Slurm
+    conf.write_text(  # look for a configless server in DNS, which takes minutes offline)
+        "ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=17999\n"
+        f"AuthInfo=socket={tmp_path / 'no-munge.socket'}\nNodeName=n1 NodeAddr=127.0.0.1 CPUs=1\n"
+        "PartitionName=p Nodes=n1 Default=YES\n", encoding="utf-8")
+    done = run_cli("run", str(plan), "--bundle", str(tmp_path / "b"), env={"SLURM_CONF": str(conf)})
+    assert done.returncode == 3, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: sinfo -h -N: expected exit 0, got 1 (") and line.endswith(
+        "Check the cluster (scripts/slurm-local status)")
