@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 BUNDLE ?= evidence/gb200-seed
 
-.PHONY: certify test bootstrap lint typecheck bench bench-loaded
+.PHONY: certify test bootstrap lint typecheck bench bench-loaded demo-slurm demo-slurm-stop
 
 bootstrap:
 	@scripts/bootstrap
@@ -26,3 +26,17 @@ bench: bootstrap
 # Ten certifications beside four CPU-bound processes (long, and it loads the machine: not part of `make bench`).
 bench-loaded: bootstrap
 	@$(VENV)/bin/python bench/bench_loaded.py
+
+# A real (CPU) certification run on a local Slurm cluster: scripts/slurm-local starts munged, MariaDB, slurmdbd,
+# slurmctld and three slurmd on loopback (installing Debian's packages as root once), then `clustercert run` runs
+# the sample plan with a node set DOWN mid-run and certifies the bundle. Each demo starts from a fresh bundle.
+# The outcome (CERTIFIED or not) is the report's; the target fails only when no report could be written.
+DEMO_BUNDLE ?= $(or $(CLUSTERCERT_REPORTS_DIR),reports)/slurm-demo-bundle
+demo-slurm: bootstrap
+	@scripts/slurm-local start
+	@rm -rf $(DEMO_BUNDLE)
+	@eval "$$(scripts/slurm-local env)"; $(VENV)/bin/clustercert run clustercert/runner/plans/loopback.yaml \
+		--bundle $(DEMO_BUNDLE) --certify; rc=$$?; [ $$rc -le 3 ] || exit $$rc
+
+demo-slurm-stop:
+	@scripts/slurm-local stop

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from clustercert.cli import ops as cli_ops
+from clustercert.cli import run as cli_run
 from clustercert.cli import safety
 from clustercert.cli.evidence import evidence_app
 from clustercert.errors import ClusterCertError, SigningError, UsageError
@@ -39,6 +40,7 @@ keys_app = typer.Typer(help="Manage the signing keys (the key directory is CLUST
 app.add_typer(keys_app, name="keys")
 cli_ops.register(app)  # schedule, rerun, runs (issue 7)
 app.add_typer(evidence_app, name="evidence")
+cli_run.register(app)  # run: a certification plan on Slurm (issue 15)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

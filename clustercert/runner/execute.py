@@ -1,0 +1,410 @@
+"""Running a plan's jobs on Slurm: submit, watch, inject faults, collect the evidence, write bundle.yaml.
+
+What the cluster did is observed, never assumed: job starts, requeues and node lists come from
+`scontrol show job` while the job runs and from `sacct --duplicates` after it; the fault is recorded when
+the injector acted; checkpoints and straggler reports come from the workload itself. A run folder's
+state (`runner/state.json` in the bundle folder) makes a re-run resume: a collected job is not submitted
+again, a submitted one is tracked on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clustercert.runner.plan import FaultKind, JobKind, Plan, PlanJob, RunnerError
+from clustercert.runner.slurm import TERMINAL, Slurm
+
+__all__ = ["JobRecord", "Runner", "expand_jobs", "write_bundle"]
+
+_STEP = re.compile(r"Training epoch \d+, iteration (\d+)/")
+_THREADS = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
+# The job's own resilience handling, after the workload stopped itself: a straggler's node is drained and the
+# job requeued (Slurm then allocates without it); a stall (a peer stopped answering) requeues the job.
+_ON_FAILURE = [
+    "rc=$?",
+    'if [ "$rc" -ne 0 ] && [ -s "$CLUSTERCERT_STRAGGLER_FILE" ]; then',
+    '  while read -r node; do scontrol update nodename="$node" state=drain '
+    'reason="straggler detected by job $SLURM_JOB_ID"; done < "$CLUSTERCERT_STRAGGLER_FILE"',
+    '  mv "$CLUSTERCERT_STRAGGLER_FILE" "$CLUSTERCERT_STRAGGLER_FILE.${SLURM_RESTART_COUNT:-0}"',
+    '  echo "# clustercert run: straggler node(s) drained; requeueing job $SLURM_JOB_ID"',
+    '  scontrol requeue "$SLURM_JOB_ID"',
+    'elif [ "$rc" -ne 0 ] && [ -s "$CLUSTERCERT_STALL_FILE" ]; then',
+    '  mv "$CLUSTERCERT_STALL_FILE" "$CLUSTERCERT_STALL_FILE.${SLURM_RESTART_COUNT:-0}"',
+    '  echo "# clustercert run: stall detected; requeueing job $SLURM_JOB_ID"',
+    '  scontrol requeue "$SLURM_JOB_ID"',
+    "fi",
+    'exit "$rc"',
+]
+
+
+@dataclass
+class JobRecord:
+    """What one plan job did, as observed; serialised in runner/state.json."""
+
+    id: str
+    slurm_id: str | None = None
+    state: str = "planned"
+    collected: bool = False
+    incarnations: list[dict[str, Any]] = field(default_factory=list)  # {restart, start, nodes}
+    restarts_seen: int = 0
+    faults_done: list[int] = field(default_factory=list)
+    downed: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # role -> bundle-relative path
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRecord:
+        return cls(**data)
+
+
+class Runner:
+    """Runs the jobs of one plan into one bundle folder."""
+
+    def __init__(self, plan: Plan, bundle: Path, slurm: Slurm, now: Callable[[], datetime],
+                 log: Callable[[str], None]) -> None:
+        self.plan, self.bundle, self.slurm, self.now, self.log = plan, bundle, slurm, now, log
+        self.state_path = bundle / "runner" / "state.json"
+        self.python = plan.slurm.python or sys.executable
+
+    # state ----------------------------------------------------------------------------------------
+    def load(self) -> dict[str, JobRecord]:
+        if not self.state_path.exists():
+            return {}
+        data = json.loads(self.state_path.read_text(encoding="utf-8"))
+        return {k: JobRecord.from_json(v) for k, v in data["jobs"].items()}
+
+    def save(self, record: JobRecord) -> None:
+        records = self.load()
+        records[record.id] = record
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"schema_version": 1, "jobs": {k: v.to_json() for k, v in records.items()}},
+                                  indent=1), encoding="utf-8")
+        os.replace(tmp, self.state_path)
+
+    def submitted_ids(self) -> list[str]:
+        return [r.slurm_id for r in self.load().values() if r.slurm_id and not r.collected]
+
+    # jobs -----------------------------------------------------------------------------------------
+    def folder(self, job: PlanJob, rid: str) -> str:
+        return f"resilience/{rid}" if job.kind is JobKind.RESILIENCE else f"collectives/{job.scope}/{rid}"
+
+    def _script(self, job: PlanJob, nodelist: list[str] | None, rid: str) -> Path:
+        rel = self.folder(job, rid)
+        out = self.bundle / rel
+        out.mkdir(parents=True, exist_ok=True)
+        py = shlex.quote(self.python)
+        lines = ["#!/bin/bash", f"#SBATCH --job-name=cc-{job.id}", f"#SBATCH --nodes={job.nodes}",
+                 f"#SBATCH --ntasks={job.nodes}", "#SBATCH --ntasks-per-node=1",
+                 f"#SBATCH --time={job.time_limit_min}", "#SBATCH --open-mode=append",
+                 f"#SBATCH --output={out / 'slurm-output.log'}"]
+        if self.plan.slurm.partition:
+            lines.append(f"#SBATCH --partition={self.plan.slurm.partition}")
+        if nodelist:
+            lines.append(f"#SBATCH --nodelist={','.join(nodelist)}")
+        if job.kind is JobKind.RESILIENCE:
+            w = job.workload
+            ckpt = self.bundle / "runner" / "checkpoints" / rid
+            lines += ["#SBATCH --requeue", f"export {_THREADS}",
+                      f"export CLUSTERCERT_PID_DIR={shlex.quote(str(out / 'pids'))}",
+                      f"export CLUSTERCERT_STRAGGLER_FILE={shlex.quote(str(out / 'straggler-nodes.txt'))}",
+                      f"export CLUSTERCERT_STALL_FILE={shlex.quote(str(out / 'stall.txt'))}",
+                      "echo \"# clustercert run: job $SLURM_JOB_ID restart ${SLURM_RESTART_COUNT:-0} on "
+                      "$SLURM_JOB_NODELIST\"",
+                      f"srun --kill-on-bad-exit=1 {py} -m clustercert.runner.workload --steps {w.steps} "
+                      f"--batch {w.batch} --checkpoint-dir {shlex.quote(str(ckpt))} --checkpoint-every "
+                      f"{w.checkpoint_every} --straggler-threshold {w.straggler_threshold} --straggler-window "
+                      f"{w.straggler_window} --events {shlex.quote(str(out / 'trainer-events.jsonl'))} "
+                      f"--rank-timings {shlex.quote(str(out / 'ranks'))} --hang-timeout {w.hang_timeout_s}",
+                      *_ON_FAILURE]
+        else:
+            c = job.collectives
+            lines += ["#SBATCH --no-requeue", f"export {_THREADS}",
+                      f"srun --kill-on-bad-exit=1 {py} -m clustercert.runner.collbench --collectives "
+                      f"{','.join(c.collectives)} --min-bytes {c.min_bytes} --max-bytes {c.max_bytes} "
+                      f"--iters {c.iters} --warmup {c.warmup}"]
+        script = self.bundle / "runner" / "jobs" / f"{rid}.sbatch"
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return script
+
+    def event(self, job: PlanJob, rid: str, kind: str, ts: datetime, **fields: Any) -> None:
+        path = self.bundle / self.folder(job, rid) / "runner-events.jsonl"
+        record = {"ts": ts.isoformat(timespec="milliseconds"), "type": kind, **fields}
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    def run_job(self, job: PlanJob, nodelist: list[str] | None = None, run_id: str | None = None) -> JobRecord:
+        """Submit (or keep tracking) one job, inject its faults, wait for its end, collect its evidence."""
+        rid = run_id or job.id
+        record = self.load().get(rid) or JobRecord(rid)
+        if record.collected:
+            self.log(f"{rid}: collected by an earlier run (Slurm job {record.slurm_id}); not submitted again")
+            return record
+        if record.slurm_id is None:
+            script = self._script(job, nodelist, rid)
+            record.slurm_id = self.slurm.sbatch(str(script))
+            record.state = "submitted"
+            self.save(record)
+            self.log(f"{rid}: submitted as Slurm job {record.slurm_id}")
+        try:
+            self._track(job, record)
+        except BaseException:
+            if not record.collected and record.slurm_id:
+                self.slurm.cancel(record.slurm_id)
+                self.log(f"{rid}: interrupted; cancelled Slurm job {record.slurm_id}")
+            raise
+        self._collect(job, record)
+        return record
+
+    def _last_step(self, job: PlanJob, rid: str) -> int | None:
+        path = self.bundle / self.folder(job, rid) / "slurm-output.log"
+        if not path.exists():
+            return None
+        steps = _STEP.findall(path.read_text(encoding="utf-8", errors="replace"))
+        return int(steps[-1]) if steps else None
+
+    def _track(self, job: PlanJob, record: JobRecord) -> None:
+        assert record.slurm_id is not None
+        deadline = time.monotonic() + job.time_limit_min * 60 * 2 + 600
+        missing_since: float | None = None
+        while True:
+            info = self.slurm.job(record.slurm_id)
+            if info is None:
+                # slurmctld forgot the job (MinJobAge): its end is in sacct
+                missing_since = missing_since or time.monotonic()
+                if time.monotonic() - missing_since > 5:
+                    record.state = "ended"
+                    break
+                time.sleep(self.plan.slurm.poll_s)
+                continue
+            state = info.get("JobState", "")
+            restarts = int(info.get("Restarts", "0") or 0)
+            if restarts > record.restarts_seen:
+                record.restarts_seen = restarts
+                self.event(job, record.id, "restart_started", self.now(), by="scheduler", job_id=record.slurm_id,
+                           detail=f"requeued by Slurm (Restarts={restarts}, JobState={state}, "
+                                  f"Reason={info.get('Reason', '')})")
+                self.log(f"{record.id}: Slurm requeued job {record.slurm_id} (restart {restarts})")
+            started = self.slurm.when(info.get("StartTime"))
+            if state in ("RUNNING", "COMPLETING") or state in TERMINAL:
+                seen = {(i["restart"]) for i in record.incarnations}
+                if restarts not in seen and started is not None and info.get("NodeList"):
+                    nodes = self.slurm.hostnames(info["NodeList"])
+                    previous = record.incarnations[-1]["nodes"] if record.incarnations else None
+                    record.incarnations.append({"restart": restarts, "start": started.isoformat(), "nodes": nodes})
+                    if previous is not None:
+                        for gone in sorted(set(previous) - set(nodes)):
+                            self.event(job, record.id, "node_excluded", started, by="scheduler", node=gone,
+                                       job_id=record.slurm_id, detail="not in the requeued job's allocation")
+                        for new in sorted(set(nodes) - set(previous)):
+                            self.event(job, record.id, "node_added", started, by="scheduler", node=new,
+                                       job_id=record.slurm_id)
+                    self.event(job, record.id, "job_started", started, by="scheduler", job_id=record.slurm_id,
+                               nodes=nodes, detail=f"restart {restarts}")
+                    self.log(f"{record.id}: job {record.slurm_id} running on {','.join(nodes)} (restart {restarts})")
+            if state == "RUNNING" and job.kind is JobKind.RESILIENCE:
+                self._inject(job, record)
+            self.save(record)
+            if state in TERMINAL:
+                record.state = state
+                if state == "COMPLETED":
+                    # when the runner saw it (EndTime has 1 s resolution, the trainer's own events have ms)
+                    self.event(job, record.id, "job_finished", self.now(), by="scheduler", job_id=record.slurm_id,
+                               detail=f"JobState=COMPLETED EndTime={info.get('EndTime')}")
+                break
+            if time.monotonic() > deadline:
+                raise RunnerError(f"{record.id}: expected Slurm job {record.slurm_id} to end within "
+                                  f"{job.time_limit_min * 2 + 10} min, got state {state}. It was cancelled")
+            time.sleep(self.plan.slurm.poll_s)
+        self.save(record)
+
+    def _inject(self, job: PlanJob, record: JobRecord) -> None:
+        for i, fault in enumerate(job.faults):
+            if i in record.faults_done:
+                continue
+            step = self._last_step(job, record.id)
+            if step is None or step < fault.at_step or not record.incarnations:
+                continue
+            nodes = record.incarnations[-1]["nodes"]
+            node = nodes[0] if fault.node == "first" else nodes[-1]
+            if fault.kind is FaultKind.NODE_DOWN:
+                self.slurm.set_down(node, fault.reason)
+                record.downed.append(node)
+                what = f"scontrol update nodename={node} state=down reason='{fault.reason}'"
+            else:
+                pid = self._pid_on(job, record.id, node, record.restarts_seen)
+                if pid is None:
+                    continue  # the rank has not started yet: try at the next poll
+                if fault.kind is FaultKind.SLOW:
+                    _throttle(pid, fault.slowdown)
+                    record.downed.append(node)  # the job's handler drains it; returned to service afterwards
+                    what = f"process {pid} stopped {fault.slowdown:.0%} of the time (SIGSTOP/SIGCONT)"
+                else:
+                    os.kill(pid, signal.SIGSTOP)
+                    what = f"process {pid} stopped (SIGSTOP) until the job kills it"
+            record.faults_done.append(i)
+            self.event(job, record.id, "fault_injected", self.now(), by="injector", node=node, step=step,
+                       job_id=record.slurm_id, detail=f"{fault.kind.value}: {what}")
+            self.log(f"{record.id}: fault injected at step {step} on {node}: {fault.kind.value} ({what})")
+            self.save(record)
+
+    def _pid_on(self, job: PlanJob, rid: str, node: str, restart: int) -> int | None:
+        for f in (self.bundle / self.folder(job, rid) / "pids").glob("rank-*.pid"):
+            pid, where, incarnation = f.read_text(encoding="utf-8").split()
+            if where == node and int(incarnation) == restart and _alive(int(pid)):
+                return int(pid)
+        return None
+
+    def _collect(self, job: PlanJob, record: JobRecord) -> None:
+        assert record.slurm_id is not None
+        rel = self.folder(job, record.id)
+        out = self.bundle / rel
+        text = ""
+        for _ in range(60):  # accounting reaches slurmdbd a moment after the job ends
+            text = self.slurm.sacct(record.slurm_id)
+            rows = [r.split("|") for r in text.splitlines()[1:] if r.strip()]
+            top = [r for r in rows if r and r[0] == record.slurm_id]
+            if top and all(r[5].split()[0] not in ("RUNNING", "PENDING") for r in top) and \
+                    len(top) >= record.restarts_seen + 1:
+                break
+            time.sleep(1.0)
+        else:
+            raise RunnerError(f"{record.id}: expected sacct to show Slurm job {record.slurm_id}'s end, got "
+                              f"{text.strip().splitlines()[-1:]!r}. Is slurmdbd up (sacctmgr list cluster)?")
+        (out / "sacct.txt").write_text(text, encoding="utf-8")
+        record.files["scheduler"] = f"{rel}/sacct.txt"
+        nodes_txt = "".join(f"restart {i['restart']}: {' '.join(i['nodes'])}\n" for i in record.incarnations)
+        (out / "nodes.txt").write_text(nodes_txt, encoding="utf-8")
+        record.files["nodes"] = f"{rel}/nodes.txt"
+        log = out / "slurm-output.log"
+        if job.kind is JobKind.RESILIENCE:
+            events: list[tuple[str, str]] = []
+            for name in ("runner-events.jsonl", "trainer-events.jsonl"):
+                p = out / name
+                if p.exists():
+                    events += [(json.loads(line)["ts"], line) for line in p.read_text(encoding="utf-8").splitlines()
+                               if line.strip()]
+            events.sort(key=lambda e: datetime.fromisoformat(e[0]))
+            (out / "events.jsonl").write_text("".join(line + "\n" for _, line in events), encoding="utf-8")
+            record.files["events"] = f"{rel}/events.jsonl"
+            csv_rows: list[str] = []
+            for part in sorted((out / "ranks").glob("rank-*.csv"), key=lambda p: int(p.stem.split("-")[1])):
+                lines = part.read_text(encoding="utf-8").splitlines()
+                csv_rows += lines[1:] if csv_rows else lines
+            if csv_rows:
+                (out / "rank-timings.csv").write_text("\n".join(csv_rows) + "\n", encoding="utf-8")
+                record.files["rank-timings"] = f"{rel}/rank-timings.csv"
+            record.files["training"] = f"{rel}/slurm-output.log"
+        else:
+            record.files["collective"] = f"{rel}/slurm-output.log"
+        if not log.exists():
+            raise RunnerError(f"{record.id}: expected the job's output at {log}, got nothing. Check the job "
+                              "(sacct above) and the slurmd logs")
+        for node in record.downed:
+            # the injector restores what it broke once the job is over; the job's evidence ends before this
+            self.slurm.resume(node)
+            self.log(f"{record.id}: node {node} returned to service after the job (fault injection cleanup)")
+        record.collected = True
+        self.save(record)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _throttle(pid: int, slowdown: float, period_s: float = 0.2) -> threading.Thread:
+    """Stop and continue a process so it runs (1 - slowdown) of the time, until it exits (like cpulimit)."""
+
+    def loop() -> None:
+        try:
+            while True:
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(period_s * slowdown)
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(period_s * (1 - slowdown))
+        except OSError:
+            return  # the process is gone
+
+    thread = threading.Thread(target=loop, name=f"throttle-{pid}", daemon=True)
+    thread.start()
+    return thread
+
+
+def local_zone() -> str:
+    """The IANA name of this machine's zone: sacct prints local times without an offset (bundle.yaml timezone)."""
+    if os.environ.get("TZ"):
+        return os.environ["TZ"].lstrip(":")
+    link = Path("/etc/localtime")
+    if link.is_symlink() and "zoneinfo/" in str(link.readlink()):
+        return str(link.readlink()).split("zoneinfo/", 1)[1]
+    timezone_file = Path("/etc/timezone")
+    return timezone_file.read_text(encoding="utf-8").strip() if timezone_file.exists() else "UTC"
+
+
+def write_bundle(plan: Plan, records: list[tuple[PlanJob, JobRecord]], bundle: Path, nodes: list[str]) -> Path:
+    """bundle.yaml from what actually ran (synthetic: false): one run per collected file."""
+    runs: list[dict[str, Any]] = []
+    for job, rec in records:
+        allocated = sorted({n for i in rec.incarnations for n in i["nodes"]})
+        if job.kind is JobKind.RESILIENCE:
+            for suffix, kind, fmt, role in (("training", "resilience", "nemo", "training"),
+                                            ("scheduler", "scheduler", "sacct", "scheduler"),
+                                            ("events", "events", "events", "events"),
+                                            ("rank-timings", "rank-timings", "rank-timings", "rank-timings")):
+                if role not in rec.files:
+                    continue
+                runs.append({"id": f"{rec.id}-{suffix}", "phase": "resilience", "kind": kind, "format": fmt,
+                             "nodes": list(allocated), "files": [rec.files[role]]})
+        else:
+            runs.append({"id": rec.id, "phase": "scaling", "kind": "collective", "format": "nccl-tests",
+                         "scope": job.scope, "gpus": job.nodes * plan.system.devices_per_node,
+                         "nodes": list(allocated),
+                         "files": [rec.files["collective"]]})
+    doc = {
+        "schema_version": 1,
+        "cluster": {"name": plan.cluster.name, "provider": plan.cluster.provider},
+        "system": {"gpu": plan.system.id, "gpus_per_node": plan.system.devices_per_node, "nodes": nodes},
+        "catalog": plan.catalog,
+        "recipe_version": plan.recipe_version,
+        "timezone": local_zone(),
+        "synthetic": False,
+        "runs": runs,
+    }
+    out = bundle / "bundle.yaml"
+    header = "# Written by `clustercert run` from the jobs that ran on Slurm (measured, on CPUs; not simulated).\n"
+    out.write_text(header + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return out
+
+
+def expand_jobs(plan: Plan, nodes: list[str]) -> list[tuple[PlanJob, list[str] | None, str]]:
+    """The Slurm jobs a plan makes: one per job, a pairwise sweep one per pair of the cluster's nodes."""
+    out: list[tuple[PlanJob, list[str] | None, str]] = []
+    for job in plan.jobs:
+        if job.kind is JobKind.COLLECTIVE and job.scope == "pair":
+            for i, a in enumerate(nodes):
+                for b in nodes[i + 1:]:
+                    out.append((job, [a, b], f"{job.id}-{a}-{b}"))
+        else:
+            out.append((job, None, job.id))
+    return out

@@ -1,0 +1,143 @@
+"""Certification plans (YAML, schema_version 1): which jobs to run on the cluster, and the faults to inject.
+
+The schema is documented in docs/plan-schema.md; it is strict (unknown keys are refused) and every
+problem is one line naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from clustercert.errors import ClusterCertError, UsageError
+from clustercert.yamlio import load_yaml_model
+
+__all__ = ["FaultKind", "JobKind", "Plan", "PlanError", "PlanJob", "RunnerError", "load_plan"]
+
+_HINT = "Fix the plan (see docs/plan-schema.md)."
+_ID = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class PlanError(UsageError):
+    """A plan that cannot be used (exit 2)."""
+
+
+class RunnerError(ClusterCertError):
+    """A job that could not be submitted, run to its end or collected (exit 3)."""
+
+    exit_code = 3
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class JobKind(StrEnum):
+    COLLECTIVE = "collective"
+    RESILIENCE = "resilience"
+
+
+class FaultKind(StrEnum):
+    NODE_DOWN = "node-down"  # scontrol update nodename=X state=down: the job must be requeued elsewhere
+    SLOW = "slow"  # the rank's process on the node is stopped and continued (SIGSTOP/SIGCONT): a real straggler
+    HANG = "hang"  # the rank's process is stopped for good (SIGSTOP): its peers wait, the watchdog must act
+
+
+class Fault(_Strict):
+    kind: FaultKind = Field(strict=False)  # YAML gives strings; strict elsewhere
+    at_step: int = Field(ge=0)
+    node: Literal["first", "last"] = "last"  # which node of the job's allocation
+    reason: str = "clustercert fault injection"
+    slowdown: float = Field(default=0.5, gt=0, lt=1)  # slow: the fraction of time the process is stopped
+
+
+class Workload(_Strict):
+    steps: int = Field(default=200, gt=0)
+    batch: int = Field(default=8, gt=0)
+    checkpoint_every: int = Field(default=20, gt=0)
+    straggler_threshold: float = Field(default=0.75, ge=0, le=1)
+    straggler_window: int = Field(default=10, gt=1)
+    hang_timeout_s: float = Field(default=60, gt=0)
+
+
+CollectiveName = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"]
+_ALL_COLLECTIVES: tuple[CollectiveName, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
+
+
+class Collectives(_Strict):
+    collectives: list[CollectiveName] = Field(default_factory=lambda: list(_ALL_COLLECTIVES), min_length=1)
+    min_bytes: int = Field(default=4096, gt=0)
+    max_bytes: int = Field(default=1 << 20, gt=0)
+    iters: int = Field(default=5, gt=0)
+    warmup: int = Field(default=2, ge=0)
+
+
+class PlanJob(_Strict):
+    id: str = Field(pattern=_ID)
+    kind: JobKind = Field(strict=False)
+    nodes: int = Field(gt=0)
+    scope: Literal["full-scale", "cross-domain", "pair"] | None = None
+    workload: Workload = Workload()
+    collectives: Collectives = Collectives()
+    faults: list[Fault] = Field(default_factory=list)
+    time_limit_min: int = Field(default=15, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlanJob:
+        if self.kind is JobKind.COLLECTIVE:
+            if self.scope is None:
+                raise ValueError("a collective job needs a scope (full-scale, cross-domain or pair)")
+            if self.faults:
+                raise ValueError("faults apply to resilience jobs only")
+            if self.scope == "pair" and self.nodes != 2:
+                raise ValueError(f"a pairwise sweep runs on 2 nodes per job, got nodes: {self.nodes}")
+            if self.nodes < 2:
+                raise ValueError(f"a collective needs at least 2 nodes, got {self.nodes}")
+        for fault in self.faults:
+            if fault.at_step >= self.workload.steps:
+                raise ValueError(f"fault at_step {fault.at_step} is past the run's last step "
+                                 f"({self.workload.steps - 1})")
+        return self
+
+
+class Cluster(_Strict):
+    name: str = Field(min_length=1)
+    provider: str = Field(min_length=1)
+
+
+class System(_Strict):
+    id: str = Field(pattern=_ID)  # the system id of the catalog (bundle.yaml system.gpu)
+    devices_per_node: int = Field(default=1, gt=0)
+
+
+class SlurmOptions(_Strict):
+    partition: str | None = None
+    poll_s: float = Field(default=1.0, gt=0)
+    python: str | None = None  # the interpreter jobs run (default: the one running clustercert)
+
+
+class Plan(_Strict):
+    schema_version: Literal[1]
+    cluster: Cluster
+    system: System
+    catalog: str = Field(min_length=1)
+    recipe_version: str = Field(min_length=1)
+    slurm: SlurmOptions = SlurmOptions()
+    jobs: list[PlanJob] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Plan:
+        seen: set[str] = set()
+        for job in self.jobs:
+            if job.id in seen:
+                raise ValueError(f"job id '{job.id}' appears twice")
+            seen.add(job.id)
+        return self
+
+
+def load_plan(path: Path) -> Plan:
+    """Load a plan strictly; any problem raises PlanError with one line naming file, line and field."""
+    return load_yaml_model(path, Plan, PlanError, hint=_HINT)
