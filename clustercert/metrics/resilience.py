@@ -121,12 +121,15 @@ def analyze_resilience(
     warmup_steps: int = 2,
     restart_max_s: float = 900.0,
     checkpoint_interval_steps: int | None = None,
+    time_resolution_s: float = 0.0,
 ) -> ResilienceReport:
     """Stalls, fault recoveries and administrator actions of one job.
 
     Job starts (JOB_STARTED events) split the steps into segments; the first `warmup_steps` steps of
     each segment count neither toward the mean step time nor as stalls. A stall is a gap between steps
-    of one segment, or from a segment's last step to its stop, longer than stall_factor x mean.
+    of one segment, or from a segment's last step to its stop, longer than stall_factor x mean plus
+    `time_resolution_s`: step times placed from timestamps printed to the second may sit up to that much early,
+    so a shorter gap is not shown to be a stall.
     The checkpoint interval is the median gap between saved steps unless given.
     """
     if stall_factor <= 1:
@@ -160,7 +163,7 @@ def analyze_resilience(
                 stop = _first(evs, stop_types, kept[-1].end_s, bounds[k])
                 gaps.append((kept[-1].end_s, stop.time_s if stop else bounds[k]))
             for a, b in gaps:
-                if b - a > threshold:
+                if b - a > threshold + time_resolution_s:
                     det = _first(evs, {EventType.DETECTED}, a)
                     act = _first(evs, {EventType.JOB_STOPPED, EventType.JOB_STARTED}, a)
                     stalls.append(

@@ -26,6 +26,8 @@ class LogClock:
     file: str
     stamps: tuple[tuple[int, float], ...]  # (line, epoch seconds), in file order
     worker_starts: tuple[tuple[int, float], ...]
+    # the finest unit the stamps print (1 s for whole seconds): a time read from them may be late by up to this
+    resolution_s: float = 1.0
 
     def to_json(self) -> dict[str, object]:
         return {"file": self.file, "stamps": len(self.stamps), "worker_starts": [list(s) for s in self.worker_starts]}
@@ -41,12 +43,15 @@ def parse_log_clock(path: Path, display: str, *, timezone: str = "UTC", limit: i
         ) from None
     stamps: list[tuple[int, float]] = []
     starts: list[tuple[int, float]] = []
+    coarsest: int | None = None  # the fewest fractional digits any stamp prints: its resolution is 10^-that s
     for number, raw in enumerate(read_text_lines(path, display, limit=limit), start=1):
         match = _TS.search(raw)
         if match is None:
             continue
         day, clock, frac, offset = match.groups()
         text = f"{day}T{clock}" + (f".{frac}" if frac else "") + (offset or "")
+        digits = len(frac or "")
+        coarsest = digits if coarsest is None else min(coarsest, digits)
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
@@ -60,4 +65,5 @@ def parse_log_clock(path: Path, display: str, *, timezone: str = "UTC", limit: i
         stamps.append((number, seconds))
         if _WORKERS_START.search(raw):
             starts.append((number, seconds))
-    return LogClock(file=display, stamps=tuple(stamps), worker_starts=tuple(starts))
+    return LogClock(file=display, stamps=tuple(stamps), worker_starts=tuple(starts),
+                    resolution_s=10.0 ** -(coarsest or 0))

@@ -726,7 +726,7 @@ def judge_resilience(
         # a job that logged its final iteration finished: the wind-down after it is no stall
         horizon = steps[-1].end_s if completed and steps else job.timeline.end_s
         report = analyze_resilience(steps, events, horizon, stall_factor=rules.stall_factor,
-                                    restart_max_s=rules.restart_max_s)
+                                    restart_max_s=rules.restart_max_s, time_resolution_s=logs[0].clock.resolution_s)
         stall_rows = [{"start_s": s.start_s, "end_s": s.end_s, "duration_s": s.duration_s, "detected_s": s.detected_s,
                        "acted_s": s.acted_s, "handled": s.handled} for s in report.stalls]
         section["stalls"] = stall_rows

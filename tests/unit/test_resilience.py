@@ -96,3 +96,18 @@ def test_no_fault_no_restart() -> None:
 def test_stall_factor_must_exceed_one() -> None:
     with pytest.raises(ValueError, match="stall_factor must exceed 1, got 1"):
         analyze_resilience([], [], 0.0, stall_factor=1)
+
+
+def test_a_gap_within_the_timestamps_resolution_is_no_stall() -> None:
+    # steps every 0.3 s (mean 0.3 s, threshold 0.9 s); the last step is placed 1.2 s before the stop because the
+    # log's timestamps print whole seconds: 1.2 s exceeds 0.9 s, but not 0.9 s + the 1 s resolution
+    steps = _steps(1, 10, 0.3, dt=0.3)
+    events = [Event(0.0, EventType.JOB_STARTED, nodes=NODES), Event(4.2, EventType.JOB_STOPPED)]
+    coarse = analyze_resilience(steps, events, 5.0, warmup_steps=0)
+    assert [(s.start_s, s.end_s) for s in coarse.stalls] == [(pytest.approx(3.0), 4.2)]  # read as exact: a stall
+    assert analyze_resilience(steps, events, 5.0, warmup_steps=0, time_resolution_s=1.0).stalls == ()
+    # a real hang (8 s without a step) is a stall at either resolution
+    hung = [*steps, StepCompletion(11, 11.0)]
+    later = [events[0], Event(12.0, EventType.JOB_STOPPED)]
+    (stall,) = analyze_resilience(hung, later, 12.0, warmup_steps=0, time_resolution_s=1.0).stalls
+    assert (stall.start_s, stall.end_s) == (pytest.approx(3.0), 11.0)
