@@ -11,7 +11,8 @@ bootstrap:
 certify: bootstrap
 	@$(VENV)/bin/clustercert certify $(BUNDLE)
 
-test: bootstrap
+test:
+	@scripts/bootstrap --test
 	@$(VENV)/bin/python -m pytest -p no:cacheprovider
 
 lint: bootstrap
