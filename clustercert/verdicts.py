@@ -138,8 +138,12 @@ def outcome_reasons(checks: Iterable[Check], root: str | None = None) -> list[Re
     def rank(c: Check) -> int:
         return (0 if c.severity is Severity.REQUIRED else 2) + (0 if c.status is Status.FAIL else 1)
 
+    def relative(text: str) -> str:
+        return text.replace(root.rstrip("/") + "/", "") if root else text
+
     bad = [c for c in checks if c.status in (Status.FAIL, Status.ERROR)]
     ordered = sorted(enumerate(bad), key=lambda ic: (rank(ic[1]), ic[0]))
     return [Reason(check=c.id, status=c.status, severity=c.severity, phase=c.phase, title=c.title,
-                   summary=c.summary or _first_clause(c.message), where=tuple(_where(s, root) for s in c.evidence[:3]))
+                   summary=_first_clause(relative(c.summary or c.message)),
+                   where=tuple(_where(s, root) for s in c.evidence[:3]))
             for _, c in ordered]

@@ -46,9 +46,15 @@ _NCCL_HINT = ("Keep the file in the bundle as evidence of the failure; re-run nc
 def _check(
     check_id: str, title: str, severity: Severity, status: Status, message: str, *,
     measured: float | None = None, target: float | None = None, unit: str = "", evidence: Sequence[Span] = (),
+    summary: str | None = None,
 ) -> Check:
     return Check(id=check_id, title=title, phase=PHASE, severity=severity, status=status, measured=measured,
-                 target=target, unit=unit, message=message, evidence=tuple(evidence))
+                 target=target, unit=unit, message=message, evidence=tuple(evidence), summary=summary)
+
+
+def _named(items: Sequence[str], shown: int = 2) -> str:
+    """The first `shown` findings by name and a count of the rest: a summary fits one line."""
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def _error_span(error: EvidenceError) -> Span:
@@ -422,8 +428,11 @@ def _collective_checks(
                   if m.result.busbw_gbps is not None and m.target]
         worst = min(ratios, key=lambda x: x[0])[1] if ratios else None
         problems = [_problem_text(m) for m in unusable]
+        summary = None
         if below:
             status = Status.FAIL
+            summary = f"{scope} {coll} below target: " + _named(
+                [f"{m.run.id} {m.result.busbw_gbps:.1f} < {m.target:.1f} GB/s" for m in below])
             message = (f"{len(below)} of {len(mine)} run(s) below their target: "
                        + "; ".join(f"{m.run.id} {m.result.busbw_gbps:.1f} GB/s < target {m.target:.1f} "
                                    f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})" for m in below)
@@ -456,7 +465,8 @@ def _collective_checks(
         checks.append(_check(
             check_id, title, severity, status, message,
             measured=shown.result.busbw_gbps if shown else None, target=shown.target if shown else None,
-            unit="GB/s", evidence=spans,
+            unit="GB/s", evidence=[s for m in below for s in m.result.evidence]
+            + [s for s in spans if all(s not in m.result.evidence for m in below)], summary=summary,
         ))
     return checks, section
 
@@ -489,8 +499,11 @@ def _peer_checks(catalog: LoadedCatalog, measured: list[_Measured], required: bo
                  f"{len(mine)} peers")
         median = judged[0].median_gbps
         spans = [s for m in mine for s in m.result.evidence]
+        summary = None
         if below:
             status = Status.FAIL
+            summary = f"{scope} {coll} below {fraction:.0%} of its peers' median {median:.1f} GB/s: " + _named(
+                [f"{m.run.id} {p.fraction_of_median:.0%}" for p, m in below])
             message = (f"{len(below)} of {len(mine)} run(s) below {fraction:.0%} of the median {median:.1f} GB/s of "
                        f"runs of the same shape ({coll}, {ranks} ranks, {rpn} per node): "
                        + "; ".join(f"{m.run.id} {p.busbw_gbps:.1f} GB/s = {p.fraction_of_median:.0%} ({_where(m)})"
@@ -504,7 +517,9 @@ def _peer_checks(catalog: LoadedCatalog, measured: list[_Measured], required: bo
             message = (f"{len(shares)} run(s) of the same shape, median {median:.1f} GB/s, lowest {worst:.0%} of it "
                        f"(at least {fraction:.0%})")
         checks.append(_check(check_id, title, severity, status, message, measured=worst, target=fraction,
-                             unit="fraction of median", evidence=spans))
+                             unit="fraction of median", evidence=[s for _, m in below for s in m.result.evidence]
+                             + [s for s in spans if all(s not in m.result.evidence for _, m in below)],
+                             summary=summary))
     return checks
 
 
@@ -567,6 +582,7 @@ def _pair_checks(
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     title = (f"No node pair fails or falls below {fraction:.0%} of the median of pairs of its shape (collective, "
              "GPUs per node, message sizes)")
+    pair_summary: str | None = None
     if degraded:
         # failed pairs first, then the slowest
         texts = [text for _, text in sorted(degraded, key=lambda d: d[0])]
@@ -574,18 +590,20 @@ def _pair_checks(
                                                if len(texts) > _LISTED else "")
         status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {listed}"
                                         ". Check the cables, NICs and switch ports between these nodes")
+        pair_summary = f"{len(degraded)} failed or degraded pair measurement(s): " + _named(texts, 1)
     else:
         status, message = Status.PASS, f"{len(section)} pair measurement(s), none below {fraction:.0%} of the median"
     worst = min((float(p["fraction_of_median"]) for p in section  # type: ignore[arg-type]
                  if p["fraction_of_median"] is not None), default=None)
     checks = [_check(f"{PHASE}.pairs_no_degraded_link", title, severity, status, message, measured=worst,
-                     target=fraction, unit="fraction of median", evidence=spans)]
+                     target=fraction, unit="fraction of median", evidence=spans, summary=pair_summary)]
     verdicts = rank_nodes([(k, v) for k, v in bad_pair.items()])
     nodes_section: list[dict[str, object]] = [
         {"node": v.node, "bad_pairs": v.bad_pairs, "pairs": v.pairs, "share": v.share, "suspect": v.suspect}
         for v in verdicts
     ]
     suspects = [v for v in verdicts if v.suspect]
+    node_summary: str | None = None
     node_title = "No node sits in most of its pairs' failures (a node fault, not a link fault)"
     if suspects:
         node_status = Status.FAIL
@@ -593,6 +611,8 @@ def _pair_checks(
                         + ", ".join(f"{v.node} {v.bad_pairs} of {v.pairs} pairs" for v in suspects)
                         + f" ({len(bad_pair)} node pairs judged, {sum(bad_pair.values())} bad). Take these nodes "
                           "out of service and check their NICs, cables and GPUs before the links")
+        node_summary = "suspect node(s): " + _named(
+            [f"{v.node} in {v.bad_pairs} of its {v.pairs} pairs" for v in suspects])
     elif verdicts:
         node_status = Status.PASS
         node_message = ("bad pairs do not share a node: most "
@@ -602,7 +622,7 @@ def _pair_checks(
         node_status, node_message = Status.PASS, f"{len(bad_pair)} node pairs, none failed or degraded"
     checks.append(_check(f"{PHASE}.pairs_no_suspect_node", node_title, severity, node_status, node_message,
                          measured=suspects[0].share if suspects else None, target=0.5, unit="share of pairs",
-                         evidence=spans))
+                         evidence=spans, summary=node_summary))
     return checks, section, nodes_section
 
 

@@ -180,11 +180,13 @@ def test_evidence_check_lists_every_problem_and_exits_3(tmp_path: Path) -> None:
     assert proc.returncode == 3
     out = json.loads(proc.stdout)
     rank_line = _line_of(bundle / "nccl" / "all_reduce_8.log", "nccl-tests version")
+    # gpu_counts rows judged: 150 nccl-tests tests, the rank-timings table's distinct ranks and its fewest ranks
+    # of any one step (the shrink-mid-run row)
     assert out["problems"] == [
         f"{bundle / LLAMA / 'r3.log'}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)",
         f"{bundle / LLAMA / 'r3.log'}: expected text, got binary data (NUL bytes)",
         f"{bundle / 'nccl' / 'all_reduce_8.log'} line {rank_line}: required expectation 'gpu_counts_agree' failed: "
-        "1 of 151 rows outside the expectation (collective runs and per-rank timings must show "
+        "1 of 152 rows outside the expectation (collective runs and per-rank timings must show "
         "exactly the GPU count bundle.yaml declares)",
     ]
     assert proc.stderr.strip() == f"error: {bundle}: 3 problem(s); the evidence cannot be used as it is"
