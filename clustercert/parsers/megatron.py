@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
@@ -16,6 +17,11 @@ FORMAT = "megatron"
 HINT = "Keep the file as evidence; re-run the job and add the new log to bundle.yaml as a further run."
 _ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _STEP_TIME = re.compile(r"Step Time\s*:\s*(\S+?)s\s+GPU utilization:\s*(\S+?)\s*MODEL_TFLOP/s/GPU")
+# ` [2025-08-29 17:02:50] iteration ...`: Megatron's whole-second print time, just before the record
+_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})\]\s*$")
+# time spent outside the timed steps, as the log reports it: `save-checkpoint ....: (min, max)` in ms
+_PAUSE = re.compile(r"^\s*save-checkpoint\s*\.*:\s*\(\s*[\d.]+\s*,\s*([\d.]+)\s*\)\s*$")
+_UNTIMED = re.compile(r"\bvalidation loss at\b")
 _NAN = re.compile(r"\b(grad norm|lm loss)\s*:\s*(nan|-?inf)\b", re.IGNORECASE)
 # printed key -> (TrainingStep field, divisor to seconds or 1)
 MEGATRON_FIELDS: dict[str, tuple[str, float]] = {
@@ -47,6 +53,7 @@ def parse_pipe_log(
     nans: list[NanMark] = []
     warnings: list[str] = []
     joined: set[int] = set()
+    pause_ms, untimed = 0.0, False  # since the previous record
     for number, raw in enumerate(lines, start=1):
         if number in joined:
             continue
@@ -63,6 +70,10 @@ def parse_pipe_log(
             else:
                 warnings.append(f"{display} line {number}: expected the iteration record to end with '|', got a "
                                 "line cut short; the values after the cut (TFLOPs, loss, ...) are not read")
+        pause = _PAUSE.match(raw)
+        if pause is not None:
+            pause_ms += float(pause.group(1))
+        untimed = untimed or _UNTIMED.search(raw) is not None
         for mark in _NAN.finditer(raw):
             nans.append(NanMark(number, mark.group(1)))
         timing = _STEP_TIME.search(raw)
@@ -81,11 +92,24 @@ def parse_pipe_log(
         for index, match in enumerate(matches):
             # a print may run into the next one without a newline: a record ends where the next begins
             end = matches[index + 1].start() if index + 1 < len(matches) else len(raw)
-            steps.append(_record(raw[match.end() : end], match, number, display, fields))
+            step = _record(raw[match.end() : end], match, number, display, fields)
+            stamp = _STAMP.search(raw, matches[index - 1].end() if index else 0, match.start())
+            steps.append(replace(step, timestamp_s=_epoch(stamp), pause_s=pause_ms / 1000.0, untimed_pause=untimed))
+            pause_ms, untimed = 0.0, False
     if not steps:
         raise EvidenceError(display, f"expected {what} 'iteration N/ M |' lines, found none. {HINT}")
     return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=nans, line_count=len(lines),
                        warnings=warnings)
+
+
+def _epoch(stamp: re.Match[str] | None) -> float | None:
+    # read as UTC: only differences between a log's own stamps are used
+    if stamp is None:
+        return None
+    try:
+        return datetime.fromisoformat(f"{stamp.group(1)}T{stamp.group(2)}").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None  # not a calendar time (month 13): the step is not placed on the clock
 
 
 def _record(

@@ -28,6 +28,12 @@ class TrainingStep:
     global_batch_size: int | None = None
     consumed_samples: int | None = None
     samples_per_s: float | None = None
+    # the time printed on the step's line (epoch seconds, whole seconds; None when the line has none), the time the
+    # log reports spent outside steps since the previous step (a save-checkpoint timer), and whether an untimed
+    # pause (an evaluation) came in between: the clock check (checks/training_steps.json) restarts there
+    timestamp_s: float | None = None
+    pause_s: float = 0.0
+    untimed_pause: bool = False
 
 
 @dataclass(frozen=True)

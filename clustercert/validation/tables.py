@@ -120,6 +120,36 @@ def _segments(log: TrainingLog, resilience: ResilienceLog | None) -> tuple[list[
     return segments, deltas
 
 
+_STAMP_RESOLUTION_S = 1.0  # Megatron prints whole seconds (parsers/megatron.py)
+
+
+def _clock_ratios(log: TrainingLog, segments: list[int]) -> tuple[list[float | None], list[float | None]]:
+    """Per step, the wall time its log's own stamps show since the first stamped step of its stretch, over the time
+    the log says those steps took ((iteration increase) x the printed mean step time, plus the save-checkpoint time
+    it reports), with the stamps' resolution taken against the claim ((wall - 1 s) / logged) and for it
+    ((wall + 1 s) / logged). A stretch ends at a restart segment and at an untimed pause (an evaluation)."""
+    low: list[float | None] = []
+    high: list[float | None] = []
+    start: tuple[int, float] | None = None  # (segment, stamp) of the stretch's first step
+    logged, previous = 0.0, 0
+    for step, segment in zip(log.steps, segments, strict=True):
+        value_low = value_high = None
+        if step.timestamp_s is None or step.step_time_s is None:
+            start = None
+        elif start is None or start[0] != segment or step.untimed_pause:
+            start, logged = (segment, step.timestamp_s), 0.0
+        else:
+            logged += (step.iteration - previous) * step.step_time_s + step.pause_s
+            wall = step.timestamp_s - start[1]
+            if logged > 0:
+                value_low = (wall - _STAMP_RESOLUTION_S) / logged
+                value_high = (wall + _STAMP_RESOLUTION_S) / logged
+        previous = step.iteration
+        low.append(value_low)
+        high.append(value_high)
+    return low, high
+
+
 def training_table(
     parsed: ParsedFile, run: RunSpec | None = None, catalog: LoadedCatalog | None = None
 ) -> TableInput:
@@ -127,6 +157,7 @@ def training_table(
     log = parsed.result
     assert isinstance(log, TrainingLog)
     segments, deltas = _segments(log, parsed.resilience)
+    clock_low, clock_high = _clock_ratios(log, segments)
     flops, peak = _flops_per_sequence(run, catalog), _peak(run, catalog)
     mfu: list[float | None] = []
     for step in log.steps:
@@ -157,11 +188,14 @@ def training_table(
             "counter_increase": deltas,
             "mfu": mfu,
             "in_window": [s.iteration in window for s in steps],
+            "clock_ratio_low": clock_low,
+            "clock_ratio_high": clock_high,
             "_line": [s.line for s in steps],
         },
         {"iteration": "int64", "step_time_s": "float64", "tflops_per_gpu": "float64", "loss": "float64",
          "grad_norm": "float64", "global_step": "float64", "segment": "int64", "counter_increase": "float64",
-         "mfu": "float64", "in_window": "bool", "_line": "int64"},
+         "mfu": "float64", "in_window": "bool", "clock_ratio_low": "float64", "clock_ratio_high": "float64",
+         "_line": "int64"},
     )
     return TableInput("training_steps", "training_steps", parsed.run, parsed.display, len(frame),
                       _single(frame), parameters)

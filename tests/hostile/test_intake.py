@@ -253,3 +253,56 @@ def test_a_step_time_of_1e308_prints_no_numpy_warning(hostile: Count) -> None:
     assert stats.n == 50 and stats.mean == pytest.approx(1e308 / 50) and stats.std == float("inf")
     low, high = bootstrap_mean_interval(values, resamples=200, seed=1)
     assert low == 7.5 and not high < 1e306  # meaningless (inf or nan) but silent: the run is refused anyway
+
+
+def _megatron_log(path: Path, printed_ms: float, clock_s: int = 2, *, checkpoint_ms: float | None = None) -> Path:
+    """Ten Megatron records whose stamps advance `clock_s` per step, printing `printed_ms` per step; a
+    save-checkpoint timer block of `checkpoint_ms` between iterations 5 and 6 (the clock then jumps by it too)."""
+    lines, clock = [], 0.0
+    for i in range(1, 11):
+        if i == 6 and checkpoint_ms is not None:
+            lines += ["(min, max) time across ranks (ms):", f"    save-checkpoint ......: ({checkpoint_ms - 1}, "
+                      f"{checkpoint_ms})"]
+            clock += checkpoint_ms / 1000
+        clock += clock_s
+        stamp = f"2025-08-29 17:{int(clock) // 60:02d}:{int(clock) % 60:02d}"
+        lines.append(f" [{stamp}] iteration {i:8d}/      10 | consumed samples: {8 * i} | elapsed time per "
+                     f"iteration (ms): {printed_ms} | global batch size: 8 | lm loss: 8.0E+00 | grad norm: 1.0 |")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_megatron_step_times_faster_than_the_log_clock_make_the_run_incomplete(tmp_path: Path, hostile: Count) -> None:
+    """A Megatron log whose `elapsed time per iteration` was halved (1000 ms printed, its own stamps 2 s apart):
+    the required `step_times_match_clock` expectation fails at the first step the clock contradicts, checks
+    on the file become ERROR and the outcome INCOMPLETE, naming file and line. The honest log, and one with a
+    checkpoint save the log times, pass."""
+    from clustercert.evidence.bundle import RunKind
+    from clustercert.evidence.parse import ParsedFile
+    from clustercert.evidence.provenance import Span
+    from clustercert.parsers.megatron import parse_megatron
+    from clustercert.validation.suites import apply_gating, load_suites, run_tables
+    from clustercert.validation.tables import training_table
+    from clustercert.verdicts import Check, Outcome, Severity, Status, decide_outcome
+
+    suites = load_suites(PROJECT_ROOT / "checks")
+
+    def validate(path: Path) -> tuple[list[Check], list[str]]:
+        log = parse_megatron(path, path.name)
+        report = run_tables([training_table(ParsedFile("m", RunKind.TRAINING, path.name, path.name, log))], suites)
+        check = Check(id="efficiency.m_meets_baseline", title="t", phase="efficiency", severity=Severity.REQUIRED,
+                      status=Status.PASS, measured=1.0, target=1.0, unit="s", message="ok",
+                      evidence=(Span(path.name, 1, 10, 10),))
+        return apply_gating([check], report), [r.expectation for r in report.blocking]
+
+    hostile(1)
+    for honest in (_megatron_log(tmp_path / "honest.log", 2000.0),
+                   _megatron_log(tmp_path / "saved.log", 2000.0, checkpoint_ms=30000.0)):
+        gated, blocking = validate(honest)
+        assert blocking == [] and decide_outcome(gated) is Outcome.CERTIFIED, honest.name
+    gated, blocking = validate(_megatron_log(tmp_path / "halved.log", 1000.0))
+    assert blocking == ["step_times_match_clock"]
+    assert gated[0].status is Status.ERROR and decide_outcome(gated) is Outcome.INCOMPLETE
+    # iteration 2 (line 2) printed 1 s, its stamp 2 s after iteration 1: (2 - 1 s resolution) / 1 = 1.0, within
+    # 10 %; iteration 3 (line 3): (4 - 1) / 2 = 1.5
+    assert gated[1].message.startswith("halved.log line 3: required expectation 'step_times_match_clock' failed")

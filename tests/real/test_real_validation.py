@@ -96,3 +96,50 @@ def test_real_nccl_tests_validate_cleanly_in_a_bundle(real_samples: Path, tmp_pa
     kwargs = next(r.kwargs for r in report.all_results() if r.expectation == "busbw_oop_below_ceiling")
     assert kwargs["max_value"] == ceiling
     assert sum(1 for r in report.cross_source if r.expectation == "gpu_counts_agree" and r.unexpected_count == 0) == 1
+
+
+BRIDGE = "megatron-bridge-llama3-8b-8gpu-bf16-20iters.log"
+SWIFT = "megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log"
+
+
+def _clock_table(path: Path) -> tuple[ValidationReport, list[float], list[float]]:
+    log = FORMATS["megatron"](path, path.name)
+    table = training_table(ParsedFile(path.stem, RunKind.TRAINING, path.name, path.name, log, None, None))
+    frame = next(table.batches())
+    report = run_tables([table], load_suites(ROOT / "checks"))
+    return report, frame["clock_ratio_low"].dropna().tolist(), frame["clock_ratio_high"].dropna().tolist()
+
+
+def _clock_result(report: ValidationReport, expectation: str) -> ResultStatus:
+    return next(r for r in report.all_results() if r.expectation == expectation).status
+
+
+def test_real_megatron_step_times_agree_with_their_own_clock(real_samples: Path) -> None:
+    # Oracle, read off the logs by hand. Bridge (log interval 1): iteration 1 at 17:02:50, iteration 20 at
+    # 17:03:08, 18 s apart; the printed times of iterations 2-20 add up to 751.4 + 450.8 + ... + 449.2 = 18367.0 ms.
+    # ms-swift (log interval 10, each printed time the mean over its 10 iterations): iteration 10 at 15:26:21,
+    # iteration 120 at 15:28:12, 111 s apart; 10 x (786.2 + 779.4 + ... + 717.2) = 80167.0 ms, plus the
+    # save-checkpoint of 30421.36 ms (max over ranks) printed between iterations 100 and 110: 110588.36 ms.
+    for name, wall, logged in ((BRIDGE, 18.0, 18.3670), (SWIFT, 111.0, 110.58836)):
+        report, low, high = _clock_table(real_samples / "training-logs" / name)
+        assert low[-1] == pytest.approx((wall - 1.0) / logged) and high[-1] == pytest.approx((wall + 1.0) / logged)
+        assert _clock_result(report, "step_times_match_clock") is ResultStatus.PASS
+        assert _clock_result(report, "clock_covers_step_times") is ResultStatus.PASS
+    # without the save-checkpoint time the ms-swift clock would show 111 s for 80.2 s of steps: a false alarm
+    assert (111.0 - 1.0) / 80.167 > 1.1
+
+
+def test_real_megatron_log_with_halved_step_times_is_caught(real_samples: Path, tmp_path: Path) -> None:
+    text = (real_samples / "training-logs" / BRIDGE).read_text(encoding="utf-8")
+    forged = re.sub(r"elapsed time per iteration \(ms\): ([\d.]+)",
+                    lambda m: f"elapsed time per iteration (ms): {float(m.group(1)) / 2:.1f}", text)
+    path = tmp_path / BRIDGE
+    path.write_text(forged, encoding="utf-8")
+    report, low, _ = _clock_table(path)
+    failed = next(r for r in report.all_results() if r.expectation == "step_times_match_clock")
+    assert failed.status is ResultStatus.FAIL and failed.file == BRIDGE
+    # iteration 4 (line 8418) at 17:02:52, 2 s after iteration 1, for (751.4 + 450.8 + 561.1) / 2 ms printed:
+    # (2 - 1) / 0.88165 = 1.134 > 1.1; at iteration 20, (18 - 1) / 9.1835 = 1.85
+    assert failed.sample[0].line == 8418
+    assert low[-1] == pytest.approx(17.0 / (18.367 / 2), rel=1e-3)
+    assert report.blocking != []

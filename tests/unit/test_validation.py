@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,13 @@ def _steps(change: dict[int, dict[str, Any]] | None = None) -> list[TrainingStep
     steps = [TrainingStep(iteration=i, step_time_s=7.6, line=100 + i, tflops_per_gpu=1848.0, loss=5.0,
                           global_step=i) for i in range(50)]
     return [dataclasses.replace(s, **(change or {}).get(s.iteration, {})) for s in steps]
+
+
+def _stamped(printed_s: float) -> list[TrainingStep]:
+    """The 50 steps with whole-second stamps of a clock that ran 7.6 s per step, and `printed_s` as their time."""
+    start = T0.timestamp()
+    return [dataclasses.replace(s, step_time_s=printed_s, timestamp_s=float(math.floor(start + 7.6 * s.iteration)))
+            for s in _steps()]
 
 
 def training(steps: list[TrainingStep] | None = None, resilience: ResilienceLog | None = None,
@@ -226,6 +234,11 @@ CASES: dict[tuple[str, str], tuple[Callable[[], TableInput], Callable[[], TableI
     ("training_steps", "window_complete"): (
         training, lambda: training([s for s in _steps() if s.iteration != 40]), None),
     ("training_steps", "mfu_plausible"): (training, lambda: training(_steps({30: {"step_time_s": 0.76}})), 130),
+    # hostile corpus: step times edited faster (halved) or slower (doubled) than the log's own whole-second stamps
+    ("training_steps", "step_times_match_clock"): (
+        lambda: training(_stamped(7.6)), lambda: training(_stamped(3.8)), 101),
+    ("training_steps", "clock_covers_step_times"): (
+        lambda: training(_stamped(7.6)), lambda: training(_stamped(15.2)), 101),
     ("collective_results", "columns_present"): (collective, lambda: frame_change(collective(), _drop("busbw_ip")),
                                                 None),
     ("collective_results", "size_is_integer"): (
@@ -558,7 +571,7 @@ def test_validation_json_shape(suites: dict[str, SuiteSpec]) -> None:
         "message": bad["message"],
     }
     assert bad["message"].startswith("1 of 49 rows outside the expectation (within a run")
-    assert doc["summary"] == {"required_failed": 1, "errors": 0, "passed": 11}
+    assert doc["summary"] == {"required_failed": 1, "errors": 0, "passed": 13}
 
 
 def _check(file: str, check_id: str = "efficiency.x_meets_baseline") -> Check:
