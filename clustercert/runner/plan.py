@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustercert.errors import ClusterCertError, UsageError
+from clustercert.evidence.bundle import Cluster  # a plan's cluster is the bundle's it writes
 from clustercert.yamlio import load_yaml_model
 
 __all__ = ["FaultKind", "JobKind", "Plan", "PlanError", "PlanJob", "RunnerError", "load_plan"]
@@ -101,11 +102,6 @@ class PlanJob(_Strict):
                 raise ValueError(f"fault at_step {fault.at_step} is past the run's last step "
                                  f"({self.workload.steps - 1})")
         return self
-
-
-class Cluster(_Strict):
-    name: str = Field(min_length=1)
-    provider: str = Field(min_length=1)
 
 
 class System(_Strict):
