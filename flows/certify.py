@@ -1,4 +1,5 @@
-"""The `certify` flow: load, judge each phase in its subflow, collect the results, report, sign."""
+"""The `certify` flow: load, judge each phase in its subflow, collect the results, report, sign (large task
+arguments through `flows.runners.bulky`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
 from flows.progress import report
-from flows.runners import on_runner
+from flows.runners import bulky, on_runner
 from flows.tasks import gate_task, judge_task, load_task, validate_task, write_task
 
 __all__ = ["certify_flow"]
@@ -53,13 +54,14 @@ def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: 
     report("resilience", "the long run")
     resilience = on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit)
     report("validate", "expectation suites over every table")
-    validation = validate_task(inputs, limit)
-    checks = gate_task([*efficiency["checks"], *scaling["checks"], *resilience["checks"]], validation)
+    validation = validate_task(bulky(inputs), limit)
+    checks = gate_task(bulky([*efficiency["checks"], *scaling["checks"], *resilience["checks"]]), bulky(validation))
     report("judge", f"{len(checks)} checks")
-    results = judge_task(meta, inputs, checks, efficiency["workloads"], {
-        "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]})
+    results = judge_task(meta, bulky(inputs), bulky(checks), bulky(efficiency["workloads"]), bulky({
+        "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]}))
     report("report", f"render and sign into {run_dir}")
-    paths = write_task(run_dir, inputs, results, meta, key_dir, templates_dir, validation, redact=redact)
+    paths = write_task(run_dir, bulky(inputs), bulky(results), meta, key_dir, templates_dir, bulky(validation),
+                       redact=redact)
     report("publish", "Prefect artifacts")
-    publish_artifacts_task(results, paths)
+    publish_artifacts_task(bulky(results), paths)
     return {"outcome": results["outcome"], "results": results, "paths": paths}

@@ -1,4 +1,7 @@
-"""One subflow per phase: parse what the phase needs, then judge it."""
+"""One subflow per phase: parse what the phase needs, then judge it.
+
+Large task arguments (the loaded bundle, parsed evidence) are passed through `flows.runners.bulky`, so that
+Prefect does not walk them looking for futures (none of them is one)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import Inputs
 from flows.caching import CACHED
 from flows.progress import current_stage, report
+from flows.runners import bulky
 from flows.tasks import load_task, parse_training_task
 
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
@@ -45,11 +49,11 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
     # Submitted, so that the flow's task runner (threads, or Dask with `certify --dask`) runs them in parallel.
-    futures = {run_id: parse_training_task.submit(inputs, run_id, limit) for run_id in runs}
+    futures = {run_id: parse_training_task.submit(bulky(inputs), run_id, limit) for run_id in runs}
     logs = {run_id: future.result() for run_id, future in futures.items()}
     mlperf_runs = [r.id for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF]
-    mlperf = parse_runs_task(inputs, mlperf_runs, limit) if mlperf_runs else {}
-    result = judge_efficiency_task(inputs, logs, mlperf)
+    mlperf = parse_runs_task(bulky(inputs), mlperf_runs, limit) if mlperf_runs else {}
+    result = judge_efficiency_task(bulky(inputs), bulky(logs), bulky(mlperf))
     return {"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
             "section": result.section()}
 
@@ -71,8 +75,8 @@ def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None, lim
     runs = [r.id for r in inputs.bundle.spec.runs
             if (r.kind is RunKind.TRAINING and r.phase in (Phase.SCALING, Phase.EFFICIENCY))
             or (r.kind is RunKind.COLLECTIVE)]
-    parsed = parse_runs_task(inputs, runs, limit)
-    result = judge_scaling_task(inputs, parsed)
+    parsed = parse_runs_task(bulky(inputs), runs, limit)
+    result = judge_scaling_task(bulky(inputs), bulky(parsed))
     return {"checks": result.checks, "section": result.section}
 
 
@@ -81,6 +85,6 @@ def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry."""
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.RESILIENCE]
-    parsed = parse_runs_task(inputs, runs, limit)
-    result = judge_resilience_task(inputs, parsed)
+    parsed = parse_runs_task(bulky(inputs), runs, limit)
+    result = judge_resilience_task(bulky(inputs), bulky(parsed))
     return {"checks": result.checks, "section": result.section}

@@ -8,9 +8,24 @@ from typing import Any, TypeVar
 
 from prefect import Flow
 
-__all__ = ["local_dask_cluster", "on_runner"]
+__all__ = ["bulky", "local_dask_cluster", "on_runner"]
 
 F = TypeVar("F", bound=Flow[Any, Any])
+
+
+def bulky(value: Any) -> Any:
+    """`value` as a task argument that Prefect need not walk: in `quote` when this flow's tasks run on threads
+    (Prefect otherwise visits every element of every argument looking for futures: about 5 s per certification of
+    the sample, most of it the resilience run's per-rank tables); as it is on Dask, whose serialisation turns the
+    quote (a named tuple) into a plain tuple. Never wrap a future: its dependency would be lost."""
+    from prefect.context import FlowRunContext
+    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect.utilities.annotations import quote
+
+    context = FlowRunContext.get()
+    if context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner):
+        return quote(value)
+    return value
 
 
 def on_runner(subflow: F, dask_address: str | None) -> F:
