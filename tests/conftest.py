@@ -116,6 +116,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         stop(_SERVER.pop()[1])
 
 
+_WORKER_HOSTILE = [0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist: a worker finished; add up the hostile inputs it tried (tests/hostile/conftest.py)."""
+    _WORKER_HOSTILE[0] += int(getattr(node, "workeroutput", {}).get("hostile_tried", 0))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.hostile.conftest import hostile_tried
+
+    tried = _WORKER_HOSTILE[0] + hostile_tried()
+    if tried:
+        terminalreporter.write_line(f"hostile corpus: {tried} hostile inputs tried (tests/hostile)")
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run `python -m clustercert ARGS` as a user would, from the project root (a flow command against the
     session's Prefect server unless `env` names another)."""
@@ -127,6 +144,19 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
         [sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
         timeout=timeout, check=False,
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For pytest-xdist's `--dist loadgroup` (`make test` runs two workers): a test file is one unit of work (its
+    module fixtures are built once), and every file that uses the seed certification is in one unit with the
+    others (`seed_certified` is a session fixture: on two workers it would be certified twice)."""
+    if not hasattr(config, "workerinput"):
+        return
+    seed_files = {item.path for item in items if "seed_certified" in getattr(item, "fixturenames", ())}
+    for item in items:
+        group = "seed-certified" if item.path in seed_files else item.path.relative_to(ROOT).as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -46,6 +46,13 @@ def time_bound(request: pytest.FixtureRequest) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _TRIED[0]:
-        terminalreporter.write_line(f"hostile corpus: {_TRIED[0]} hostile inputs tried (tests/hostile)")
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist (`make test` runs two workers) each worker hands its count to the controller, where
+    # tests/conftest.py adds them up and prints the total.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["hostile_tried"] = _TRIED[0]
+
+
+def hostile_tried() -> int:
+    return _TRIED[0]
