@@ -16,25 +16,27 @@ from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
-from clustercert.evidence.guards import MAX_YAML_BYTES, read_regular
+from clustercert.evidence.guards import MAX_YAML_BYTES, digests_read, read_mark, read_regular
 from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.runs.results import RunMeta, dump_json
 
-__all__ = ["Inputs", "check_seal", "create_run_dir", "file_digest", "load_inputs", "parse_training_run",
-           "render_reports", "write_run_folder"]
+__all__ = ["Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
+           "parse_training_run", "render_reports", "write_run_folder"]
 
 
 @dataclass(frozen=True)
 class Inputs:
     """The loaded bundle and catalog, with the sha256 of bundle.yaml and of every evidence file as they were when
-    the run read them: those are the digests the manifest signs (see `write_run_folder`)."""
+    the run loaded them: those are the digests the manifest signs (see `write_run_folder`). `read_from` is the
+    mark (`guards.read_mark`) taken before the load: every read of a file since then must have had those bytes."""
 
     bundle: LoadedBundle
     catalog: LoadedCatalog
     digests: dict[str, str] = field(default_factory=dict, compare=False)
+    read_from: int = field(default=0, compare=False)
 
 
 def _signature(path: Path) -> tuple[str, int, int, int]:
@@ -68,12 +70,13 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
             current = ()
         if current == signatures:
             return inputs
+    mark = read_mark()
     bundle = load_bundle(bundle_path)
     catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
     check_bundle_ids(bundle.spec, catalog, str(bundle.root / BUNDLE_FILE))
     files = [BUNDLE_FILE, *bundle.evidence_files()]
     digests = {rel: file_digest(bundle.root / rel) for rel in files if (bundle.root / rel).is_file()}
-    inputs = Inputs(bundle, catalog, digests)
+    inputs = Inputs(bundle, catalog, digests, mark)
     paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path]
     _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
     return inputs
@@ -92,6 +95,26 @@ def check_seal(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> N
         seen = (digests or {}).get(rel) or file_digest(path)
         if seen != digest:
             raise EvidenceError(str(path), "changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
+
+
+def check_as_read(inputs: Inputs) -> None:
+    """Every evidence file (and bundle.yaml) was read, by its parsers and anything else since the load, with the
+    bytes it had at the load: the load's sha256 is the only one recorded for it (`guards.digests_read`). A file
+    read with other bytes (swapped while the run read it, even if restored since) is an EvidenceError naming it;
+    a file no parser read is left to the manifest's check against its load digest."""
+    bundle = inputs.bundle
+    for rel in [BUNDLE_FILE, *bundle.evidence_files()]:
+        loaded = inputs.digests.get(rel)
+        if loaded is None:
+            continue  # not a regular file at load: the manifest refuses it
+        path = bundle.root / rel
+        try:
+            other = sorted(digests_read(path, since=inputs.read_from) - {loaded})
+        except OSError:
+            other = []  # gone: the manifest says so
+        if other:
+            raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, as parsed "
+                                f"{other[0]}. Leave the bundle untouched while certifying and certify again")
 
 
 def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> TrainingLog | EvidenceError:
@@ -171,7 +194,9 @@ def write_run_folder(
     redact: bool = False,
 ) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
-    manifest.json and its DSSE envelope."""
+    manifest.json and its DSSE envelope. Refused (EvidenceError, no folder left) when a file was read with other
+    bytes than it had at the load (`check_as_read`) or than its seal says (`check_seal`)."""
+    check_as_read(inputs)  # before any work: a run judged on other bytes is never written
     create_run_dir(run_dir)
     bundle, catalog = inputs.bundle, inputs.catalog
     software = software_record()
@@ -209,7 +234,10 @@ def write_run_folder(
     }
     try:
         # The manifest and its envelope last: only the files this run wrote are signed, and the evidence digests
-        # signed are those the run read the evidence with; a file that changed since is a refusal.
+        # signed are those the run loaded the evidence with, which every read since had; a file that changed (or
+        # was read with other bytes, or disagrees with its seal) is a refusal.
+        check_as_read(inputs)
+        check_seal(bundle, inputs.digests)
         write_manifest(run_dir, bundle.root, [BUNDLE_FILE, *bundle.evidence_files()], predicate, key,
                        run_files=written, digests=inputs.digests or None)
     except EvidenceError:
