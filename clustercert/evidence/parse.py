@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
-from clustercert.evidence.guards import collect_reads, forget_reads, read_regular, record_read
+from clustercert.evidence.guards import Read, collect_reads, forget_reads, read_regular, record_read
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.mlperf import parse_mlperf_files
@@ -32,7 +32,7 @@ __all__ = ["ParsedBundle", "ParsedFile", "forget_parsed", "parse_bundle", "parse
 
 T = TypeVar("T")
 _MEMO_SIZE = 512
-_MEMO: OrderedDict[tuple[Any, ...], tuple[Any, tuple[tuple[str, str], ...]]] = OrderedDict()
+_MEMO: OrderedDict[tuple[Any, ...], tuple[Any, tuple[tuple[str, Read], ...]]] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
 # Parsers that open the file by path through a library (not through the guards): they parse a private copy.
 _PATH_READERS = (FORMATS["rank-timings"],)

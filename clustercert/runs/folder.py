@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -16,7 +17,14 @@ from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
-from clustercert.evidence.guards import MAX_YAML_BYTES, digests_read, read_mark, read_regular
+from clustercert.evidence.guards import (
+    MAX_YAML_BYTES,
+    digests_read,
+    open_regular,
+    parts_read,
+    read_mark,
+    read_regular,
+)
 from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
@@ -97,11 +105,13 @@ def check_seal(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> N
             raise EvidenceError(str(path), "changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
 
 
-def check_as_read(inputs: Inputs) -> None:
+def check_as_read(inputs: Inputs, *, parts: bool = True) -> None:
     """Every evidence file (and bundle.yaml) was read, by its parsers and anything else since the load, with the
-    bytes it had at the load: the load's sha256 is the only one recorded for it (`guards.digests_read`). A file
-    read with other bytes (swapped while the run read it, even if restored since) is an EvidenceError naming it;
-    a file no parser read is left to the manifest's check against its load digest."""
+    bytes it had at the load (`guards.digests_read`, `guards.parts_read`): a whole read's sha256 must be the load's,
+    and each part read (a peek, a file's edges) must be the loaded file's bytes at that offset (checked in one pass
+    over the file, whose sha256 must be the load's; `parts=False` skips this pass). A file read with other bytes
+    (swapped while the run read it, even if restored since) is an EvidenceError naming it; a file nothing read is
+    left to the manifest's check against its load digest."""
     bundle = inputs.bundle
     for rel in [BUNDLE_FILE, *bundle.evidence_files()]:
         loaded = inputs.digests.get(rel)
@@ -110,11 +120,42 @@ def check_as_read(inputs: Inputs) -> None:
         path = bundle.root / rel
         try:
             other = sorted(digests_read(path, since=inputs.read_from) - {loaded})
+            pieces = parts_read(path, since=inputs.read_from) if parts else set()
         except OSError:
-            other = []  # gone: the manifest says so
+            continue  # gone: the manifest says so
         if other:
             raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, as parsed "
-                                f"{other[0]}. Leave the bundle untouched while certifying and certify again")
+                                f"{other[0]}. {_UNTOUCHED}")
+        if pieces:
+            _check_parts(path, loaded, sorted(pieces))
+
+
+_UNTOUCHED = "Leave the bundle untouched while certifying and certify again"
+
+
+def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -> None:
+    """The parts read of `path` are the bytes at their offsets of the file as loaded: one pass over the file now
+    hashes the whole (it must be the load's) and each part from the same bytes."""
+    whole = hashlib.sha256()
+    hashers = [hashlib.sha256() for _ in pieces]
+    at = 0
+    with open_regular(path, limit=1 << 50) as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            whole.update(block)
+            end = at + len(block)
+            for (offset, length, _), hasher in zip(pieces, hashers, strict=True):
+                lo, hi = max(offset, at), min(offset + length, end)
+                if lo < hi:
+                    hasher.update(block[lo - at:hi - at])
+            at = end
+    if whole.hexdigest() != loaded:
+        raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, now "
+                            f"{whole.hexdigest()}. {_UNTOUCHED}")
+    for (offset, length, digest), hasher in zip(pieces, hashers, strict=True):
+        if offset + length > at or hasher.hexdigest() != digest:
+            raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, but bytes "
+                                f"{offset}-{offset + length} were read with sha256 {digest}, not the loaded "
+                                f"file's. {_UNTOUCHED}")
 
 
 def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> TrainingLog | EvidenceError:
@@ -236,7 +277,7 @@ def write_run_folder(
         # The manifest and its envelope last: only the files this run wrote are signed, and the evidence digests
         # signed are those the run loaded the evidence with, which every read since had; a file that changed (or
         # was read with other bytes, or disagrees with its seal) is a refusal.
-        check_as_read(inputs)
+        check_as_read(inputs, parts=False)  # the parts were checked at the start; nothing has read evidence since
         check_seal(bundle, inputs.digests)
         write_manifest(run_dir, bundle.root, [BUNDLE_FILE, *bundle.evidence_files()], predicate, key,
                        run_files=written, digests=inputs.digests or None)

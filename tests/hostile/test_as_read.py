@@ -23,8 +23,16 @@ import yaml
 from clustercert.attest.manifest import verify_run
 from clustercert.attest.signing import init_keys
 from clustercert.errors import EvidenceError
-from clustercert.evidence.guards import digests_read, forget_reads, open_regular, read_mark, read_regular
+from clustercert.evidence.guards import (
+    digests_read,
+    forget_reads,
+    open_regular,
+    parts_read,
+    read_mark,
+    read_regular,
+)
 from clustercert.evidence.parse import forget_parsed, read_evidence
+from clustercert.evidence.window import collection_window
 from clustercert.parsers import FORMATS, parse_training_log
 from clustercert.runs.folder import check_as_read, load_inputs, write_run_folder
 from clustercert.runs.meta import new_run_meta
@@ -48,15 +56,22 @@ def _fresh() -> Iterator[None]:
     forget_parsed()
 
 
-def test_a_whole_read_records_the_bytes_it_returned_and_a_peek_records_nothing(tmp_path: Path, hostile: Count) -> None:
+def test_a_whole_read_records_its_bytes_and_a_peek_records_the_part_it_read(tmp_path: Path, hostile: Count) -> None:
     path = tmp_path / "a.log"
-    path.write_bytes(b"x" * 3_000_000)  # more than the 1 MiB buffer: hashed block by block
+    data = bytes(range(256)) * 12_000  # 3 MB: hashed block by block
+    path.write_bytes(data)
     mark = read_mark()
     with open_regular(path, limit=1 << 30) as handle:
-        assert handle.read(1) == b"x"
+        assert handle.read(1) == b"\x00"  # the handle's buffer read 64 KiB from the descriptor: that is the part
     assert digests_read(path, since=mark) == set()
-    assert read_regular(path, limit=1 << 30) == b"x" * 3_000_000
-    assert digests_read(path, since=mark) == {_sha(b"x" * 3_000_000)}
+    assert parts_read(path, since=mark) == {(0, 1 << 16, _sha(data[:1 << 16]))}
+    with open_regular(path, limit=1 << 30) as handle:  # the head, then the tail after a seek: two parts
+        handle.read(10)
+        handle.seek(len(data) - 100)
+        assert handle.read() == data[-100:]
+    assert parts_read(path, since=mark) >= {(len(data) - 100, 100, _sha(data[-100:]))}
+    assert read_regular(path, limit=1 << 30) == data
+    assert digests_read(path, since=mark) == {_sha(data)}
     hostile(1)
 
 
@@ -92,6 +107,34 @@ def test_one_file_read_twice_with_other_bytes_is_a_refusal_naming_it(tmp_path: P
     with pytest.raises(EvidenceError, match="changed while the run read it"):
         write_run_folder(run_dir, inputs, {"outcome": "CERTIFIED"}, meta, key, ROOT / "templates")
     assert not run_dir.exists()
+    hostile(1)
+
+
+def test_the_edges_read_for_the_collection_window_are_checked_against_the_loaded_file(tmp_path: Path,
+                                                                                       hostile: Count) -> None:
+    bundle = write_bundle(tmp_path / "b")
+    log = bundle / "r1.log"
+    stamped = "".join(f"[2026-11-02 03:{i // 60 % 60:02d}:{i % 60:02d}] step {i} done\n" for i in range(6000))
+    log.write_text(stamped)  # about 200 KB: the window reads its first and last 64 KB, two parts
+    inputs = load_inputs(bundle, ROOT / "references")
+    original = log.read_bytes()
+    assert collection_window(inputs.bundle) is not None
+    check_as_read(inputs)  # the parts are the loaded file's bytes: accepted
+
+    # The last stamp moved a day on while the window is read (the validity counts from it), then put back.
+    swapped = original[:-40] + original[-40:].replace(b"2026-11-02", b"2026-11-03")
+    assert len(swapped) == len(original) and swapped != original
+    log.write_bytes(swapped)
+    window = collection_window(inputs.bundle)
+    assert window is not None and window.last.day == 3
+    log.write_bytes(original)
+    with pytest.raises(EvidenceError) as caught:
+        check_as_read(inputs)
+    tail = len(original) - (1 << 16)
+    assert str(caught.value) == (
+        f"{log}: changed while the run read it: sha256 at load {_sha(original)}, but bytes {tail}-{len(original)} "
+        f"were read with sha256 {_sha(swapped[tail:])}, not the loaded file's. Leave the bundle untouched while "
+        "certifying and certify again")
     hostile(1)
 
 
