@@ -17,6 +17,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -138,6 +141,16 @@ def test_the_edges_read_for_the_collection_window_are_checked_against_the_loaded
     hostile(1)
 
 
+def test_the_collection_window_never_opens_a_file_swapped_for_a_fifo(tmp_path: Path, hostile: Count) -> None:
+    bundle = write_bundle(tmp_path / "b")
+    inputs = load_inputs(bundle, ROOT / "references")
+    (bundle / "r1.log").unlink()
+    os.mkfifo(bundle / "r1.log")  # after the load: the window's read of its edges would block in open(2)
+    with pytest.raises(EvidenceError, match="expected a regular file, got a named pipe"):
+        collection_window(inputs.bundle)
+    hostile(1)
+
+
 def test_a_remembered_parse_carries_the_digest_of_its_bytes(tmp_path: Path, hostile: Count) -> None:
     bundle = write_bundle(tmp_path / "b")
     log = bundle / "r1.log"
@@ -149,14 +162,20 @@ def test_a_remembered_parse_carries_the_digest_of_its_bytes(tmp_path: Path, host
     hostile(1)
 
 
-def test_rank_timings_are_parsed_from_the_bytes_recorded(tmp_path: Path, hostile: Count) -> None:
-    path = tmp_path / "ranks.csv"
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_rank_timings_are_parsed_from_the_bytes_recorded(tmp_path: Path, kind: str, hostile: Count) -> None:
     rows = ["rank,node,gpu,step,compute_s,comm_s,timestamp"]
     rows += [f"{r},n{r // 4},{r % 4},{s},0.5,0.1,2026-11-02T03:00:{s:02d}+00:00" for r in range(8) for s in range(3)]
+    path = tmp_path / "ranks.csv"
     path.write_text("\n".join(rows) + "\n")
+    if kind == "parquet":
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types={"node": pa.string(), "timestamp": pa.timestamp("us", "UTC")}))
+        path = tmp_path / "ranks.parquet"
+        pq.write_table(table, path)
     mark = read_mark()
     parsed = read_evidence(FORMATS["rank-timings"], path, str(path))
-    assert parsed.ranks == 8 and parsed.nodes == 2  # pyarrow read the private copy, whole
+    assert (parsed.ranks, parsed.nodes, parsed.first_step, parsed.last_step) == (8, 2, 0, 2)  # pyarrow read the copy
     assert digests_read(path, since=mark) == {_sha(path.read_bytes())}
     hostile(1)
 
