@@ -10,9 +10,9 @@ it read as a part: offset, length and the sha256 of those bytes. Each record car
 `read_mark()` before a load; at signing `digests_read(path, since=mark)` gives every sha256 the file was read
 whole with since then, `parts_read` every part: a whole read that is not the load's digest, or a part whose
 bytes are not those of the loaded file at that offset, means the file changed while the run read it
-(`clustercert.runs.folder.check_as_read`). `collect_reads()` also hands the records made
-inside it to the caller (the parse memo keeps them with the parse it remembers, and records them again when it
-serves it: a remembered parse is the same bytes). `forget_reads()` empties the registry (the end of a
+(`clustercert.runs.folder.check_as_read`). `collect_reads()` also hands the records made inside it to the
+caller (the parse memo keeps them with the parse it remembers, and records them again when it serves it: a
+remembered parse is the same bytes). `forget_reads()` empties the registry (the end of a
 certification, with the parse memo). Only reads made in this process are seen: with `--dask` the phases parse in
 worker processes, and what is compared is what this process read (every evidence file is parsed here again by
 the validation step)."""
