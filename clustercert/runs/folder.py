@@ -15,7 +15,7 @@ from clustercert.attest.manifest import ENVELOPE, write_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
-from clustercert.errors import EvidenceError, UsageError
+from clustercert.errors import CatalogError, EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
@@ -25,7 +25,7 @@ from clustercert.evidence.guards import (
     read_mark,
     read_regular,
 )
-from clustercert.evidence.hashing import sha256_file
+from clustercert.evidence.hashing import sha256_bytes, sha256_file
 from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
@@ -158,6 +158,18 @@ def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) ->
                                 f"file's. {_UNTOUCHED}")
 
 
+def _catalog_as_judged(inputs: Inputs) -> bytes:
+    """The catalog's bytes for the run folder's copy: those whose sha256 the run recorded at load (and signs), and
+    which every read of the catalog since had; a catalog that changed meanwhile is a CatalogError."""
+    catalog = inputs.catalog
+    data = read_regular(catalog.path, limit=MAX_YAML_BYTES)
+    seen = sorted((digests_read(catalog.path, since=inputs.read_from) | {sha256_bytes(data)}) - {catalog.sha256})
+    if seen:
+        raise CatalogError(f"{catalog.path}: changed while the run read it: sha256 at load {catalog.sha256}, "
+                           f"as read {seen[0]}. Leave the catalog untouched while certifying and certify again")
+    return data
+
+
 def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> TrainingLog | EvidenceError:
     """The parsed log of a training run, or the error that makes it unusable (kept as a finding)."""
     if run.kind is not RunKind.TRAINING:
@@ -238,6 +250,7 @@ def write_run_folder(
     manifest.json and its DSSE envelope. Refused (EvidenceError, no folder left) when a file was read with other
     bytes than it had at the load (`check_as_read`) or than its seal says (`check_seal`)."""
     check_as_read(inputs)  # before any work: a run judged on other bytes is never written
+    catalog_copy = _catalog_as_judged(inputs)
     create_run_dir(run_dir)
     bundle, catalog = inputs.bundle, inputs.catalog
     software = software_record()
@@ -251,7 +264,7 @@ def write_run_folder(
     put("results.json", dump_json(results).encode())
     if validation is not None:
         put("validation.json", dump_json(validation).encode())
-    put("catalog.yaml", read_regular(catalog.path, limit=MAX_YAML_BYTES))
+    put("catalog.yaml", catalog_copy)
     rendered = render_reports(inputs, results, meta, software, validation=validation,
                               redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
                               templates_dir=templates_dir)

@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ import yaml
 
 from clustercert.attest.manifest import verify_run
 from clustercert.attest.signing import init_keys
-from clustercert.errors import EvidenceError
+from clustercert.errors import CatalogError, EvidenceError
 from clustercert.evidence.guards import (
     digests_read,
     forget_reads,
@@ -138,6 +139,30 @@ def test_the_edges_read_for_the_collection_window_are_checked_against_the_loaded
         f"{log}: changed while the run read it: sha256 at load {_sha(original)}, but bytes {tail}-{len(original)} "
         f"were read with sha256 {_sha(swapped[tail:])}, not the loaded file's. Leave the bundle untouched while "
         "certifying and certify again")
+    hostile(1)
+
+
+def test_a_catalog_changed_during_the_run_is_refused_before_its_copy_is_signed(tmp_path: Path,
+                                                                                hostile: Count) -> None:
+    references = tmp_path / "references"
+    references.mkdir()
+    shutil.copyfile(ROOT / "references" / "exemplar-gb200.yaml", references / "exemplar-gb200.yaml")
+    bundle = write_bundle(tmp_path / "b")
+    inputs = load_inputs(bundle, references)
+    catalog = references / "exemplar-gb200.yaml"
+    judged = catalog.read_bytes()
+    assert inputs.catalog.sha256 == _sha(judged)
+    catalog.write_bytes(judged + b"# edited while the run judged against the loaded copy\n")
+    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, "SHA256:t", True, tmp_path / "reports", None,
+                                          key_dir=tmp_path / "keys"))
+    key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    run_dir = tmp_path / "reports" / meta.run_id
+    with pytest.raises(CatalogError) as caught:
+        write_run_folder(run_dir, inputs, {"outcome": "CERTIFIED"}, meta, key, ROOT / "templates")
+    assert str(caught.value) == (
+        f"{catalog}: changed while the run read it: sha256 at load {_sha(judged)}, as read "
+        f"{_sha(catalog.read_bytes())}. Leave the catalog untouched while certifying and certify again")
+    assert not run_dir.exists()
     hostile(1)
 
 
