@@ -8,7 +8,10 @@ import hashlib
 import io
 import logging
 import os
+import shutil
 import stat
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +26,12 @@ from clustercert.errors import SigningError
 
 __all__ = [
     "DSSE_PAYLOAD_TYPE",
+    "KeyExistsError",
     "KeyPair",
     "PdfSignatureCheck",
     "Trust",
     "dsse_pae",
+    "ensure_dev_key",
     "fingerprint",
     "init_keys",
     "load_pdf_signer",
@@ -68,8 +73,12 @@ def fingerprint(public: ed25519.Ed25519PublicKey) -> str:
     return "SHA256:" + hashlib.sha256(raw).hexdigest()
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+class KeyExistsError(SigningError):
+    """The key directory already holds a key, or another process is creating one there."""
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
 
@@ -81,19 +90,18 @@ def _encryption(passphrase: str | None) -> serialization.KeySerializationEncrypt
 
 
 def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: bool, now: dt.datetime) -> KeyPair:
-    """Create the manifest key (Ed25519) and the PDF signer (P-256 key + self-signed X.509) in `key_dir`."""
+    """Create the manifest key (Ed25519) and the PDF signer (P-256 key + self-signed X.509) in `key_dir`.
+
+    Created exclusively, so that two first certifications at once cannot mix their keys: every file is written
+    complete in a private staging folder inside `key_dir`, then hard-linked into place, never replacing a file;
+    the public key first (whoever links it owns the creation: the other gets a KeyExistsError) and the private
+    manifest key last (a key directory with it is complete)."""
     if (key_dir / MANIFEST_KEY).exists():
-        raise SigningError(f"{key_dir / MANIFEST_KEY}: a key already exists. Remove the key directory first.")
+        raise KeyExistsError(f"{key_dir / MANIFEST_KEY}: a key already exists. Remove the key directory first.")
     key_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     enc = _encryption(passphrase)
     private = ed25519.Ed25519PrivateKey.generate()
-    _write_private(key_dir / MANIFEST_KEY, private.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc))
-    (key_dir / MANIFEST_PUB).write_bytes(private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     pdf_key = ec.generate_private_key(ec.SECP256R1())
-    _write_private(key_dir / PDF_KEY, pdf_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc))
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name),
                       x509.NameAttribute(NameOID.ORGANIZATION_NAME, "clustercert")])
     cert = (
@@ -106,11 +114,55 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
                                      crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
         .sign(pdf_key, hashes.SHA256())
     )
-    (key_dir / PDF_CERT).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files = [  # in the order they are linked into place
+        (MANIFEST_PUB, private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                         serialization.PublicFormat.SubjectPublicKeyInfo), 0o644),
+        (PDF_KEY, pdf_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc), 0o600),
+        (PDF_CERT, cert.public_bytes(serialization.Encoding.PEM), 0o644),
+    ]
     if dev:
-        (key_dir / DEV_MARKER).write_text(
-            "Created automatically by `clustercert certify`; run `clustercert keys init` for a real key.\n")
+        files.append((DEV_MARKER, b"Created automatically by `clustercert certify`; run `clustercert keys init` "
+                      b"for a real key.\n", 0o644))
+    files.append((MANIFEST_KEY, private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                      enc), 0o600))
+    stage = Path(tempfile.mkdtemp(prefix=".creating-", dir=key_dir))
+    try:
+        for file, data, mode in files:
+            _write_new(stage / file, data, mode)
+        for n, (file, _, _) in enumerate(files):
+            try:
+                os.link(stage / file, key_dir / file)
+            except FileExistsError:
+                if n == 0:
+                    raise KeyExistsError(f"{key_dir / file}: a key already exists or is being created. "
+                                         "Remove the key directory first.") from None
+                raise SigningError(f"{key_dir / file}: expected a key directory without it, got one. "
+                                   "Remove the key directory and create the key again") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     return KeyPair(private, fingerprint(private.public_key()), dev, key_dir, passphrase)
+
+
+def ensure_dev_key(key_dir: Path, *, passphrase: str | None, now: dt.datetime, wait_s: float = 30.0) -> bool:
+    """A key in `key_dir`, a development key created when there is none: True when this call created it.
+
+    When another process is creating one at the same moment, its key is the one used: this call waits (at most
+    `wait_s`) until that key directory is complete and creates nothing."""
+    if (key_dir / MANIFEST_KEY).exists():
+        return False
+    try:
+        init_keys(key_dir, passphrase=passphrase, common_name="clustercert development key", dev=True, now=now)
+        return True
+    except KeyExistsError:
+        deadline = time.monotonic() + wait_s
+        while not (key_dir / MANIFEST_KEY).exists():
+            if time.monotonic() > deadline:
+                raise SigningError(
+                    f"{key_dir}: expected the key another run was creating there, got {MANIFEST_PUB} without "
+                    f"{MANIFEST_KEY} after {wait_s:.0f} s (an interrupted creation). Remove the key directory "
+                    "and certify again") from None
+            time.sleep(0.05)
+        return False
 
 
 def _check_private_mode(path: Path) -> None:

@@ -67,15 +67,15 @@ def _now() -> dt.datetime:
 
 
 def _ensure_key(settings: Settings, now: dt.datetime) -> None:
-    from clustercert.attest.signing import MANIFEST_KEY, init_keys
+    from clustercert.attest.signing import ensure_dev_key
 
-    if not (settings.key_dir / MANIFEST_KEY).exists():
-        try:
-            init_keys(settings.key_dir, passphrase=settings.key_passphrase,
-                      common_name="clustercert development key", dev=True, now=now)
-        except OSError as exc:
-            raise SigningError(f"{settings.key_dir}: cannot create a development key there ({exc.strerror}). "
-                               "Set CLUSTERCERT_KEY_DIR to a writable folder or run `clustercert keys init`") from None
+    try:
+        # Created exclusively: a certification started at the same moment uses the key the first one created.
+        created = ensure_dev_key(settings.key_dir, passphrase=settings.key_passphrase, now=now)
+    except OSError as exc:
+        raise SigningError(f"{settings.key_dir}: cannot create a development key there ({exc.strerror}). "
+                           "Set CLUSTERCERT_KEY_DIR to a writable folder or run `clustercert keys init`") from None
+    if created:
         err.print(f"note: no signing key in {settings.key_dir}; created a development key there. "
                   "Run `clustercert keys init` for a real one.")
 

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from clustercert.errors import UsageError
-from clustercert.settings import load_settings
+from clustercert.settings import Settings, load_settings
 
 __all__ = ["dask_address", "register"]
 
@@ -117,22 +117,23 @@ def rerun(
     )
 
     predicate = read_predicate(run_dir)
-    root = bundle or Path(str(predicate["run"]["bundle_path"]))
-    check_recorded_evidence(run_dir, root)
-    for line in software_differences(predicate.get("software", {}), software_record()):
-        err.print(f"warning: software differs from the manifest's: {line}", markup=False)
+    run_id = str(predicate["run"]["run_id"])
+    if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+        raise UsageError(f"{run_dir / 'manifest.json'}: expected a run id that names a folder, got {run_id[:80]!r}. "
+                         "Give a run folder written by `clustercert certify`")
     settings = load_settings()
-    from clustercert.attest.signing import load_signing_key
-
-    load_signing_key(settings.key_dir, settings.key_passphrase)  # refuse an unusable key before any flow runs
-    os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result is used
-    _quiet()
-    from flows.certify import certify_flow
-    from flows.runtime import prefect_runtime
-
-    work = Path(tempfile.mkdtemp(prefix="clustercert-rerun-")) if keep is None else keep
-    replay = work / str(predicate["run"]["run_id"])
+    work = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work (as certify)
+    root = bundle or Path(str(predicate["run"]["bundle_path"]))
+    replay = work / run_id
     try:
+        check_recorded_evidence(run_dir, root)
+        for line in software_differences(predicate.get("software", {}), software_record()):
+            err.print(f"warning: software differs from the manifest's: {line}", markup=False)
+        os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result
+        _quiet()
+        from flows.certify import certify_flow
+        from flows.runtime import prefect_runtime
+
         with prefect_runtime():
             certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
                          key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
@@ -151,6 +152,28 @@ def rerun(
     for line in diffs:
         err.print(f"  {line}", markup=False)
     raise Exit(1)
+
+
+def _rerun_checks(settings: Settings, keep: Path | None, run_id: str) -> Path:
+    """What `certify` checks before any work, for a re-run: the key directory, the signing key and the PDF signer,
+    then the folder the re-run writes into (`keep`: created if need be, writable, without a folder of this run id;
+    else a new temporary folder, which is returned)."""
+    from clustercert.attest.signing import load_pdf_signer, load_signing_key
+    from clustercert.cli import safety
+
+    safety.check_key_dir(settings.key_dir)
+    load_pdf_signer(load_signing_key(settings.key_dir, settings.key_passphrase))
+    if keep is not None:
+        safety.check_reports_dir(keep)
+        if (keep / run_id).exists() or (keep / run_id).is_symlink():
+            raise UsageError(f"{keep / run_id}: expected a new folder for the re-run, got one that exists. "
+                             "Give another --keep folder or remove that one")
+        return keep
+    try:
+        return Path(tempfile.mkdtemp(prefix="clustercert-rerun-"))
+    except OSError as exc:
+        raise UsageError(f"{tempfile.gettempdir()}: expected a writable temporary folder for the re-run, got "
+                         f"{exc.strerror}. Set TMPDIR to a writable folder or give --keep DIR") from None
 
 
 def schedule(

@@ -1,11 +1,32 @@
 """Guards every read of user-supplied input goes through: regular files only, a size bound before reading,
-never a blocking open, and bounds on what a file expands to (YAML aliases and depth, Parquet rows)."""
+never a blocking open, and bounds on what a file expands to (YAML aliases and depth, Parquet rows).
+
+What was read is recorded (what is signed is what was judged, issue 14 item 1). Every handle `open_regular`
+yields hashes the bytes it delivers as they come off the descriptor; when the file was read to its end, the
+sha256 of those exact bytes is recorded under the file's resolved path in a per-process, thread-safe registry
+(`read_regular` reads through such a handle, so every parse of a whole file is recorded). A read that stops
+before the end or skips (a one-byte peek, format sniffing, a file's first and last 64 KB) records each stretch
+it read as a part: offset, length and the sha256 of those bytes. Each record carries a sequence number:
+`read_mark()` before a load; at signing `digests_read(path, since=mark)` gives every sha256 the file was read
+whole with since then, `parts_read` every part: a whole read that is not the load's digest, or a part whose
+bytes are not those of the loaded file at that offset, means the file changed while the run read it
+(`clustercert.runs.folder.check_as_read`). `collect_reads()` also hands the records made inside it to the
+caller (the parse memo keeps them with the parse it remembers, and records them again when it serves it: a
+remembered parse is the same bytes). `forget_reads()` empties the registry (the end of a
+certification, with the parse memo). Only reads made in this process are seen: with `--dask` the phases parse in
+worker processes, and what is compared is what this process read (every evidence file is parsed here again by
+the validation step)."""
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
+import io
+import itertools
 import os
 import reprlib
 import stat
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,11 +41,18 @@ __all__ = [
     "MAX_YAML_ALIASES",
     "MAX_YAML_BYTES",
     "MAX_YAML_NODES",
+    "Read",
     "check_parquet_bounds",
     "check_regular",
+    "collect_reads",
+    "digests_read",
     "file_kind",
+    "forget_reads",
     "open_regular",
+    "parts_read",
+    "read_mark",
     "read_regular",
+    "record_read",
     "short_repr",
 ]
 
@@ -104,13 +132,138 @@ def _check_size(size: int, shown: str, limit: int, fix: str | None = None) -> No
                             f"{fix or 'Split it or raise CLUSTERCERT_MAX_EVIDENCE_BYTES'}")
 
 
+# The registry of what was read: resolved path -> {(sha256, offset, length or None for the whole file): sequence
+# number of its latest read}.
+Read = tuple[str, int, int | None]
+_READS: dict[str, dict[Read, int]] = {}
+_READS_LOCK = threading.Lock()
+_SEQUENCE = itertools.count(1)
+_COLLECTING: contextvars.ContextVar[list[tuple[str, Read]] | None] = contextvars.ContextVar("collecting",
+                                                                                           default=None)
+_BUFFER = 1 << 16
+
+
+def read_mark() -> int:
+    """A sequence number: the records made after this call are those `digests_read(..., since=mark)` returns."""
+    return next(_SEQUENCE)
+
+
+def record_read(key: str, read: Read) -> None:
+    """Record that the file at resolved path `key` was read: `read` is (sha256, offset, length), length None for
+    the whole file (also into the innermost `collect_reads` of this context)."""
+    with _READS_LOCK:
+        _READS.setdefault(key, {})[read] = next(_SEQUENCE)
+    collected = _COLLECTING.get()
+    if collected is not None:
+        collected.append((key, read))
+
+
+def _reads(path: Path, since: int) -> list[Read]:
+    key = str(path.resolve())
+    with _READS_LOCK:
+        return [read for read, seq in _READS.get(key, {}).items() if seq > since]
+
+
+def digests_read(path: Path, *, since: int = 0) -> set[str]:
+    """Every sha256 `path` was read whole with after the mark `since` (empty when it was not read whole)."""
+    return {digest for digest, _, length in _reads(path, since) if length is None}
+
+
+def parts_read(path: Path, *, since: int = 0) -> set[tuple[int, int, str]]:
+    """Every (offset, length, sha256) of a part of `path` read after the mark `since` (a peek, a file's edges)."""
+    return {(offset, length, digest) for digest, offset, length in _reads(path, since) if length is not None}
+
+
+def forget_reads() -> None:
+    """Empty the registry (the end of a certification: the next one starts from nothing)."""
+    with _READS_LOCK:
+        _READS.clear()
+
+
+@contextmanager
+def collect_reads() -> Iterator[list[tuple[str, Read]]]:
+    """The (resolved path, read) of every read recorded inside the block, in this context (a parse)."""
+    collected: list[tuple[str, Read]] = []
+    outer = _COLLECTING.get()
+    token = _COLLECTING.set(collected)
+    try:
+        yield collected
+    finally:
+        _COLLECTING.reset(token)
+        if outer is not None:
+            outer.extend(collected)
+
+
+class _HashingReader(io.RawIOBase):
+    """The raw reader of an open descriptor that hashes every byte it delivers, as contiguous stretches (a seek
+    starts a new one). At close each stretch is recorded under `key`: the whole file when it ran from the start to
+    the end of the file, else as a part (offset, length)."""
+
+    def __init__(self, fd: int, key: str) -> None:
+        super().__init__()
+        self._fd, self._key = fd, key
+        self._pos = 0
+        self._start, self._count, self._ended = 0, 0, False
+        self._hash = hashlib.sha256()
+        self._stretches: list[Read] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        n = os.readv(self._fd, [view])
+        if n == 0:
+            self._ended = True
+        else:
+            self._hash.update(view[:n])
+            self._count += n
+            self._pos += n
+        return n
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        position = os.lseek(self._fd, offset, whence)
+        if position != self._pos:
+            self._end_stretch()
+            self._start = self._pos = position
+        return position
+
+    def tell(self) -> int:
+        return self._pos
+
+    def _end_stretch(self) -> None:
+        if self._count or self._ended:
+            whole = self._start == 0 and self._ended
+            self._stretches.append((self._hash.hexdigest(), self._start, None if whole else self._count))
+        self._count, self._ended = 0, False
+        self._hash = hashlib.sha256()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._end_stretch()
+            for read in self._stretches:
+                record_read(self._key, read)
+        finally:
+            os.close(self._fd)
+            super().close()
+
+
 @contextmanager
 def open_regular(path: Path, display: str | None = None, *, limit: int, fix: str | None = None
                  ) -> Iterator[BinaryIO]:
     """`path` opened for reading, only when it is a regular file of at most `limit` bytes.
 
     The type is checked before opening (a FIFO would block open(2)) and again on the open descriptor
-    (O_NONBLOCK, so a file swapped for a FIFO in between cannot block either)."""
+    (O_NONBLOCK, so a file swapped for a FIFO in between cannot block either). The handle hashes what it reads;
+    read to its end, the file's sha256 as read is recorded (see the module's docstring)."""
     shown = display or str(path)
     _check_size(check_regular(path, shown).st_size, shown, limit, fix)
     try:
@@ -126,7 +279,12 @@ def open_regular(path: Path, display: str | None = None, *, limit: int, fix: str
     except EvidenceError:
         os.close(fd)
         raise
-    with os.fdopen(fd, "rb") as handle:
+    try:
+        key = str(path.resolve())
+    except OSError:
+        os.close(fd)
+        raise EvidenceError(shown, "expected a readable regular file, got a path that cannot be resolved") from None
+    with io.BufferedReader(_HashingReader(fd, key), buffer_size=_BUFFER) as handle:
         yield handle
 
 

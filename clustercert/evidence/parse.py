@@ -2,10 +2,17 @@
 
 Every parse of an evidence file goes through `read_evidence`: within one certification a file is parsed once and the
 phases and the validation suites read the same parsed object (it is parsed again only when the file changed on disk,
-or after `forget_parsed`, which the certify flow calls at its end)."""
+or after `forget_parsed`, which the certify flow calls at its end).
+
+What a parse read is recorded (`clustercert.evidence.guards`: the sha256 of the bytes each guarded read delivered),
+and the memo keeps those records with the parse: serving a remembered parse records them again, since it is the
+parse of the same bytes. A parser that opens its file by path with a library of its own (pyarrow, for the per-rank
+timings) is given a private in-memory copy of the bytes read through `read_regular` instead (`_PATH_READERS`), so
+that what it parses is what was recorded."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -15,6 +22,7 @@ from typing import Any, TypeVar
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.evidence.guards import Read, collect_reads, forget_reads, read_regular, record_read
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.mlperf import parse_mlperf_files
@@ -24,34 +32,64 @@ __all__ = ["ParsedBundle", "ParsedFile", "forget_parsed", "parse_bundle", "parse
 
 T = TypeVar("T")
 _MEMO_SIZE = 512
-_MEMO: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_MEMO: OrderedDict[tuple[Any, ...], tuple[Any, tuple[tuple[str, Read], ...]]] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
+# Parsers that open the file by path through a library (not through the guards): they parse a private copy.
+_PATH_READERS = (FORMATS["rank-timings"],)
+
+
+def _parse_copy(parser: Callable[..., T], path: Path, display: str, *args: Any, **options: Any) -> T:
+    """`parser` run on an in-memory copy (a memfd) of the bytes `read_regular` read (and recorded) from `path`:
+    the library the parser uses reads exactly those bytes, whatever happens to `path` meanwhile."""
+    if not hasattr(os, "memfd_create"):  # not Linux: the library reads the file itself (not recorded)
+        return parser(path, display, *args, **options)
+    data = read_regular(path, display, limit=int(options.get("limit", DEFAULT_LIMIT)))
+    fd = os.memfd_create("clustercert-evidence", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        del data, view
+        return parser(Path(f"/proc/self/fd/{fd}"), display, *args, **options)
+    finally:
+        os.close(fd)
 
 
 def read_evidence(parser: Callable[..., T], path: Path, display: str, *args: Any, **options: Any) -> T:
     """`parser(path, display, *args, **options)`, remembered for this file as it is on disk now (path, size,
-    modification time and inode): the second reader of a file gets the first one's result. Errors are not
-    remembered (they are raised again by a fresh parse)."""
+    modification time and inode): the second reader of a file gets the first one's result, and the records of
+    what the first one read are made again. Errors are not remembered (they are raised again by a fresh parse)."""
     stat = path.stat()
     frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
     key = (getattr(parser, "__module__", ""), getattr(parser, "__qualname__", repr(parser)), str(path.resolve()),
            stat.st_size, stat.st_mtime_ns, stat.st_ino, display, args, frozen)
     with _MEMO_LOCK:
-        if key in _MEMO:
+        known = _MEMO.get(key)
+        if known is not None:
             _MEMO.move_to_end(key)
-            return _MEMO[key]  # type: ignore[no-any-return]
-    result = parser(path, display, *args, **options)
+    if known is not None:
+        remembered, seen = known
+        for read in seen:
+            record_read(*read)
+        return remembered  # type: ignore[no-any-return]
+    with collect_reads() as reads:
+        if parser in _PATH_READERS:
+            result = _parse_copy(parser, path, display, *args, **options)
+        else:
+            result = parser(path, display, *args, **options)
     with _MEMO_LOCK:
-        _MEMO[key] = result
+        _MEMO[key] = (result, tuple(reads))
         while len(_MEMO) > _MEMO_SIZE:
             _MEMO.popitem(last=False)
     return result
 
 
 def forget_parsed() -> None:
-    """Drop every remembered parse (the end of a certification: a long-lived process keeps no evidence)."""
+    """Drop every remembered parse and every record of what was read (the end of a certification: a long-lived
+    process keeps no evidence, and the next certification compares only its own reads)."""
     with _MEMO_LOCK:
         _MEMO.clear()
+    forget_reads()
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,21 @@
 
 Validity is counted from the last evidence date, never from the day `certify` ran, so re-certifying old
 evidence cannot extend its validity. Each file is read at its head and tail only (a log's first and last
-stamps sit there), so a large file costs two small reads.
+stamps sit there), so a large file costs two small reads. They go through the guards (only regular files, never a
+blocking open) and are recorded as parts read: the signed digest must be that of the bytes these reads saw too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from clustercert.evidence.bundle import LoadedBundle
+from clustercert.evidence.guards import open_regular
 
 __all__ = ["CollectionWindow", "collection_window", "stamps_in"]
 
@@ -55,8 +58,8 @@ def stamps_in(text: str, zone: dt.tzinfo) -> list[dt.datetime]:
 
 
 def _edges(path: Path) -> str:
-    size = path.stat().st_size
-    with path.open("rb") as handle:
+    with open_regular(path, limit=1 << 50) as handle:
+        size = os.fstat(handle.fileno()).st_size
         head = handle.read(_EDGE)
         tail = b""
         if size > 2 * _EDGE:

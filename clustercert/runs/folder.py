@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -14,27 +15,36 @@ from clustercert.attest.manifest import ENVELOPE, write_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
-from clustercert.errors import EvidenceError, UsageError
+from clustercert.errors import CatalogError, EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
-from clustercert.evidence.guards import MAX_YAML_BYTES, read_regular
-from clustercert.evidence.hashing import sha256_file
+from clustercert.evidence.guards import (
+    MAX_YAML_BYTES,
+    digests_read,
+    open_regular,
+    parts_read,
+    read_mark,
+    read_regular,
+)
+from clustercert.evidence.hashing import sha256_bytes, sha256_file
 from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.runs.results import RunMeta, dump_json
 
-__all__ = ["Inputs", "check_seal", "create_run_dir", "file_digest", "load_inputs", "parse_training_run",
-           "render_reports", "write_run_folder"]
+__all__ = ["Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
+           "parse_training_run", "render_reports", "write_run_folder"]
 
 
 @dataclass(frozen=True)
 class Inputs:
     """The loaded bundle and catalog, with the sha256 of bundle.yaml and of every evidence file as they were when
-    the run read them: those are the digests the manifest signs (see `write_run_folder`)."""
+    the run loaded them: those are the digests the manifest signs (see `write_run_folder`). `read_from` is the
+    mark (`guards.read_mark`) taken before the load: every read of a file since then must have had those bytes."""
 
     bundle: LoadedBundle
     catalog: LoadedCatalog
     digests: dict[str, str] = field(default_factory=dict, compare=False)
+    read_from: int = field(default=0, compare=False)
 
 
 def _signature(path: Path) -> tuple[str, int, int, int]:
@@ -68,12 +78,13 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
             current = ()
         if current == signatures:
             return inputs
+    mark = read_mark()
     bundle = load_bundle(bundle_path)
     catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
     check_bundle_ids(bundle.spec, catalog, str(bundle.root / BUNDLE_FILE))
     files = [BUNDLE_FILE, *bundle.evidence_files()]
     digests = {rel: file_digest(bundle.root / rel) for rel in files if (bundle.root / rel).is_file()}
-    inputs = Inputs(bundle, catalog, digests)
+    inputs = Inputs(bundle, catalog, digests, mark)
     paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path]
     _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
     return inputs
@@ -92,6 +103,71 @@ def check_seal(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> N
         seen = (digests or {}).get(rel) or file_digest(path)
         if seen != digest:
             raise EvidenceError(str(path), "changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
+
+
+def check_as_read(inputs: Inputs, *, parts: bool = True) -> None:
+    """Every evidence file (and bundle.yaml) was read, by its parsers and anything else since the load, with the
+    bytes it had at the load (`guards.digests_read`, `guards.parts_read`): a whole read's sha256 must be the load's,
+    and each part read (a peek, a file's edges) must be the loaded file's bytes at that offset (checked in one pass
+    over the file, whose sha256 must be the load's; `parts=False` skips this pass). A file read with other bytes
+    (swapped while the run read it, even if restored since) is an EvidenceError naming it; a file nothing read is
+    left to the manifest's check against its load digest."""
+    bundle = inputs.bundle
+    for rel in [BUNDLE_FILE, *bundle.evidence_files()]:
+        loaded = inputs.digests.get(rel)
+        if loaded is None:
+            continue  # not a regular file at load: the manifest refuses it
+        path = bundle.root / rel
+        try:
+            other = sorted(digests_read(path, since=inputs.read_from) - {loaded})
+            pieces = parts_read(path, since=inputs.read_from) if parts else set()
+        except OSError:
+            continue  # gone: the manifest says so
+        if other:
+            raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, as parsed "
+                                f"{other[0]}. {_UNTOUCHED}")
+        if pieces:
+            _check_parts(path, loaded, sorted(pieces))
+
+
+_UNTOUCHED = "Leave the bundle untouched while certifying and certify again"
+
+
+def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -> None:
+    """The parts read of `path` are the bytes at their offsets of the file as loaded: one pass over the file now
+    hashes the whole (it must be the load's) and each part from the same bytes."""
+    whole = hashlib.sha256()
+    hashers = [hashlib.sha256() for _ in pieces]
+    at = 0
+    with open_regular(path, limit=1 << 50) as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            whole.update(block)
+            end = at + len(block)
+            for (offset, length, _), hasher in zip(pieces, hashers, strict=True):
+                lo, hi = max(offset, at), min(offset + length, end)
+                if lo < hi:
+                    hasher.update(block[lo - at:hi - at])
+            at = end
+    if whole.hexdigest() != loaded:
+        raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, now "
+                            f"{whole.hexdigest()}. {_UNTOUCHED}")
+    for (offset, length, digest), hasher in zip(pieces, hashers, strict=True):
+        if offset + length > at or hasher.hexdigest() != digest:
+            raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, but bytes "
+                                f"{offset}-{offset + length} were read with sha256 {digest}, not the loaded "
+                                f"file's. {_UNTOUCHED}")
+
+
+def _catalog_as_judged(inputs: Inputs) -> bytes:
+    """The catalog's bytes for the run folder's copy: those whose sha256 the run recorded at load (and signs), and
+    which every read of the catalog since had; a catalog that changed meanwhile is a CatalogError."""
+    catalog = inputs.catalog
+    data = read_regular(catalog.path, limit=MAX_YAML_BYTES)
+    seen = sorted((digests_read(catalog.path, since=inputs.read_from) | {sha256_bytes(data)}) - {catalog.sha256})
+    if seen:
+        raise CatalogError(f"{catalog.path}: changed while the run read it: sha256 at load {catalog.sha256}, "
+                           f"as read {seen[0]}. Leave the catalog untouched while certifying and certify again")
+    return data
 
 
 def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> TrainingLog | EvidenceError:
@@ -171,7 +247,10 @@ def write_run_folder(
     redact: bool = False,
 ) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
-    manifest.json and its DSSE envelope."""
+    manifest.json and its DSSE envelope. Refused (EvidenceError, no folder left) when a file was read with other
+    bytes than it had at the load (`check_as_read`) or than its seal says (`check_seal`)."""
+    check_as_read(inputs)  # before any work: a run judged on other bytes is never written
+    catalog_copy = _catalog_as_judged(inputs)
     create_run_dir(run_dir)
     bundle, catalog = inputs.bundle, inputs.catalog
     software = software_record()
@@ -185,7 +264,7 @@ def write_run_folder(
     put("results.json", dump_json(results).encode())
     if validation is not None:
         put("validation.json", dump_json(validation).encode())
-    put("catalog.yaml", read_regular(catalog.path, limit=MAX_YAML_BYTES))
+    put("catalog.yaml", catalog_copy)
     rendered = render_reports(inputs, results, meta, software, validation=validation,
                               redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
                               templates_dir=templates_dir)
@@ -209,7 +288,10 @@ def write_run_folder(
     }
     try:
         # The manifest and its envelope last: only the files this run wrote are signed, and the evidence digests
-        # signed are those the run read the evidence with; a file that changed since is a refusal.
+        # signed are those the run loaded the evidence with, which every read since had; a file that changed (or
+        # was read with other bytes, or disagrees with its seal) is a refusal.
+        check_as_read(inputs, parts=False)  # the parts were checked at the start; nothing has read evidence since
+        check_seal(bundle, inputs.digests)
         write_manifest(run_dir, bundle.root, [BUNDLE_FILE, *bundle.evidence_files()], predicate, key,
                        run_files=written, digests=inputs.digests or None)
     except EvidenceError:

@@ -9,14 +9,30 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import stat
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from clustercert.attest.atomic import write_atomic
 from clustercert.attest.manifest import ENVELOPE, MANIFEST, verify_run, write_manifest
-from clustercert.attest.signing import KeyPair, init_keys
+from clustercert.attest.signing import (
+    DEV_MARKER,
+    MANIFEST_KEY,
+    MANIFEST_PUB,
+    PDF_CERT,
+    PDF_KEY,
+    KeyPair,
+    ensure_dev_key,
+    fingerprint,
+    init_keys,
+    load_pdf_signer,
+    load_signing_key,
+)
 from clustercert.cli import safety
 from clustercert.errors import SigningError, UsageError
 from clustercert.evidence.bundle import load_bundle
@@ -186,3 +202,49 @@ def test_redaction_reaches_hostnames_inside_run_ids_and_file_paths(hostile: Coun
     assert out[1] == f"collectives/pair/{p['gb-r1-n02']}-{p['gb-r2-n02']}.log"
     assert out[3] == f"host {p['gb-r4-n1']} and {p['gb-r4-n10']}."
     assert redactor.text("gb-r4-n100 xgb-r4-n10") == "gb-r4-n100 xgb-r4-n10"  # other names are left alone
+
+
+def _first_run(key_dir: Path, start: threading.Barrier, created: list[bool], failures: list[BaseException]) -> None:
+    start.wait()
+    try:
+        created.append(ensure_dev_key(key_dir, passphrase=None, now=NOW))
+    except BaseException as exc:  # every failure is the finding
+        failures.append(exc)
+
+
+def test_first_certifications_at_once_create_one_development_key(tmp_path: Path, hostile: Count) -> None:
+    # Eight first-ever certifications at the same moment against one empty key directory, ten times over.
+    for round_ in range(10):
+        key_dir = tmp_path / f"keys{round_}"
+        start = threading.Barrier(8)
+        created: list[bool] = []
+        failures: list[BaseException] = []
+        threads = [threading.Thread(target=_first_run, args=(key_dir, start, created, failures)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        hostile(8)
+        assert failures == [] and sorted(created) == [False] * 7 + [True]
+        # The files are one key set: the public key is the private key's, the certificate the PDF key's.
+        key = load_signing_key(key_dir, None)
+        public = serialization.load_pem_public_key((key_dir / MANIFEST_PUB).read_bytes())
+        assert fingerprint(public) == key.fingerprint  # type: ignore[arg-type]
+        signer = load_pdf_signer(key)
+        assert signer is not None and key.dev_key
+        pdf_key = serialization.load_pem_private_key((key_dir / PDF_KEY).read_bytes(), None)
+        cert = x509.load_pem_x509_certificate((key_dir / PDF_CERT).read_bytes())
+        assert cert.public_key().public_numbers() == pdf_key.public_key().public_numbers()  # type: ignore[union-attr]
+        assert sorted(p.name for p in key_dir.iterdir()) == sorted(
+            [MANIFEST_KEY, MANIFEST_PUB, PDF_KEY, PDF_CERT, DEV_MARKER])  # no staging folder left
+        assert stat.S_IMODE((key_dir / MANIFEST_KEY).stat().st_mode) == 0o600
+
+
+def test_an_interrupted_key_creation_is_a_located_refusal(tmp_path: Path, hostile: Count) -> None:
+    key_dir = tmp_path / "keys"
+    key_dir.mkdir()
+    (key_dir / MANIFEST_PUB).write_text("left by a creation that was killed\n")
+    with pytest.raises(SigningError, match=f"{key_dir}: expected the key another run was creating there, got "
+                       f"{MANIFEST_PUB} without {MANIFEST_KEY} after 0 s"):
+        ensure_dev_key(key_dir, passphrase=None, now=NOW, wait_s=0.2)
+    hostile(1)
