@@ -13,7 +13,7 @@ certify: bootstrap
 
 test:
 	@scripts/bootstrap --test
-	@$(VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadgroup
+	@$(VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile
 
 lint: bootstrap
 	@$(VENV)/bin/ruff check clustercert flows tests bench
