@@ -12,8 +12,8 @@ from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
 
 __all__ = [
-    "JSON_DECODER", "LINE_SPACE", "STEP_DEFAULTS", "LineCounter", "TrainingLog", "TrainingStep", "json_on_line",
-    "line_total", "make_step", "nan_marks", "parse_number", "read_text", "read_text_lines",
+    "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "STEP_DEFAULTS", "LineCounter", "TrainingLog", "TrainingStep",
+    "json_on_line", "line_total", "make_step", "nan_marks", "parse_number", "read_text", "read_text_lines",
 ]
 
 
@@ -145,16 +145,16 @@ class LineCounter:
 
 
 # where a nan or inf value is printed after a colon: every line a nan pattern can match holds one
-_NAN_VALUE = re.compile(r":[^\S\n]*-?(?:nan|inf)\b", re.IGNORECASE)
+NAN_VALUE = re.compile(r":[^\S\n]*-?(?:nan|inf)\b", re.IGNORECASE)
 
 
 def nan_marks(text: str, pattern: re.Pattern[str]) -> list[NanMark]:
     """A NanMark (line, the pattern's group 1) for every match of `pattern` on a line of read_text()'s `text`, in
-    order; `pattern` matches `key: nan` within one line, so only the lines _NAN_VALUE finds are searched."""
+    order; `pattern` matches `key: nan` within one line, so only the lines NAN_VALUE finds are searched."""
     marks: list[NanMark] = []
     lines = LineCounter(text)
     line_end = -1
-    for hint in _NAN_VALUE.finditer(text):
+    for hint in NAN_VALUE.finditer(text):
         at = hint.start()
         if at < line_end:
             continue
