@@ -80,18 +80,20 @@ def parse_pipe_log(
         if number in joined:
             continue
         raw = text[start:end]
-        if wrapped and "iteration" in raw and _records(raw):
+        matches = _records(raw) if "iteration" in raw else []
+        if wrapped and matches:
             if end < size:
                 following = text.find("\n", end + 1)
                 nxt = text[end + 1:following if following >= 0 else size]
             else:
                 nxt = ""
             cut = not raw.rstrip().endswith("|")
-            continues = (not _records(nxt) and nxt.rstrip().endswith("|")
-                         and (cut or nxt.lstrip().partition(":")[0].strip() in fields))
+            continues = (nxt.rstrip().endswith("|") and (cut or nxt.lstrip().partition(":")[0].strip() in fields)
+                         and not _records(nxt))
             if cut or continues:
                 if continues:
                     raw = raw + nxt
+                    matches = _records(raw)
                     joined.add(number + 1)
                     warnings.append(f"{display} lines {number}-{number + 1}: one iteration record wrapped over "
                                     "two lines; read joined")
@@ -109,17 +111,19 @@ def parse_pipe_log(
         if "Step Time" in raw:
             timing = _STEP_TIME.search(raw)
             if timing is not None and steps:
-                seconds = parse_number(timing.group(1), file=display, line=number, field="Step Time", hint=HINT)
-                tflops = parse_number(
-                    timing.group(2), file=display, line=number, field="GPU utilization", hint=HINT
-                )
+                seconds_text, tflops_text = timing.groups()
+                try:  # parse_number(), whose strip() float() does itself
+                    seconds = float(seconds_text)
+                except ValueError:
+                    seconds = parse_number(seconds_text, file=display, line=number, field="Step Time", hint=HINT)
+                try:
+                    tflops = float(tflops_text)
+                except ValueError:
+                    tflops = parse_number(tflops_text, file=display, line=number, field="GPU utilization", hint=HINT)
                 last = steps[-1]
                 last["tflops_per_gpu"] = tflops
                 if last["step_time_s"] is None:
                     last["step_time_s"] = seconds
-        if "iteration" not in raw:
-            continue
-        matches = _records(raw)
         for index, match in enumerate(matches):
             # a print may run into the next one without a newline: a record ends where the next begins
             stop = matches[index + 1].start() if index + 1 < len(matches) else len(raw)
