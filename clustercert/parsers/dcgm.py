@@ -157,7 +157,10 @@ def _series_head(head: str) -> tuple[str, dict[str, str]] | None:
     return (name.group(0), labels) if at == len(head) else None
 
 
-_HEADS_KEPT = 1 << 16  # distinct series heads remembered per file (a file has one per metric and GPU)
+# distinct series heads remembered per file (a file has one per metric and GPU), each of at most so many characters:
+# hostile files of long, all different heads cost no more memory than the file itself
+_HEADS_KEPT = 1 << 16
+_HEAD_CHARS_KEPT = 1024
 
 
 def _prometheus(lines: list[str], display: str) -> Telemetry:
@@ -178,7 +181,7 @@ def _prometheus(lines: list[str], display: str) -> Telemetry:
                 known = heads[head]
             else:
                 known = _series_head(head)
-                if len(heads) < _HEADS_KEPT:
+                if len(heads) < _HEADS_KEPT and len(head) <= _HEAD_CHARS_KEPT:
                     heads[head] = known
         if known is not None:
             parts: tuple[str, dict[str, str], str, str | None] | None = (*known, split[1], split[2])

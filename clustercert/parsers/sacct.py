@@ -164,7 +164,9 @@ def parse_sacct(
     header_seen = False
     # A dump repeats its times, durations and states (a job's steps share its start; many jobs one state): each
     # distinct text is read once per file
-    times: dict[tuple[str, str], str | None] = {}
+    starts: dict[str, str | None] = {}
+    ends: dict[str, str | None] = {}
+    submits: dict[str, str | None] = {}
     durations: dict[str, float] = {}
     states: dict[str, str] = {}
     new = object.__new__
@@ -227,8 +229,10 @@ def parse_sacct(
         elapsed = durations.get(elapsed_text)
         if elapsed is None and elapsed_text.strip():
             elapsed = durations[elapsed_text] = parse_elapsed(elapsed_text, file=display, line=number)
-        start = _known_time(times, row.get("Start"), zone, display, number, "Start")
-        end = _known_time(times, row.get("End"), zone, display, number, "End")
+        start_text, end_text = row.get("Start"), row.get("End")
+        start = starts[start_text] if start_text in starts else _known_time(starts, start_text, zone, display, number,
+                                                                           "Start")
+        end = ends[end_text] if end_text in ends else _known_time(ends, end_text, zone, display, number, "End")
         parent, dot, _ = job_id.partition(".")
         if dot:
             if parent not in by_id:
@@ -245,7 +249,9 @@ def parse_sacct(
             continue
         # `sacct --duplicates` prints every incarnation of a requeued job under the same id, each with its steps
         incarnation = jobs[by_id[job_id]].incarnation + 1 if job_id in by_id else 1
-        submit = _known_time(times, row.get("Submit"), zone, display, number, "Submit")
+        submit_text = row.get("Submit")
+        submit = (submits[submit_text] if submit_text in submits
+                  else _known_time(submits, submit_text, zone, display, number, "Submit"))
         by_id[job_id] = len(jobs)
         job = new(SacctJob)
         job.__dict__.update(job_id=job_id, state=state, state_raw=state_raw, elapsed_s=elapsed, start=start,
@@ -276,15 +282,12 @@ def _line_list(numbers: list[int]) -> str:
 
 
 def _known_time(
-    known: dict[tuple[str, str], str | None], text: str | None, zone: ZoneInfo, display: str, number: int, name: str
+    known: dict[str, str | None], text: str | None, zone: ZoneInfo, display: str, number: int, name: str
 ) -> str | None:
-    """_time(), read once per distinct (field, text) of a file (the error names the field, so it is in the key)."""
+    """_time() of field `name`, remembered in `known` (one table per field: the error names the field)."""
     if text is None:
         return None
-    key = (name, text)
-    if key in known:
-        return known[key]
-    value = known[key] = _time(text, zone, display, number, name)
+    value = known[text] = _time(text, zone, display, number, name)
     return value
 
 
