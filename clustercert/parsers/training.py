@@ -13,7 +13,7 @@ from clustercert.evidence.guards import read_regular
 
 __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "STEP_DEFAULTS", "LineCounter", "TrainingLog", "TrainingStep",
-    "json_on_line", "line_total", "make_step", "nan_marks", "parse_number", "read_text", "read_text_lines",
+    "line_total", "make_step", "nan_marks", "parse_number", "read_text", "read_text_lines",
 ]
 
 
@@ -116,9 +116,13 @@ def read_text(path: Path, display: str, *, limit: int) -> str:
     if b"\x00" in data[:65536]:
         raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
     text = data.decode("utf-8", errors="replace")
-    if any(mark in text for mark in _OTHER_BREAKS):
-        return "\n".join(text.splitlines()) + "\n"
-    return text
+    if not any(mark in text for mark in _OTHER_BREAKS):
+        return text
+    if "\r\n" in text:  # Windows line ends: when every other break was one of them, one copy makes them "\n"
+        plain = text.replace("\r\n", "\n")
+        if not any(mark in plain for mark in _OTHER_BREAKS):
+            return plain
+    return "\n".join(text.splitlines()) + "\n"
 
 
 def line_total(text: str) -> int:
@@ -167,18 +171,10 @@ def nan_marks(text: str, pattern: re.Pattern[str]) -> list[NanMark]:
     return marks
 
 
-LINE_SPACE = re.compile(r"[ \t]*")  # the whitespace json.loads skips around a document, within one line
+# json.loads(line) decoded in place: JSON_DECODER.raw_decode(text, LINE_SPACE.match(text, at).end()), then only
+# LINE_SPACE up to the line's end (the whitespace json.loads skips around a document, within one line)
+LINE_SPACE = re.compile(r"[ \t]*")
 JSON_DECODER = json.JSONDecoder()
-
-
-def json_on_line(text: str, at: int, line_end: int) -> object:
-    """What json.loads(text[at:line_end]) returns, decoded in place (no copy of the line, no per-call set-up);
-    json.JSONDecodeError where json.loads raises it, also for a document that would run on past the line."""
-    start = LINE_SPACE.match(text, at).end()  # type: ignore[union-attr]
-    value, end = JSON_DECODER.raw_decode(text, start)
-    if end > line_end or LINE_SPACE.match(text, end).end() != line_end:  # type: ignore[union-attr]
-        raise json.JSONDecodeError("Extra data", text, end)
-    return value
 
 
 def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:

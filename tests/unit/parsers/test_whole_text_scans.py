@@ -192,7 +192,7 @@ def test_a_json_record_never_runs_on_into_the_next_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["a\nb\n", "a\nb", "a\r\nb\r\n", "a\rb", "a\n\nb\n\n", "x\x0cy\x1cz\x85w\u2029v", "a\r\n\r\n", "\x1c\x1c", "é\n"],
+    ["a\nb\n", "a\nb", "a\r\nb\r\n", "a\r\r\nb", "a\r\nb\rc", "a\rb", "a\n\nb\n\n", "x\x0cy\x1cz\x85w\u2029v", "a\r\n\r\n", "\x1c\x1c", "é\n"],
 )
 def test_read_text_holds_the_lines_read_text_lines_gives(tmp_path: Path, text: str) -> None:
     path = tmp_path / "t.log"
