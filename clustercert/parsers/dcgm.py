@@ -138,13 +138,55 @@ def _prometheus_line(text: str) -> tuple[str, dict[str, str], str, str | None] |
     return name.group(0), labels, fields[0], fields[1] if len(fields) == 2 else None
 
 
+def _series_head(head: str) -> tuple[str, dict[str, str]] | None:
+    """METRIC and labels when `head` is exactly `METRIC{labels}` (or METRIC) as _prometheus_line() reads it."""
+    name = _NAME.match(head)
+    if name is None:
+        return None
+    labels: dict[str, str] = {}
+    at = name.end()
+    if head.startswith("{", at):
+        at += 1
+        while not head.startswith("}", at):
+            label = _LABEL.match(head, at)
+            if label is None:
+                return None
+            labels[label.group(1)] = label.group(2)
+            at = label.end()
+        at += 1
+    return (name.group(0), labels) if at == len(head) else None
+
+
+# distinct series heads remembered per file (a file has one per metric and GPU), each of at most so many characters:
+# hostile files of long, all different heads cost no more memory than the file itself
+_HEADS_KEPT = 1 << 16
+_HEAD_CHARS_KEPT = 1024
+
+
 def _prometheus(lines: list[str], display: str) -> Telemetry:
     samples: list[DcgmSample] = []
+    # A line is `HEAD VALUE TIMESTAMP`, and a file repeats each series' HEAD (`METRIC{labels}`) at every sample:
+    # each distinct HEAD is read once; a line of another shape is read whole by _prometheus_line()
+    heads: dict[str, tuple[str, dict[str, str]] | None] = {}
+    new = object.__new__
     for number, raw in enumerate(lines, start=1):
         text = raw.strip()
         if not text or text.startswith("#"):
             continue
-        parts = _prometheus_line(text)
+        split = text.rsplit(None, 2)
+        known = None
+        if len(split) == 3:
+            head = split[0]
+            if head in heads:
+                known = heads[head]
+            else:
+                known = _series_head(head)
+                if len(heads) < _HEADS_KEPT and len(head) <= _HEAD_CHARS_KEPT:
+                    heads[head] = known
+        if known is not None:
+            parts: tuple[str, dict[str, str], str, str | None] | None = (*known, split[1], split[2])
+        else:
+            parts = _prometheus_line(text)
         if parts is None:
             raise EvidenceError(
                 display,
@@ -159,8 +201,16 @@ def _prometheus(lines: list[str], display: str) -> Telemetry:
                 line=number,
                 field="timestamp",
             )
-        value = to_float(value_text, file=display, line=number, field=metric, hint=_HINT, allow_nan=True)
-        stamp = to_float(ts_text, file=display, line=number, field="timestamp", hint=_HINT)
+        try:  # to_float(), whose strip() float() does itself
+            value = float(value_text)
+        except ValueError:
+            value = to_float(value_text, file=display, line=number, field=metric, hint=_HINT, allow_nan=True)
+        try:
+            stamp = float(ts_text)
+        except ValueError:
+            stamp = to_float(ts_text, file=display, line=number, field="timestamp", hint=_HINT)
+        if not math.isfinite(stamp):
+            stamp = to_float(ts_text, file=display, line=number, field="timestamp", hint=_HINT)
         if not stamp.is_integer() or stamp < 0:
             raise EvidenceError(
                 display,
@@ -176,16 +226,10 @@ def _prometheus(lines: list[str], display: str) -> Telemetry:
                 line=number,
                 field="gpu",
             )
-        samples.append(
-            DcgmSample(
-                metric,
-                gpu,
-                labels.get("Hostname"),
-                value if math.isfinite(value) else None,
-                int(stamp),
-                number,
-            )
-        )
+        sample = new(DcgmSample)  # DcgmSample(...) without the frozen dataclass's per-field __init__
+        sample.__dict__.update(metric=metric, gpu=gpu, host=labels.get("Hostname"),
+                               value=value if math.isfinite(value) else None, time_ms=int(stamp), line=number)
+        samples.append(sample)
     if not samples:
         raise EvidenceError(display, f"expected DCGM samples, found none. {_HINT}")
     return Telemetry(file=display, source="prometheus", samples=samples)

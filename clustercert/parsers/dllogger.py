@@ -7,7 +7,16 @@ from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, to_float, to_int
-from clustercert.parsers.training import NanMark, TrainingLog, TrainingStep, read_text_lines
+from clustercert.parsers.training import (
+    JSON_DECODER,
+    LINE_SPACE,
+    STEP_DEFAULTS,
+    NanMark,
+    TrainingLog,
+    TrainingStep,
+    line_total,
+    read_text,
+)
 
 __all__ = ["parse_dllogger"]
 
@@ -25,19 +34,31 @@ _FIELDS = {
     "consumed_samples": "consumed_samples",
 }
 _INTS = {"global_batch_size", "consumed_samples"}
+_NAN_FIELDS = {"loss", "grad_norm"}
 
 
 def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
-    """Every DLLogger step record that carries `train_step_timing in s`, with its line."""
-    lines = read_text_lines(path, display, limit=limit)
+    """Every DLLogger step record that carries `train_step_timing in s`, with its line.
+
+    Lines are found by their `DLLL ` mark in the whole text and each record is decoded where it lies."""
+    text = read_text(path, display, limit=limit)
     steps: list[TrainingStep] = []
     nans: list[NanMark] = []
-    for number, raw in enumerate(lines, start=1):
-        at = raw.find(_MARK)
-        if at < 0:
-            continue
-        try:
-            record = json.loads(raw[at + len(_MARK) :])
+    fields = _FIELDS.items()
+    count, space, decode = text.count, LINE_SPACE.match, JSON_DECODER.raw_decode
+    new, defaults = object.__new__, STEP_DEFAULTS
+    number, counted = 1, 0  # the line at offset `counted`
+    at = text.find(_MARK)
+    while at >= 0:
+        line_end = text.find("\n", at)
+        if line_end < 0:
+            line_end = len(text)
+        number += count("\n", counted, at)
+        counted = at
+        try:  # json.loads(text[at + 5:line_end]), decoded in place
+            record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
+            if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
+                raise json.JSONDecodeError("Extra data", text, end)
         except (json.JSONDecodeError, RecursionError):
             raise EvidenceError(
                 display,
@@ -45,6 +66,7 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
                 line=number,
                 field="DLLL",
             ) from None
+        at = text.find(_MARK, line_end)
         if not isinstance(record, dict):
             raise EvidenceError(
                 display,
@@ -60,16 +82,20 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
             continue
         if isinstance(step, list):  # DLLogger prints tuple steps as lists
             step = step[-1] if step else None
-        iteration = to_int(step, file=display, line=number, field="step", hint=_HINT)
-        values: dict[str, float | int] = {}
-        for key, name in _FIELDS.items():
+        iteration = step if type(step) is int else to_int(step, file=display, line=number, field="step", hint=_HINT)
+        step_row = new(TrainingStep)
+        values = step_row.__dict__
+        values.update(defaults)
+        for key, name in fields:
             if key not in data:
                 continue
-            value = to_float(data[key], file=display, line=number, field=key, hint=_HINT, allow_nan=True)
-            if value != value and name in {"loss", "grad_norm"}:
+            raw = data[key]
+            value = float(raw) if type(raw) is float or type(raw) is int else to_float(
+                raw, file=display, line=number, field=key, hint=_HINT, allow_nan=True)
+            if value != value and name in _NAN_FIELDS:
                 nans.append(NanMark(number, key))
             values[name] = int(value) if name in _INTS and value.is_integer() else value
-        step_time = float(values.pop("step_time_s"))
+        step_time = values.pop("step_time_s")
         if not step_time >= 0:
             raise EvidenceError(
                 display,
@@ -77,9 +103,12 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
                 line=number,
                 field="train_step_timing in s",
             )
-        steps.append(TrainingStep(iteration=iteration, step_time_s=step_time, line=number, **values))  # type: ignore[arg-type]
+        values["iteration"] = iteration
+        values["step_time_s"] = step_time
+        values["line"] = number
+        steps.append(step_row)  # built as make_step() builds it
     if not steps:
         raise EvidenceError(
             display, f"expected 'DLLL {{...}}' step lines with 'train_step_timing in s', found none. {_HINT}"
         )
-    return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=len(lines))
+    return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=line_total(text))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
-from clustercert.parsers.training import read_text_lines
+from clustercert.parsers.training import JSON_DECODER, read_text_lines
 
 __all__ = ["Event", "EventLog", "EventType", "parse_events"]
 
@@ -98,18 +98,24 @@ class EventLog:
 
 _STRINGS = ("node", "by", "job_id", "detail")
 _INTS = ("gpu", "rank", "step")
+_KNOWN = frozenset({"ts", "type", *_STRINGS, *_INTS})
+_TYPES: dict[str, EventType] = {t.value: t for t in EventType}
+_new = object.__new__
 
 
 def parse_events(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> EventLog:
     """Every event line, validated against the schema in this module's docstring."""
     lines = read_text_lines(path, display, limit=limit)
     events: list[Event] = []
+    decode = JSON_DECODER.raw_decode
     for number, raw in enumerate(lines, start=1):
         text = raw.strip()
         if not text or text.startswith("#"):
             continue
-        try:
-            record = json.loads(text)
+        try:  # json.loads(text): `text` is stripped, so the document must end where the text does
+            record, end = decode(text)
+            if end != len(text):
+                raise json.JSONDecodeError("Extra data", text, end)
         except (json.JSONDecodeError, RecursionError):
             raise EvidenceError(
                 display, f"expected one JSON object per line, got invalid JSON. {_HINT}", line=number
@@ -151,7 +157,9 @@ def _event(record: dict[str, object], number: int, display: str) -> Event:
         )
     kind = record.get("type")
     try:
-        event_type = EventType(str(kind))
+        event_type = _TYPES.get(kind) if isinstance(kind, str) else None
+        if event_type is None:
+            event_type = EventType(str(kind))
     except ValueError:
         raise EvidenceError(
             display,
@@ -177,5 +185,10 @@ def _event(record: dict[str, object], number: int, display: str) -> Event:
                 field=key,
             )
         values[key] = value
-    extra = {k: v for k, v in record.items() if k not in {"ts", "type", *_STRINGS, *_INTS}}
-    return Event(ts=ts, type=event_type, line=number, extra=extra, **values)  # type: ignore[arg-type]
+    values["extra"] = {} if _KNOWN.issuperset(record) else {k: v for k, v in record.items() if k not in _KNOWN}
+    values["ts"] = ts
+    values["type"] = event_type
+    values["line"] = number
+    event = _new(Event)  # Event(**values) without the frozen dataclass's per-field __init__: every field is set
+    event.__dict__.update(values)
+    return event

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float
-from clustercert.parsers.training import read_text_lines
+from clustercert.parsers.training import JSON_DECODER, LINE_SPACE, read_text
 
 __all__ = ["MlperfResult", "MlperfRun", "olympic_score", "parse_mlperf", "parse_mlperf_files"]
 
@@ -168,19 +168,28 @@ def _run_order(file: Path) -> tuple[int, str]:
 
 
 def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | None]:
-    lines = read_text_lines(file, display, limit=limit)
+    text = read_text(file, display, limit=limit)
     start: tuple[int, int] | None = None
     stop: tuple[int, int, str] | None = None
     benchmark: str | None = None
     seed: int | None = None
     seen = False
-    for number, raw in enumerate(lines, start=1):
-        at = raw.find(_MARK)
-        if at < 0:
-            continue
+    count, space, decode = text.count, LINE_SPACE.match, JSON_DECODER.raw_decode
+    number, counted = 1, 0  # the line at offset `counted`
+    next_at = text.find(_MARK)
+    while next_at >= 0:  # each line's first ':::MLLOG', found in the whole text
+        at = next_at
+        line_end = text.find("\n", at)
+        if line_end < 0:
+            line_end = len(text)
+        next_at = text.find(_MARK, line_end)
+        number += count("\n", counted, at)
+        counted = at
         seen = True
-        try:
-            record = json.loads(raw[at + len(_MARK) :])
+        try:  # json.loads(text[at + 8:line_end]), decoded in place
+            record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
+            if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
+                raise json.JSONDecodeError("Extra data", text, end)
         except (json.JSONDecodeError, RecursionError):
             raise EvidenceError(
                 display,

@@ -162,9 +162,16 @@ def parse_sacct(
     by_id: dict[str, int] = {}
     short: dict[int, list[int]] = {}
     header_seen = False
-    for number, raw in enumerate(lines, start=1):
-        text = raw.rstrip("\r\n")
-        if not text.strip() or text.lstrip().startswith("#"):
+    # A dump repeats its times, durations and states (a job's steps share its start; many jobs one state): each
+    # distinct text is read once per file
+    starts: dict[str, str | None] = {}
+    ends: dict[str, str | None] = {}
+    submits: dict[str, str | None] = {}
+    durations: dict[str, float] = {}
+    states: dict[str, str] = {}
+    new = object.__new__
+    for number, text in enumerate(lines, start=1):
+        if not text or text.isspace() or text.lstrip().startswith("#"):
             continue
         cells = text.split("|")
         if not header_seen and {"JobID", "State"} <= {c.strip() for c in cells}:
@@ -193,47 +200,41 @@ def parse_sacct(
             short.setdefault(len(columns) - len(cells), []).append(number)
             cells = cells + [""] * (len(columns) - len(cells))
         row = dict(zip(columns, cells, strict=True))
-        for required in ("JobID", "State"):
-            if required not in row:
-                raise EvidenceError(
-                    display,
-                    f"expected a '{required}' column, got {', '.join(columns)[:80]}. {_HINT}",
-                    line=number,
-                    field=required,
-                )
+        if "JobID" not in row or "State" not in row:
+            required = "JobID" if "JobID" not in row else "State"
+            raise EvidenceError(
+                display,
+                f"expected a '{required}' column, got {', '.join(columns)[:80]}. {_HINT}",
+                line=number,
+                field=required,
+            )
         job_id = row["JobID"].strip()
         if not job_id:
             raise EvidenceError(
                 display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID"
             )
         state_raw = row["State"].strip()
-        state = state_raw.split(" ")[0].rstrip("+").upper() if state_raw else ""
-        if state not in STATES:
-            raise EvidenceError(
-                display,
-                f"expected a Slurm state ({', '.join(sorted(STATES))}), got {state_raw[:40]!r}. {_HINT}",
-                line=number,
-                field="State",
-            )
-        elapsed = (
-            parse_elapsed(row["Elapsed"], file=display, line=number)
-            if row.get("Elapsed", "").strip()
-            else None
-        )
-        start = _time(row.get("Start"), zone, display, number, "Start")
-        end = _time(row.get("End"), zone, display, number, "End")
+        state = states.get(state_raw)
+        if state is None:
+            state = state_raw.split(" ")[0].rstrip("+").upper() if state_raw else ""
+            if state not in STATES:
+                raise EvidenceError(
+                    display,
+                    f"expected a Slurm state ({', '.join(sorted(STATES))}), got {state_raw[:40]!r}. {_HINT}",
+                    line=number,
+                    field="State",
+                )
+            states[state_raw] = state
+        elapsed_text = row.get("Elapsed", "")
+        elapsed = durations.get(elapsed_text)
+        if elapsed is None and elapsed_text.strip():
+            elapsed = durations[elapsed_text] = parse_elapsed(elapsed_text, file=display, line=number)
+        start_text, end_text = row.get("Start"), row.get("End")
+        start = starts[start_text] if start_text in starts else _known_time(starts, start_text, zone, display, number,
+                                                                           "Start")
+        end = ends[end_text] if end_text in ends else _known_time(ends, end_text, zone, display, number, "End")
         parent, dot, _ = job_id.partition(".")
         if dot:
-            step = SacctStep(
-                step_id=job_id,
-                state=state,
-                state_raw=state_raw,
-                elapsed_s=elapsed,
-                start=start,
-                end=end,
-                line=number,
-                fields=row,
-            )
             if parent not in by_id:
                 raise EvidenceError(
                     display,
@@ -241,25 +242,21 @@ def parse_sacct(
                     line=number,
                     field="JobID",
                 )
+            step = new(SacctStep)  # SacctStep(...) without the frozen dataclass's per-field __init__
+            step.__dict__.update(step_id=job_id, state=state, state_raw=state_raw, elapsed_s=elapsed,
+                                 start=start, end=end, line=number, fields=row)
             jobs[by_id[parent]].steps.append(step)
             continue
         # `sacct --duplicates` prints every incarnation of a requeued job under the same id, each with its steps
         incarnation = jobs[by_id[job_id]].incarnation + 1 if job_id in by_id else 1
+        submit_text = row.get("Submit")
+        submit = (submits[submit_text] if submit_text in submits
+                  else _known_time(submits, submit_text, zone, display, number, "Submit"))
         by_id[job_id] = len(jobs)
-        jobs.append(
-            SacctJob(
-                job_id=job_id,
-                state=state,
-                state_raw=state_raw,
-                elapsed_s=elapsed,
-                start=start,
-                end=end,
-                submit=_time(row.get("Submit"), zone, display, number, "Submit"),
-                line=number,
-                fields=row,
-                incarnation=incarnation,
-            )
-        )
+        job = new(SacctJob)
+        job.__dict__.update(job_id=job_id, state=state, state_raw=state_raw, elapsed_s=elapsed, start=start,
+                            end=end, submit=submit, line=number, steps=[], fields=row, incarnation=incarnation)
+        jobs.append(job)
     if not jobs:
         raise EvidenceError(display, f"expected sacct job rows, found none. {_HINT}")
     warnings = [
@@ -282,6 +279,16 @@ def _line_list(numbers: list[int]) -> str:
         if n is not None:
             first = prev = n
     return ", ".join(parts)
+
+
+def _known_time(
+    known: dict[str, str | None], text: str | None, zone: ZoneInfo, display: str, number: int, name: str
+) -> str | None:
+    """_time() of field `name`, remembered in `known` (one table per field: the error names the field)."""
+    if text is None:
+        return None
+    value = known[text] = _time(text, zone, display, number, name)
+    return value
 
 
 def _time(text: str | None, zone: ZoneInfo, display: str, number: int, name: str) -> str | None:

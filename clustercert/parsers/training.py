@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
 
-__all__ = ["TrainingLog", "TrainingStep", "parse_number", "read_text_lines"]
+__all__ = [
+    "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "STEP_DEFAULTS", "LineCounter", "TrainingLog", "TrainingStep",
+    "line_total", "make_step", "nan_marks", "parse_number", "read_text", "read_text_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,99 @@ def parse_number(text: str, *, file: str, line: int, field: str, hint: str) -> f
     except ValueError:
         message = f"expected a number, got {text.strip()[:40]!r}. {hint}"
         raise EvidenceError(file, message, line=line, field=field) from None
+
+
+_STEP_FIELDS = tuple(TrainingStep.__dataclass_fields__)
+STEP_DEFAULTS = {name: f.default for name, f in TrainingStep.__dataclass_fields__.items()
+                  if f.default is not MISSING}
+_new = object.__new__
+
+
+def make_step(values: dict[str, object]) -> TrainingStep:
+    """TrainingStep(**values), built without the frozen dataclass's per-field __init__ (a tenth of the time;
+    a log of millions of steps builds one per step). `values` must hold iteration, step_time_s and line and only
+    field names; the object is equal to, and indistinguishable from, the one TrainingStep(**values) makes."""
+    step = _new(TrainingStep)
+    state = step.__dict__
+    state.update(STEP_DEFAULTS)
+    state.update(values)
+    return step
+
+
+# Every line break str.splitlines() knows besides "\n" (CRLF included through "\r").
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def read_text(path: Path, display: str, *, limit: int) -> str:
+    """The file as text whose lines are exactly read_text_lines()'s, joined by "\\n" (no line break of another
+    kind is left in it): parsers scan it whole with compiled patterns and count "\\n" for line numbers.
+
+    Refuses empty, binary or oversized files with a located error, as read_text_lines() does."""
+    data = read_regular(path, display, limit=limit)
+    if not data or data.isspace():  # what `not data.strip()` says, without copying the file
+        raise EvidenceError(display, "expected log text, got an empty file")
+    if b"\x00" in data[:65536]:
+        raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
+    text = data.decode("utf-8", errors="replace")
+    if not any(mark in text for mark in _OTHER_BREAKS):
+        return text
+    if "\r\n" in text:  # Windows line ends: when every other break was one of them, one copy makes them "\n"
+        plain = text.replace("\r\n", "\n")
+        if not any(mark in plain for mark in _OTHER_BREAKS):
+            return plain
+    return "\n".join(text.splitlines()) + "\n"
+
+
+def line_total(text: str) -> int:
+    """How many lines read_text()'s `text` has (what len(read_text_lines()) gives)."""
+    return text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+
+
+class LineCounter:
+    """1-based line numbers of offsets into read_text()'s text, asked in non-decreasing order (each call counts
+    only the newlines since the previous one)."""
+
+    __slots__ = ("_line", "_pos", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._pos = 0
+        self._line = 1
+
+    def at(self, pos: int) -> int:
+        """The line holding offset `pos` (at or after the previous call's offset)."""
+        self._line += self._text.count("\n", self._pos, pos)
+        self._pos = pos
+        return self._line
+
+
+# where a nan or inf value is printed after a colon: every line a nan pattern can match holds one
+NAN_VALUE = re.compile(r":[^\S\n]*-?(?:nan|inf)\b", re.IGNORECASE)
+
+
+def nan_marks(text: str, pattern: re.Pattern[str]) -> list[NanMark]:
+    """A NanMark (line, the pattern's group 1) for every match of `pattern` on a line of read_text()'s `text`, in
+    order; `pattern` matches `key: nan` within one line, so only the lines NAN_VALUE finds are searched."""
+    marks: list[NanMark] = []
+    lines = LineCounter(text)
+    line_end = -1
+    for hint in NAN_VALUE.finditer(text):
+        at = hint.start()
+        if at < line_end:
+            continue
+        line_start = text.rfind("\n", 0, at) + 1
+        line_end = text.find("\n", at)
+        if line_end < 0:
+            line_end = len(text)
+        number = lines.at(line_start)
+        marks.extend(NanMark(number, mark.group(1)) for mark in pattern.finditer(text[line_start:line_end]))
+    return marks
+
+
+# json.loads(line) decoded in place: JSON_DECODER.raw_decode(text, LINE_SPACE.match(text, at).end()), then only
+# LINE_SPACE up to the line's end (the whitespace json.loads skips around a document, within one line)
+LINE_SPACE = re.compile(r"[ \t]*")
+JSON_DECODER = json.JSONDecoder()
 
 
 def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
