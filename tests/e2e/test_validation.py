@@ -95,32 +95,60 @@ CASES: dict[str, tuple[Callable[[Path, dict[str, Any]], None], str, str, Callabl
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_failed_required_expectation_makes_certify_incomplete(tmp_path: Path, name: str) -> None:
-    edit, expectation, rel, line_of = CASES[name]
-    bundle = _bundle(tmp_path, edit)
-    file = bundle / rel
-    line = line_of(file)
-    proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp_path / "reports"), env=SLOW_START)
+RUN_OF = {"duplicated-iteration": "llama3-70b-fp8-512-r1", "busbw-above-ceiling": "nccl-all-reduce-8",
+          "gpu-counts-disagree": "llama3-70b-fp8-512-r2"}
+
+
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One certification of the sample with every case of CASES applied, each to its own run (the cases share it:
+    a whole certification costs about a minute, and each case's run, file, line and expectation are distinct)."""
+    tmp = tmp_path_factory.mktemp("gated")
+
+    def every_case(bundle: Path, doc: dict[str, Any]) -> None:
+        for name in sorted(CASES):
+            CASES[name][0](bundle, doc)
+
+    bundle = _bundle(tmp, every_case)
+    proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp / "reports"), env=SLOW_START)
+    out = json.loads(proc.stdout) if proc.returncode == 3 else {}
+    run_dir = Path(out["run_dir"]) if out else None
+    return {"bundle": bundle, "proc": proc, "out": out,
+            "results": json.loads((run_dir / "results.json").read_text()) if run_dir else {},
+            "validation": json.loads((run_dir / "validation.json").read_text()) if run_dir else {}}
+
+
+def test_failed_required_expectations_make_certify_incomplete(gated: dict[str, Any]) -> None:
+    proc, out = gated["proc"], gated["out"]
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    out = json.loads(proc.stdout)
     assert out["outcome"] == "INCOMPLETE"
+    assert gated["results"]["outcome"] == "INCOMPLETE" and gated["results"]["checks"] == out["checks"]
+    # One gate check per failed required expectation, each ERROR and required: nothing else failed.
     gate = [c for c in out["checks"] if c["phase"] == "validation"]
-    assert [c["status"] for c in gate] == ["ERROR"] and gate[0]["severity"] == "required"
-    run = {"duplicated-iteration": "llama3-70b-fp8-512-r1", "busbw-above-ceiling": "nccl-all-reduce-8",
-           "gpu-counts-disagree": "llama3-70b-fp8-512-r2"}[name]
-    assert gate[0]["id"] == f"validation.{run}_{expectation}"
-    assert gate[0]["message"].startswith(f"{file} line {line}: required expectation '{expectation}' failed: 1 of ")
-    assert gate[0]["evidence"] == [{"file": str(file), "line": line, "last": line, "count": 1}]
-    results = json.loads((Path(out["run_dir"]) / "results.json").read_text())
-    assert results["outcome"] == "INCOMPLETE" and results["checks"] == out["checks"]
-    validation = json.loads((Path(out["run_dir"]) / "validation.json").read_text())
-    assert validation["summary"]["required_failed"] == 1 and validation["summary"]["errors"] == 0
+    assert sorted(c["id"] for c in gate) == sorted(f"validation.{RUN_OF[n]}_{CASES[n][1]}" for n in CASES)
+    assert {c["status"] for c in gate} == {"ERROR"} and {c["severity"] for c in gate} == {"required"}
+    validation = gated["validation"]
+    assert validation["summary"]["required_failed"] == len(CASES) and validation["summary"]["errors"] == 0
     failed = [r for t in validation["tables"] for r in t["results"] if r["status"] == "FAIL"]
     failed += [r for r in validation["cross_source"] if r["status"] == "FAIL"]
-    assert [r["expectation"] for r in failed] == [expectation]
-    assert failed[0]["sample"][0]["file"] == str(file) and failed[0]["sample"][0]["line"] == line
+    assert sorted(r["expectation"] for r in failed) == sorted(CASES[n][1] for n in CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_failed_required_expectation_is_named_with_its_file_and_line(gated: dict[str, Any], name: str) -> None:
+    _, expectation, rel, line_of = CASES[name]
+    file = gated["bundle"] / rel
+    line = line_of(file)
+    check = next(c for c in gated["out"]["checks"] if c["id"] == f"validation.{RUN_OF[name]}_{expectation}")
+    assert check["message"].startswith(f"{file} line {line}: required expectation '{expectation}' failed: 1 of ")
+    assert check["evidence"] == [{"file": str(file), "line": line, "last": line, "count": 1}]
+    validation = gated["validation"]
+    failed = [r for t in validation["tables"] for r in t["results"] if r["status"] == "FAIL"]
+    failed += [r for r in validation["cross_source"] if r["status"] == "FAIL"]
+    mine = [r for r in failed if r["expectation"] == expectation]
+    assert len(mine) == 1
+    assert mine[0]["sample"][0]["file"] == str(file) and mine[0]["sample"][0]["line"] == line
 
 
 def test_gated_check_names_the_expectation_when_its_run_is_used(tmp_path: Path) -> None:
