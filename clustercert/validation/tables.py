@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -19,6 +20,7 @@ import pyarrow.compute as pc
 from clustercert.catalog import LoadedCatalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.evidence.guards import MAX_YAML_BYTES, read_regular
 from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import ParsedBundle, ParsedFile
 from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
@@ -392,14 +394,27 @@ def mlperf_table(parsed: ParsedFile) -> TableInput:
     return TableInput("mlperf_runs", "mlperf_runs", parsed.run, parsed.display, len(frame), _single(frame))
 
 
-def _bundle_line(bundle: LoadedBundle, run_id: str) -> int | None:
-    text = (bundle.root / "bundle.yaml").read_text(encoding="utf-8")
-    # block style (`- id: x`) or flow style (`- {id: x, ...}`)
-    pattern = re.compile(rf"""^\s*(?:-\s*)?\{{?\s*id:\s*['"]?{re.escape(run_id)}['"]?\s*(?:[,}}]|$)""")
+# A run's `id:` line in bundle.yaml, block style (`- id: x`) or flow style (`- {id: x, ...}`).
+_RUN_ID_LINE = re.compile(r"""^\s*(?:-\s*)?\{?\s*id:\s*['"]?([^'",}\s]+)['"]?\s*(?:[,}]|$)""")
+
+
+@functools.lru_cache(maxsize=8)
+def _run_id_lines(path: str, size: int, mtime_ns: int, inode: int) -> dict[str, int]:
+    """Each run id's first `id:` line in the bundle.yaml at `path` as it is now (size, mtime and inode name the
+    version): one pass over the file for all runs, not one per run."""
+    text = read_regular(Path(path), limit=MAX_YAML_BYTES).decode("utf-8", errors="replace")
+    lines: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        if pattern.match(line):
-            return number
-    return None
+        match = _RUN_ID_LINE.match(line)
+        if match:
+            lines.setdefault(match.group(1), number)
+    return lines
+
+
+def _bundle_line(bundle: LoadedBundle, run_id: str) -> int | None:
+    path = bundle.root / "bundle.yaml"
+    stat = path.stat()
+    return _run_id_lines(str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino).get(run_id)
 
 
 def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed: ParsedBundle) -> TableInput:
