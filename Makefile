@@ -11,6 +11,8 @@ bootstrap:
 certify: bootstrap
 	@$(VENV)/bin/clustercert certify $(BUNDLE)
 
+# Two pytest-xdist workers, one test file at a time per worker (a file's module fixtures are built once; a session
+# fixture such as the seed certification once per worker that needs it).
 test:
 	@scripts/bootstrap --test
 	@$(VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile

@@ -146,32 +146,6 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     )
 
 
-def _seed_files() -> frozenset[str]:
-    """The test files that use the seed certification (the session fixture `seed_certified`)."""
-    return frozenset(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")
-                     if "seed_certified" in p.read_text(encoding="utf-8"))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`make test` runs two pytest-xdist workers with `--dist loadfile`: a test file is one unit of work (its module
-    fixtures are built once), and here the files that use the seed certification are one unit together
-    (`seed_certified` is a session fixture: on two workers it would be certified twice). Not `xdist_group` marks:
-    with pytest 9.2, pytest-xdist 3.8 cannot rename nodes, so `--dist loadgroup` ignores them."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    seed = _seed_files()
-
-    class Scheduling(LoadFileScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "seed-certified" if path in seed else path
-
-    return Scheduling(config, log)
-
-
 @pytest.fixture(scope="session")
 def sandbox() -> Path:
     return _SANDBOX
