@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -241,8 +241,14 @@ class Runner:
             if state in TERMINAL:
                 record.state = state
                 if state == "COMPLETED":
-                    # when the runner saw it (EndTime has 1 s resolution, the trainer's own events have ms)
-                    self.event(job, record.id, "job_finished", self.now(), by="scheduler", job_id=record.slurm_id,
+                    # EndTime is truncated to the second (the job ended within the second after it) and the trainer's
+                    # own events have ms: the earlier of when the runner saw it and the end of EndTime's second is
+                    # after the job's last event and inside the scheduler's span, however late the poll came
+                    seen_at = self.now()
+                    ended = self.slurm.when(info.get("EndTime"))
+                    if ended is not None:
+                        seen_at = min(seen_at, ended + timedelta(milliseconds=999))
+                    self.event(job, record.id, "job_finished", seen_at, by="scheduler", job_id=record.slurm_id,
                                detail=f"JobState=COMPLETED EndTime={info.get('EndTime')}")
                 break
             if time.monotonic() > deadline:

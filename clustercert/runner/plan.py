@@ -81,7 +81,7 @@ class PlanJob(_Strict):
     id: str = Field(pattern=_ID)
     kind: JobKind = Field(strict=False)
     nodes: int = Field(gt=0)
-    scope: Literal["full-scale", "cross-domain", "pair"] | None = None
+    scope: Literal["full-scale", "cross-rack", "pair"] | None = None
     phase: Literal["efficiency", "scaling"] | None = None  # training jobs: the phase their runs count for
     repeats: int = Field(default=1, gt=0)  # training jobs: one Slurm job per repeat
     model: str = Field(default="cc-tiny-lm", pattern=_ID)  # training jobs: the catalog's workload id
@@ -114,7 +114,7 @@ class PlanJob(_Strict):
                                  "with the straggler detector off: a measurement does not stop itself)")
         if self.kind is JobKind.COLLECTIVE:
             if self.scope is None:
-                raise ValueError("a collective job needs a scope (full-scale, cross-domain or pair)")
+                raise ValueError("a collective job needs a scope (full-scale, cross-rack or pair)")
             if self.faults:
                 raise ValueError("faults apply to resilience jobs only")
             if self.scope == "pair" and self.nodes != 2:

@@ -38,7 +38,7 @@ jobs:
     collectives: {max_bytes: 65536, iters: 2}
   - id: coll-cross
     kind: collective
-    scope: cross-domain
+    scope: cross-rack
     nodes: 2
     collectives: {collectives: [all_reduce], max_bytes: 16384, iters: 2}
   - id: coll-pair
@@ -110,7 +110,7 @@ def test_node_down_requeue_resume_and_certify(ran: dict[str, object]) -> None:
     kinds = sorted(r["kind"] for r in spec["runs"])
     assert kinds == ["collective"] * 5 + ["events", "rank-timings", "resilience", "scheduler"] + ["training"] * 5
     assert sorted(r["scope"] for r in spec["runs"] if r["kind"] == "collective") == [
-        "cross-domain", "full-scale", "pair", "pair", "pair"]
+        "cross-rack", "full-scale", "pair", "pair", "pair"]
     pairs = sorted(r["files"][0] for r in spec["runs"] if r.get("scope") == "pair")
     assert pairs == [f"collectives/pair/coll-pair-{a}-{b}/slurm-output.log" for a, b in
                      (("cc-n1", "cc-n2"), ("cc-n1", "cc-n3"), ("cc-n2", "cc-n3"))]
@@ -237,8 +237,8 @@ def test_efficiency_and_scaling_runs_as_slurm_ran_them(ran: dict[str, object]) -
     assert checks["scaling.cc-tiny-lm-fp32_weak_scaling_efficiency"]["severity"] == "advisory"
     # collective tests at each scope the loopback cluster has (each node its own domain): measured, not skipped
     scopes = {(c["scope"], c["collective"]) for c in results["phases"]["scaling"]["collectives"]}
-    assert {("full-scale", "all_reduce"), ("cross-domain", "all_reduce"), ("pair", "all_reduce")} <= scopes
-    assert "scaling.cross-domain-all_reduce_busbw_meets_target" in checks
+    assert {("full-scale", "all_reduce"), ("cross-rack", "all_reduce"), ("pair", "all_reduce")} <= scopes
+    assert "scaling.cross-rack-all_reduce_busbw_meets_target" in checks
 
     # the efficiency workload line: the suite entry, from this run's repeats, against the illustrative baseline
     (workload,) = results["workloads"]
@@ -261,7 +261,7 @@ def test_rerun_resumes_without_resubmitting(ran: dict[str, object]) -> None:
     before = (bundle / "runner" / "state.json").read_text(encoding="utf-8")
     again = run_cli("run", str(ran["plan"]), "--bundle", str(bundle), env=env, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
-    # full-scale, cross-domain, 3 pairs, 2 efficiency repeats, 3 scaling, resilience
+    # full-scale, cross-rack, 3 pairs, 2 efficiency repeats, 3 scaling, resilience
     assert again.stdout.count("collected by an earlier run") == 11
     ids = {r["slurm_id"] for r in json.loads(before)["jobs"].values()}
     after = {r["slurm_id"] for r in json.loads((bundle / "runner" / "state.json").read_text())["jobs"].values()}

@@ -143,7 +143,7 @@ def test_plan_errors_name_line_and_field(tmp_path: Path) -> None:
 def test_shipped_plan_loads() -> None:
     plan = load_plan(Path(__file__).resolve().parents[2] / "clustercert" / "runner" / "plans" / "loopback.yaml")
     assert [(j.kind.value, j.scope or j.phase) for j in plan.jobs] == [
-        ("collective", "full-scale"), ("collective", "cross-domain"), ("collective", "pair"),
+        ("collective", "full-scale"), ("collective", "cross-rack"), ("collective", "pair"),
         ("training", "efficiency"), ("training", "scaling"), ("training", "scaling"), ("training", "scaling"),
         ("resilience", None)]
 

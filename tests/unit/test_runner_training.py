@@ -7,11 +7,13 @@ formula of DOMAIN.md (tokens/s/GPU = GBS x seq_len / step time / GPUs, over the 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,9 @@ from clustercert.evidence.parse import DEFAULT_LIMIT
 from clustercert.phases.efficiency import judge_efficiency
 from clustercert.phases.evidence import parse_run
 from clustercert.phases.scaling import judge_scaling
-from clustercert.runner.execute import JobRecord, _check_training, expand_jobs, write_bundle
+from clustercert.runner.execute import JobRecord, Runner, _check_training, expand_jobs, write_bundle
 from clustercert.runner.plan import JobKind, PlanError, RunnerError, load_plan
+from clustercert.runner.slurm import Slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 _HEAD = ("schema_version: 1\ncluster: {name: c, provider: p}\nsystem: {id: cpu-loopback}\ncatalog: loopback-cpu\n"
@@ -206,3 +209,46 @@ def test_a_training_run_that_did_not_run_cleanly_is_refused(tmp_path: Path) -> N
     cut.write_text(log.read_text(encoding="utf-8").split("Worker group SUCCEEDED")[0], encoding="utf-8")
     with pytest.raises(RunnerError, match="and no SUCCEEDED line"):
         _check_training(_record("r", "9", 1, "x"), cut, _sacct("9", "COMPLETED"))
+
+
+class _SeenSlurm(Slurm):
+    """Slurm as `scontrol show job` shows a job that has already completed (no cluster needed)."""
+
+    def job(self, job_id: str) -> dict[str, str] | None:
+        return {"JobId": job_id, "JobState": "COMPLETED", "Restarts": "0", "StartTime": "2026-12-01T12:00:00",
+                "EndTime": "2026-12-01T12:00:10", "NodeList": "cc-n1", "NumTasks": "1"}
+
+    def hostnames(self, nodelist: str) -> list[str]:
+        return [nodelist]
+
+
+@pytest.mark.parametrize(("seen", "expected"), [
+    ("2026-12-01T12:00:13.500000+00:00", "2026-12-01T12:00:10.999+00:00"),  # a late poll: EndTime's second
+    ("2026-12-01T12:00:10.300000+00:00", "2026-12-01T12:00:10.300+00:00"),  # a prompt one: when it was seen
+])
+def test_job_finished_stays_inside_the_scheduler_span(tmp_path: Path, seen: str, expected: str) -> None:
+    plan = load_plan(_plan(tmp_path, "  - {id: s, kind: training, phase: scaling, nodes: 1}\n"))
+    runner = Runner(plan, tmp_path / "b", _SeenSlurm(UTC), lambda: datetime.fromisoformat(seen), lambda m: None)
+    (tmp_path / "b" / "training" / "scaling" / "s").mkdir(parents=True)
+    record = JobRecord("s", slurm_id="5")
+    runner._track(plan.jobs[0], record)
+    events = [json.loads(line) for line in
+              (tmp_path / "b" / "training" / "scaling" / "s" / "runner-events.jsonl").read_text().splitlines()]
+    assert [e["type"] for e in events] == ["job_started", "job_finished"]
+    assert events[1]["ts"] == expected
+    assert record.incarnations == [{"restart": 0, "start": "2026-12-01T12:00:00+00:00", "nodes": ["cc-n1"],
+                                    "tasks": 1}]
+
+
+def test_plan_scopes_are_the_bundle_scopes_the_scaling_phase_judges(tmp_path: Path) -> None:
+    from typing import get_args
+
+    from clustercert.metrics.collectives import Scope
+    from clustercert.runner.plan import PlanJob
+
+    literal = next(a for a in get_args(PlanJob.model_fields["scope"].annotation) if a is not type(None))
+    scopes = list(get_args(literal))
+    assert scopes and all(Scope(s) for s in scopes)
+    path = _plan(tmp_path, "  - {id: c, kind: collective, scope: cross-domain, nodes: 2}\n")
+    with pytest.raises(PlanError, match=r"line 7 field 'jobs\[0\]\.scope': "):
+        load_plan(path)
