@@ -275,7 +275,7 @@ def test_bad_plan_is_refused_before_submitting(slurm_cluster: dict[str, str], tm
     done = run_cli("run", str(plan), "--bundle", str(tmp_path / "b"), env=slurm_cluster)
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"error: {plan} line 13 field 'jobs[1]': Value error, a pairwise sweep runs on 2 nodes "
+    assert line.startswith(f"error: {plan} line 18 field 'jobs[2]': Value error, a pairwise sweep runs on 2 nodes "
                            "per job, got nodes: 3")
     assert line.endswith("Fix the plan (see docs/plan-schema.md).")
     assert not (tmp_path / "b").exists()
