@@ -47,6 +47,7 @@ class Precision(StrEnum):
     BF16 = "bf16"
     FP8 = "fp8"
     NVFP4 = "nvfp4"
+    FP32 = "fp32"  # plain float32 (clustercert's own CPU workload, clustercert.runner.workload)
 
 
 class RunKind(StrEnum):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clustercert.catalog import Baseline, LoadedCatalog
 from clustercert.errors import EvidenceError
@@ -306,6 +306,8 @@ def judge_efficiency(
     workloads: list[WorkloadResult] = []
     series: list[dict[str, object]] = []
     runs = [r for r in bundle.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
+    # a phase the catalog does not require (rules.required_phases) is measured and reported, never decisive
+    required = Phase.EFFICIENCY in rules.required_phases
     for entry in catalog.spec.suite:
         subject = _subject(entry.workload, entry.precision, entry.gpus)
         check_id = f"{PHASE}.{subject}_meets_baseline"
@@ -320,7 +322,8 @@ def judge_efficiency(
 
         if not mine:
             checks.append(Check(
-                id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=Status.FAIL,
+                id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED,
+                status=Status.FAIL if required else Status.SKIPPED,
                 measured=None, target=baseline.step_time_s, unit="s",
                 message=f"the bundle has no efficiency training run of {subject}: the cluster did not show it",
             ))
@@ -439,6 +442,10 @@ def judge_efficiency(
             delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
             ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method,
         ))
+    if not required:
+        note = f" (advisory: catalog {catalog.spec.id} does not require the efficiency phase)"
+        checks = [replace(c, severity=Severity.ADVISORY, message=c.message + note)
+                  if c.severity is Severity.REQUIRED else c for c in checks]
     mlperf_runs = [r for r in bundle.runs if r.kind is RunKind.MLPERF]
     if mlperf is not None:
         checks.extend(judge_mlperf(mlperf_runs, mlperf, rules.mlperf_targets_minutes))

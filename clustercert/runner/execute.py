@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,11 @@ class Runner:
 
     # jobs -----------------------------------------------------------------------------------------
     def folder(self, job: PlanJob, rid: str) -> str:
-        return f"resilience/{rid}" if job.kind is JobKind.RESILIENCE else f"collectives/{job.scope}/{rid}"
+        if job.kind is JobKind.RESILIENCE:
+            return f"resilience/{rid}"
+        if job.kind is JobKind.TRAINING:
+            return f"training/{job.phase}/{rid}"
+        return f"collectives/{job.scope}/{rid}"
 
     def _script(self, job: PlanJob, nodelist: list[str] | None, rid: str) -> Path:
         rel = self.folder(job, rid)
@@ -133,6 +137,16 @@ class Runner:
                       f"{w.straggler_window} --events {shlex.quote(str(out / 'trainer-events.jsonl'))} "
                       f"--rank-timings {shlex.quote(str(out / 'ranks'))} --hang-timeout {w.hang_timeout_s}",
                       *_ON_FAILURE]
+        elif job.kind is JobKind.TRAINING:
+            # a measurement: the same workload, no faults, no requeue, the straggler detector off
+            w = job.workload
+            ckpt = self.bundle / "runner" / "checkpoints" / rid
+            lines += ["#SBATCH --no-requeue", f"export {_THREADS}",
+                      "echo \"# clustercert run: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST "
+                      "($SLURM_NTASKS task(s))\"",
+                      f"srun --kill-on-bad-exit=1 {py} -m clustercert.runner.workload --steps {w.steps} "
+                      f"--batch {w.batch} --checkpoint-dir {shlex.quote(str(ckpt))} --checkpoint-every "
+                      f"{w.checkpoint_every} --straggler-threshold 0 --hang-timeout {w.hang_timeout_s}"]
         else:
             c = job.collectives
             lines += ["#SBATCH --no-requeue", f"export {_THREADS}",
@@ -208,7 +222,9 @@ class Runner:
                 if restarts not in seen and started is not None and info.get("NodeList"):
                     nodes = self.slurm.hostnames(info["NodeList"])
                     previous = record.incarnations[-1]["nodes"] if record.incarnations else None
-                    record.incarnations.append({"restart": restarts, "start": started.isoformat(), "nodes": nodes})
+                    tasks = info.get("NumTasks", "")
+                    record.incarnations.append({"restart": restarts, "start": started.isoformat(), "nodes": nodes,
+                                                "tasks": int(tasks) if tasks.isdigit() else None})
                     if previous is not None:
                         for gone in sorted(set(previous) - set(nodes)):
                             self.event(job, record.id, "node_excluded", started, by="scheduler", node=gone,
@@ -225,8 +241,14 @@ class Runner:
             if state in TERMINAL:
                 record.state = state
                 if state == "COMPLETED":
-                    # when the runner saw it (EndTime has 1 s resolution, the trainer's own events have ms)
-                    self.event(job, record.id, "job_finished", self.now(), by="scheduler", job_id=record.slurm_id,
+                    # EndTime is truncated to the second (the job ended within the second after it) and the trainer's
+                    # own events have ms: the earlier of when the runner saw it and the end of EndTime's second is
+                    # after the job's last event and inside the scheduler's span, however late the poll came
+                    seen_at = self.now()
+                    ended = self.slurm.when(info.get("EndTime"))
+                    if ended is not None:
+                        seen_at = min(seen_at, ended + timedelta(milliseconds=999))
+                    self.event(job, record.id, "job_finished", seen_at, by="scheduler", job_id=record.slurm_id,
                                detail=f"JobState=COMPLETED EndTime={info.get('EndTime')}")
                 break
             if time.monotonic() > deadline:
@@ -312,17 +334,58 @@ class Runner:
                 (out / "rank-timings.csv").write_text("\n".join(csv_rows) + "\n", encoding="utf-8")
                 record.files["rank-timings"] = f"{rel}/rank-timings.csv"
             record.files["training"] = f"{rel}/slurm-output.log"
+        elif job.kind is JobKind.TRAINING:
+            record.files["training"] = f"{rel}/slurm-output.log"
         else:
             record.files["collective"] = f"{rel}/slurm-output.log"
         if not log.exists():
             raise RunnerError(f"{record.id}: expected the job's output at {log}, got nothing. Check the job "
                               "(sacct above) and the slurmd logs")
+        if job.kind is JobKind.TRAINING:
+            _check_training(record, log, text)
         for node in record.downed:
             # the injector restores what it broke once the job is over; the job's evidence ends before this
             self.slurm.resume(node)
             self.log(f"{record.id}: node {node} returned to service after the job (fault injection cleanup)")
         record.collected = True
         self.save(record)
+
+
+_WORLD = re.compile(r"Starting worker group: job \S+ restart_count=\d+ world_size=(\d+) nodes=(\S+)")
+_FINISHED = re.compile(r"Worker group SUCCEEDED: (\d+) steps")
+
+
+def _check_training(record: JobRecord, log: Path, sacct: str) -> None:
+    """A measurement run is usable only if it ran once, to its end, on the tasks Slurm allocated."""
+    rows = [r.split("|") for r in sacct.splitlines()[1:] if r.strip()]
+    states = [r[5].split()[0] for r in rows if r and r[0] == record.slurm_id]
+    if states != ["COMPLETED"] or len(record.incarnations) != 1:
+        raise RunnerError(f"{record.id}: expected Slurm job {record.slurm_id} to run once and complete, got "
+                          f"state(s) {states or ['none']} over {len(record.incarnations)} start(s). See its "
+                          f"output ({log}) and sacct.txt; re-run the plan to measure it again")
+    tasks = record.incarnations[0].get("tasks")
+    text = log.read_text(encoding="utf-8", errors="replace")
+    world = _WORLD.search(text)
+    if tasks is None or world is None or int(world.group(1)) != tasks or \
+            sorted(set(world.group(2).split(","))) != sorted(record.incarnations[0]["nodes"]) or \
+            not _FINISHED.search(text):
+        got = f"world_size={world.group(1)} nodes={world.group(2)}" if world else "no 'Starting worker group' line"
+        raise RunnerError(f"{log}: expected the workload on Slurm's {tasks} task(s) on "
+                          f"{','.join(record.incarnations[0]['nodes'])} to run to its end, got {got}"
+                          f"{'' if _FINISHED.search(text) else ' and no SUCCEEDED line'}. Check the job's output")
+
+
+def training_runs(plan: Plan, job: PlanJob, rec: JobRecord) -> list[dict[str, Any]]:
+    """bundle.yaml's training run of one collected training job: tasks and nodes as Slurm ran them."""
+    from clustercert.runner.model import ModelConfig
+
+    (ran,) = rec.incarnations
+    tasks = int(ran["tasks"])
+    repeat = int(rec.id.rsplit("-r", 1)[1]) if job.repeats > 1 else 1
+    return [{"id": rec.id, "phase": job.phase, "kind": "training", "format": "nemo", "workload": job.model,
+             "precision": job.precision, "gpus": tasks, "gbs": job.workload.batch * tasks,
+             "seq_len": ModelConfig().seq_len, "parallelism": {"tp": 1, "pp": 1}, "repeat": repeat,
+             "nodes": list(ran["nodes"]), "files": [rec.files["training"]]}]
 
 
 def _alive(pid: int) -> bool:
@@ -376,6 +439,8 @@ def write_bundle(plan: Plan, records: list[tuple[PlanJob, JobRecord]], bundle: P
                     continue
                 runs.append({"id": f"{rec.id}-{suffix}", "phase": "resilience", "kind": kind, "format": fmt,
                              "nodes": list(allocated), "files": [rec.files[role]]})
+        elif job.kind is JobKind.TRAINING:
+            runs += training_runs(plan, job, rec)
         else:
             runs.append({"id": rec.id, "phase": "scaling", "kind": "collective", "format": "nccl-tests",
                          "scope": job.scope, "gpus": job.nodes * plan.system.devices_per_node,
@@ -398,13 +463,16 @@ def write_bundle(plan: Plan, records: list[tuple[PlanJob, JobRecord]], bundle: P
 
 
 def expand_jobs(plan: Plan, nodes: list[str]) -> list[tuple[PlanJob, list[str] | None, str]]:
-    """The Slurm jobs a plan makes: one per job, a pairwise sweep one per pair of the cluster's nodes."""
+    """The Slurm jobs a plan makes: one per job, a pairwise sweep one per pair of the cluster's nodes, a
+    training job one per repeat (`<id>-r<n>` when it has more than one)."""
     out: list[tuple[PlanJob, list[str] | None, str]] = []
     for job in plan.jobs:
         if job.kind is JobKind.COLLECTIVE and job.scope == "pair":
             for i, a in enumerate(nodes):
                 for b in nodes[i + 1:]:
                     out.append((job, [a, b], f"{job.id}-{a}-{b}"))
+        elif job.kind is JobKind.TRAINING and job.repeats > 1:
+            out.extend((job, None, f"{job.id}-r{n}") for n in range(1, job.repeats + 1))
         else:
             out.append((job, None, job.id))
     return out

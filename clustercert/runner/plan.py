@@ -38,6 +38,7 @@ class _Strict(BaseModel):
 
 class JobKind(StrEnum):
     COLLECTIVE = "collective"
+    TRAINING = "training"  # an efficiency or scaling measurement: the shipped workload, no faults
     RESILIENCE = "resilience"
 
 
@@ -80,7 +81,12 @@ class PlanJob(_Strict):
     id: str = Field(pattern=_ID)
     kind: JobKind = Field(strict=False)
     nodes: int = Field(gt=0)
-    scope: Literal["full-scale", "cross-domain", "pair"] | None = None
+    scope: Literal["full-scale", "cross-rack", "pair"] | None = None
+    phase: Literal["efficiency", "scaling"] | None = None  # training jobs: the phase their runs count for
+    repeats: int = Field(default=1, gt=0)  # training jobs: one Slurm job per repeat
+    model: str = Field(default="cc-tiny-lm", pattern=_ID)  # training jobs: the catalog's workload id
+    # training jobs: what the shipped workload computes in (NumPy float32); the bundle says what ran
+    precision: Literal["fp32"] = "fp32"
     workload: Workload = Workload()
     collectives: Collectives = Collectives()
     faults: list[Fault] = Field(default_factory=list)
@@ -88,9 +94,27 @@ class PlanJob(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> PlanJob:
+        given = self.model_fields_set
+        if self.kind is not JobKind.TRAINING:
+            extra = [k for k in ("phase", "repeats", "model", "precision") if k in given]
+            if extra:
+                raise ValueError(f"{', '.join(extra)} apply to training jobs only")
+        if self.kind is not JobKind.COLLECTIVE and "collectives" in given:
+            raise ValueError("collectives applies to collective jobs only")
+        if self.kind is JobKind.TRAINING:
+            if self.phase is None:
+                raise ValueError("a training job needs a phase (efficiency or scaling)")
+            if self.scope is not None:
+                raise ValueError("scope applies to collective jobs only")
+            if self.faults:
+                raise ValueError("faults apply to resilience jobs only (a training job measures a clean run)")
+            detector = [k for k in ("straggler_threshold", "straggler_window") if k in self.workload.model_fields_set]
+            if detector:
+                raise ValueError(f"workload.{detector[0]} applies to resilience jobs only (a training job runs "
+                                 "with the straggler detector off: a measurement does not stop itself)")
         if self.kind is JobKind.COLLECTIVE:
             if self.scope is None:
-                raise ValueError("a collective job needs a scope (full-scale, cross-domain or pair)")
+                raise ValueError("a collective job needs a scope (full-scale, cross-rack or pair)")
             if self.faults:
                 raise ValueError("faults apply to resilience jobs only")
             if self.scope == "pair" and self.nodes != 2:

@@ -36,11 +36,37 @@ jobs:
     scope: full-scale
     nodes: 3
     collectives: {max_bytes: 65536, iters: 2}
+  - id: coll-cross
+    kind: collective
+    scope: cross-rack
+    nodes: 2
+    collectives: {collectives: [all_reduce], max_bytes: 16384, iters: 2}
   - id: coll-pair
     kind: collective
     scope: pair
     nodes: 2
     collectives: {collectives: [all_reduce], max_bytes: 16384, iters: 2}
+  - id: eff
+    kind: training
+    phase: efficiency
+    nodes: 2
+    repeats: 2
+    workload: {steps: 50, batch: 8, checkpoint_every: 50}
+  - id: scale-1n
+    kind: training
+    phase: scaling
+    nodes: 1
+    workload: {steps: 50, batch: 8, checkpoint_every: 50}
+  - id: scale-2n
+    kind: training
+    phase: scaling
+    nodes: 2
+    workload: {steps: 50, batch: 8, checkpoint_every: 50}
+  - id: scale-3n
+    kind: training
+    phase: scaling
+    nodes: 3
+    workload: {steps: 50, batch: 8, checkpoint_every: 50}
   - id: res
     kind: resilience
     nodes: 2
@@ -49,6 +75,7 @@ jobs:
       - {kind: node-down, at_step: 45, node: last}
 """
 _STEP = re.compile(r"Training epoch 0, iteration (\d+)/\d+ .*reduced_train_loss: ([\d.]+)")
+_TIMING = re.compile(r"^Training epoch 0, iteration (\d+)/\d+ .*train_step_timing in s: ([\d.]+)", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +108,9 @@ def test_node_down_requeue_resume_and_certify(ran: dict[str, object]) -> None:
     spec = yaml.safe_load((bundle / "bundle.yaml").read_text(encoding="utf-8"))
     assert spec["synthetic"] is False
     kinds = sorted(r["kind"] for r in spec["runs"])
-    assert kinds == ["collective"] * 4 + ["events", "rank-timings", "resilience", "scheduler"]
+    assert kinds == ["collective"] * 5 + ["events", "rank-timings", "resilience", "scheduler"] + ["training"] * 5
+    assert sorted(r["scope"] for r in spec["runs"] if r["kind"] == "collective") == [
+        "cross-rack", "full-scale", "pair", "pair", "pair"]
     pairs = sorted(r["files"][0] for r in spec["runs"] if r.get("scope") == "pair")
     assert pairs == [f"collectives/pair/coll-pair-{a}-{b}/slurm-output.log" for a, b in
                      (("cc-n1", "cc-n2"), ("cc-n1", "cc-n3"), ("cc-n2", "cc-n3"))]
@@ -151,6 +180,79 @@ def test_node_down_requeue_resume_and_certify(ran: dict[str, object]) -> None:
     assert checks["resilience.no_admin_action"]["status"] == "PASS"
 
 
+def _sacct_steps(env: dict[str, str], job: str) -> list[list[str]]:
+    out = subprocess.run(["sacct", "-j", job, "--parsable2", "--noheader", "-o", "JobID,State,NTasks,NNodes,NodeList"],
+                         env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    return [line.split("|") for line in out.stdout.splitlines() if line.strip()]
+
+
+def test_efficiency_and_scaling_runs_as_slurm_ran_them(ran: dict[str, object]) -> None:
+    bundle = ran["bundle"]
+    assert isinstance(bundle, Path)
+    env = ran["env"]
+    assert isinstance(env, dict)
+    spec = yaml.safe_load((bundle / "bundle.yaml").read_text(encoding="utf-8"))
+    training = {r["id"]: r for r in spec["runs"] if r["kind"] == "training"}
+    assert sorted(training) == ["eff-r1", "eff-r2", "scale-1n", "scale-2n", "scale-3n"]
+    gbs_per_task = 8
+    for rid, run in training.items():
+        folder = bundle / run["files"][0].rsplit("/", 1)[0]
+        assert run["files"] == [f"training/{run['phase']}/{rid}/slurm-output.log"]
+        assert run["phase"] == ("efficiency" if rid.startswith("eff") else "scaling")
+        # Slurm's own account (asked here, not read from the runner): one incarnation, COMPLETED, its srun step's
+        # task count is the run's GPU count and its node list the run's nodes
+        job = (folder / "sacct.txt").read_text(encoding="utf-8").splitlines()[1].split("|")[0]
+        rows = _sacct_steps(env, job)
+        (top,) = [r for r in rows if r[0] == job]
+        (step,) = [r for r in rows if r[0] == f"{job}.0"]
+        assert top[1] == "COMPLETED" and step[1] == "COMPLETED"
+        assert run["gpus"] == int(step[2]) and run["nodes"] == _hostnames(env, top[4])
+        assert len(run["nodes"]) == int(top[3]) == {"1n": 1, "3n": 3}.get(rid[-2:], 2)
+        assert (run["workload"], run["precision"], run["gbs"], run["seq_len"], run["parallelism"]) == (
+            "cc-tiny-lm", "fp32", gbs_per_task * run["gpus"], 32, {"tp": 1, "pp": 1})
+        assert run["repeat"] == (int(rid[-1]) if rid.startswith("eff") else 1)
+        log = (folder / "slurm-output.log").read_text(encoding="utf-8")
+        assert f"world_size={run['gpus']} " in log and "Worker group SUCCEEDED: 50 steps" in log
+
+    (results_path,) = Path(str(ran["reports"])).glob("*/results.json")
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    (weak,) = results["phases"]["scaling"]["weak_scaling"]
+    assert (weak["workload"], weak["precision"], weak["reference_gpus"]) == ("cc-tiny-lm", "fp32", 1)
+    points = {p["gpus"]: p for p in weak["points"]}
+    assert sorted(points) == [1, 2, 3]
+    assert points[1]["run"] == "scale-1n" and points[3]["run"] == "scale-3n"
+    # by hand, from the log's own printed step times over the catalog's window (35-44)
+    for gpus, point in points.items():
+        run = training[point["run"]]
+        text = (bundle / run["files"][0]).read_text(encoding="utf-8")
+        times = [float(t) for i, t in _TIMING.findall(text) if 35 <= int(i) <= 44]
+        assert len(times) == 10
+        mean = sum(times) / len(times)
+        assert point["step_time_s"] == pytest.approx(mean, rel=1e-9)
+        assert point["gbs"] == gbs_per_task * gpus
+        assert point["tokens_per_s_per_gpu"] == pytest.approx(gbs_per_task * gpus * 32 / mean / gpus)
+    assert points[3]["efficiency"] == pytest.approx(
+        points[3]["tokens_per_s_per_gpu"] / points[1]["tokens_per_s_per_gpu"])
+    checks = {c["id"]: c for c in results["checks"]}
+    assert checks["scaling.cc-tiny-lm-fp32_weak_scaling_efficiency"]["severity"] == "advisory"
+    # collective tests at each scope the loopback cluster has (each node its own domain): measured, not skipped
+    scopes = {(c["scope"], c["collective"]) for c in results["phases"]["scaling"]["collectives"]}
+    assert {("full-scale", "all_reduce"), ("cross-rack", "all_reduce"), ("pair", "all_reduce")} <= scopes
+    assert "scaling.cross-rack-all_reduce_busbw_meets_target" in checks
+
+    # the efficiency workload line: the suite entry, from this run's repeats, against the illustrative baseline
+    (workload,) = results["workloads"]
+    assert (workload["workload"], workload["precision"], workload["gpus"]) == ("cc-tiny-lm", "fp32", 2)
+    assert sorted(r["run"] for r in workload["repeats"]) == ["eff-r1", "eff-r2"]
+    assert workload["baseline"]["illustrative"] is True
+    meets = checks["efficiency.cc-tiny-lm-fp32-2_meets_baseline"]
+    assert meets["severity"] == "advisory" and "(baseline derived, not published)" in meets["message"]
+    stdout = ran["done"].stdout  # type: ignore[attr-defined]
+    assert "  - cc-tiny-lm FP32: the baseline is derived" in stdout
+    [line] = [ln for ln in stdout.splitlines() if ln.startswith("  cc-tiny-lm FP32 2 ")]
+    assert f"{workload['step_time_s']['mean']:.2f} s vs" in line and line.endswith(workload["status"])
+
+
 def test_rerun_resumes_without_resubmitting(ran: dict[str, object]) -> None:
     bundle = ran["bundle"]
     assert isinstance(bundle, Path)
@@ -159,7 +261,8 @@ def test_rerun_resumes_without_resubmitting(ran: dict[str, object]) -> None:
     before = (bundle / "runner" / "state.json").read_text(encoding="utf-8")
     again = run_cli("run", str(ran["plan"]), "--bundle", str(bundle), env=env, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert again.stdout.count("collected by an earlier run") == 5  # full-scale, 3 pairs, resilience
+    # full-scale, cross-rack, 3 pairs, 2 efficiency repeats, 3 scaling, resilience
+    assert again.stdout.count("collected by an earlier run") == 11
     ids = {r["slurm_id"] for r in json.loads(before)["jobs"].values()}
     after = {r["slurm_id"] for r in json.loads((bundle / "runner" / "state.json").read_text())["jobs"].values()}
     assert after == ids
@@ -172,7 +275,7 @@ def test_bad_plan_is_refused_before_submitting(slurm_cluster: dict[str, str], tm
     done = run_cli("run", str(plan), "--bundle", str(tmp_path / "b"), env=slurm_cluster)
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"error: {plan} line 13 field 'jobs[1]': Value error, a pairwise sweep runs on 2 nodes "
+    assert line.startswith(f"error: {plan} line 18 field 'jobs[2]': Value error, a pairwise sweep runs on 2 nodes "
                            "per job, got nodes: 3")
     assert line.endswith("Fix the plan (see docs/plan-schema.md).")
     assert not (tmp_path / "b").exists()

@@ -142,7 +142,10 @@ def test_plan_errors_name_line_and_field(tmp_path: Path) -> None:
 
 def test_shipped_plan_loads() -> None:
     plan = load_plan(Path(__file__).resolve().parents[2] / "clustercert" / "runner" / "plans" / "loopback.yaml")
-    assert [j.kind.value for j in plan.jobs] == ["collective", "collective", "resilience"]
+    assert [(j.kind.value, j.scope or j.phase) for j in plan.jobs] == [
+        ("collective", "full-scale"), ("collective", "cross-rack"), ("collective", "pair"),
+        ("training", "efficiency"), ("training", "scaling"), ("training", "scaling"), ("training", "scaling"),
+        ("resilience", None)]
 
 
 def test_pairwise_sweep_is_every_pair_once() -> None:
