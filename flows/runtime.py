@@ -12,13 +12,17 @@ the flow's own client then reuses it (Prefect keeps one temporary server per pro
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from clustercert.errors import ClusterCertError
 
-__all__ = ["STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "prefect_runtime", "start_api"]
+__all__ = ["STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "prefect_runtime", "server_log", "start_api"]
 
 STARTUP_TIMEOUT_S = 300
 STARTUP_ATTEMPTS = 3
@@ -43,18 +47,57 @@ def startup_timeout() -> int:
             from None
 
 
+@contextmanager
+def _child_output_to(log: Path) -> Iterator[None]:
+    """Point this process' stdout and stderr (file descriptors 1 and 2) at `log` while a child is spawned, so that
+    the child writes there; they are restored at once (the window is the fork and exec of one process)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, target):
+            os.close(fd)
+
+
+def server_log() -> Path:
+    """Where the temporary server's own output goes: PREFECT_HOME/clustercert-temporary-server.log."""
+    from prefect.settings import PREFECT_HOME
+
+    return Path(PREFECT_HOME.value()) / "clustercert-temporary-server.log"
+
+
 def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS) -> str | None:
     """Start Prefect's temporary server for this process when no PREFECT_API_URL is set; returns its API URL (None
-    when a configured server is used). A failed start is stopped and tried again, `attempts` times in all."""
+    when a configured server is used). A failed start is stopped and tried again, `attempts` times in all.
+
+    The server's own output (its errors, and the tracebacks it prints when it is stopped mid-request, as on SIGTERM)
+    goes to `server_log()`, never to the user's terminal: it is Prefect's, not the certification's."""
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL
 
     if PREFECT_API_URL.value():
         return None
+    log = server_log()
+
+    class LoggedServer(SubprocessASGIServer):
+        # Prefect keeps its temporary servers by port in a dict of the base class, so the flow's own client
+        # (`SubprocessASGIServer()`) finds this one.
+        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
+            with _child_output_to(log):
+                return super()._run_uvicorn_command()
+
     bound = startup_timeout() if timeout_s is None else timeout_s
     problem = ""
     for attempt in range(1, attempts + 1):
-        server = SubprocessASGIServer()
+        server = LoggedServer()
         try:
             server.start(timeout=bound)
         except RuntimeError as exc:  # Prefect raises RuntimeError for a start that timed out or died
@@ -65,8 +108,8 @@ def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS) ->
             continue
         return str(server.api_url)
     raise PrefectStartError(
-        f"Prefect's temporary API server did not start in {attempts} tries of up to {bound} s each ({problem}). "
-        f"Raise {_TIMEOUT_VAR}, or start a server (`prefect server start`) and set PREFECT_API_URL")
+        f"Prefect's temporary API server did not start in {attempts} tries of up to {bound} s each ({problem}; its "
+        f"output: {log}). Raise {_TIMEOUT_VAR}, or start a server (`prefect server start`) and set PREFECT_API_URL")
 
 
 @contextmanager

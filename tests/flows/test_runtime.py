@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -48,3 +49,17 @@ def test_a_start_that_cannot_meet_its_bound_is_tried_again_then_refused_in_one_l
 def test_a_configured_server_is_used_as_it_is() -> None:
     proc = _start(1, 1, PREFECT_API_URL="http://127.0.0.1:9/api")
     assert (proc.returncode, proc.stdout.strip()) == (0, "configured"), proc.stdout + proc.stderr
+
+
+def test_the_servers_own_errors_go_to_its_log_not_the_terminal(tmp_path: Path) -> None:
+    # A database the server cannot open: it prints a traceback and exits. That is Prefect's output, not the run's:
+    # it lands in PREFECT_HOME's log, which the refusal names; the terminal gets the one line.
+    proc = _start(15, 1, PREFECT_HOME=str(tmp_path),
+                  PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{tmp_path}/missing/prefect.db")
+    log = tmp_path / "clustercert-temporary-server.log"
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("refused: Prefect's temporary API server did not start in 1 tries")
+    assert f"its output: {log}" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr and proc.stderr == ""
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text and "unable to open database file" in text
