@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from clustercert.runner.plan import FaultKind, JobKind, Plan, PlanJob, RunnerError
+from clustercert.runner.plan import FaultKind, JobKind, Plan, PlanJob, RunnerError, nccl_tests_binaries
 from clustercert.runner.slurm import TERMINAL, Slurm
 
 __all__ = ["JobRecord", "Runner", "expand_jobs", "write_bundle"]
@@ -114,8 +114,11 @@ class Runner:
         out = self.bundle / rel
         out.mkdir(parents=True, exist_ok=True)
         py = shlex.quote(self.python)
+        binaries = nccl_tests_binaries(job.collectives) if job.kind is JobKind.COLLECTIVE else None
+        # nccl-tests run one process per GPU (`-g 1`); clustercert's own workloads one per node.
+        per_node = self.plan.system.devices_per_node if binaries else 1
         lines = ["#!/bin/bash", f"#SBATCH --job-name=cc-{job.id}", f"#SBATCH --nodes={job.nodes}",
-                 f"#SBATCH --ntasks={job.nodes}", "#SBATCH --ntasks-per-node=1",
+                 f"#SBATCH --ntasks={job.nodes * per_node}", f"#SBATCH --ntasks-per-node={per_node}",
                  f"#SBATCH --time={job.time_limit_min}", "#SBATCH --open-mode=append",
                  f"#SBATCH --output={out / 'slurm-output.log'}"]
         if self.plan.slurm.partition:
@@ -147,6 +150,13 @@ class Runner:
                       f"srun --kill-on-bad-exit=1 {py} -m clustercert.runner.workload --steps {w.steps} "
                       f"--batch {w.batch} --checkpoint-dir {shlex.quote(str(ckpt))} --checkpoint-every "
                       f"{w.checkpoint_every} --straggler-threshold 0 --hang-timeout {w.hang_timeout_s}"]
+        elif binaries:
+            c = job.collectives
+            lines += ["#SBATCH --no-requeue",
+                      f"echo \"# clustercert run: NVIDIA nccl-tests from {shlex.quote(str(binaries[0].parent))} on "
+                      "$SLURM_JOB_NODELIST ($SLURM_NTASKS ranks)\""]
+            lines += [f"srun --kill-on-bad-exit=1 {shlex.quote(str(binary))} -b {c.min_bytes} -e {c.max_bytes} -f 2 "
+                      f"-g 1 -n {c.iters} -w {c.warmup}" for binary in binaries]
         else:
             c = job.collectives
             lines += ["#SBATCH --no-requeue", f"export {_THREADS}",

@@ -6,6 +6,8 @@ problem is one line naming the file, the line and the field.
 
 from __future__ import annotations
 
+import os
+import shutil
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -16,7 +18,8 @@ from clustercert.errors import ClusterCertError, UsageError
 from clustercert.evidence.bundle import Cluster  # a plan's cluster is the bundle's it writes
 from clustercert.yamlio import load_yaml_model
 
-__all__ = ["FaultKind", "JobKind", "Plan", "PlanError", "PlanJob", "RunnerError", "load_plan"]
+__all__ = ["FaultKind", "JobKind", "Plan", "PlanError", "PlanJob", "RunnerError", "load_plan", "nccl_tests_binaries",
+           "nccl_tests_names"]
 
 _HINT = "Fix the plan (see docs/plan-schema.md)."
 _ID = r"^[a-z0-9][a-z0-9._-]*$"
@@ -75,6 +78,39 @@ class Collectives(_Strict):
     max_bytes: int = Field(default=1 << 20, gt=0)
     iters: int = Field(default=5, gt=0)
     warmup: int = Field(default=2, ge=0)
+    # NVIDIA's nccl-tests binaries (all_reduce_perf, ...): "auto" runs them when every one the job needs is on the
+    # PATH of the machine running `clustercert run` (else clustercert's CPU stand-in), "off" always runs the
+    # stand-in, a folder runs the binaries in it (missing ones are an error before anything is submitted).
+    nccl_tests: str = Field(default="auto", min_length=1)
+
+    @model_validator(mode="after")
+    def _binaries_present(self) -> Collectives:
+        if self.nccl_tests not in ("auto", "off"):
+            folder = Path(self.nccl_tests)
+            missing = [name for name in nccl_tests_names(self.collectives)
+                       if not os.access(folder / name, os.X_OK) or not (folder / name).is_file()]
+            if missing:
+                raise ValueError(f"nccl_tests: expected 'auto', 'off' or a folder holding nccl-tests' "
+                                 f"{', '.join(nccl_tests_names(self.collectives))}, got '{self.nccl_tests}' "
+                                 f"(missing or not executable: {', '.join(missing)})")
+        return self
+
+
+def nccl_tests_names(collectives: list[CollectiveName]) -> list[str]:
+    """nccl-tests' binary for each collective: all_reduce -> all_reduce_perf, ..."""
+    return [f"{name}_perf" for name in collectives]
+
+
+def nccl_tests_binaries(collectives: Collectives) -> list[Path] | None:
+    """The nccl-tests binaries a collective job runs, in the order of its collectives; None when it runs
+    clustercert's stand-in instead ("off", or "auto" without every binary on the PATH)."""
+    if collectives.nccl_tests == "off":
+        return None
+    names = nccl_tests_names(collectives.collectives)
+    if collectives.nccl_tests == "auto":
+        found = [shutil.which(name) for name in names]
+        return None if None in found else [Path(str(p)).resolve() for p in found]
+    return [(Path(collectives.nccl_tests) / name).resolve() for name in names]
 
 
 class PlanJob(_Strict):
