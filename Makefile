@@ -12,10 +12,11 @@ certify: bootstrap
 	@$(VENV)/bin/clustercert certify $(BUNDLE)
 
 # Two pytest-xdist workers, one test file at a time per worker (a file's module fixtures are built once; a session
-# fixture such as the seed certification once per worker that needs it).
+# fixture such as the seed certification once per worker that needs it), in collection order: the end-to-end files,
+# each a few whole certifications, go first and the many short unit files fill in at the end.
 test:
 	@scripts/bootstrap --test
-	@$(VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile
+	@$(VENV)/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder
 
 lint: bootstrap
 	@$(VENV)/bin/ruff check clustercert flows tests bench

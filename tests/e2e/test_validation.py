@@ -99,15 +99,29 @@ RUN_OF = {"duplicated-iteration": "llama3-70b-fp8-512-r1", "busbw-above-ceiling"
           "gpu-counts-disagree": "llama3-70b-fp8-512-r2"}
 
 
+GROK = "training/grok1-314b/bf16/512"
+GROK_RUNS = [f"grok1-314b-bf16-512-r{n}" for n in (1, 2, 3)]
+
+
+def _duplicate_iteration_in_every_repeat(bundle: Path, doc: dict[str, Any]) -> None:
+    for r in ("r1", "r2", "r3"):
+        log = bundle / GROK / f"{r}.log"
+        lines = log.read_text().splitlines(keepends=True)
+        at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
+        log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
+
+
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One certification of the sample with every case of CASES applied, each to its own run (the cases share it:
-    a whole certification costs about a minute, and each case's run, file, line and expectation are distinct)."""
+    """One certification of the sample with every case of CASES applied, each to its own run, and every repeat of
+    grok1-314b with a duplicated iteration (the runs and files are distinct, so the cases share one certification:
+    each costs about a minute)."""
     tmp = tmp_path_factory.mktemp("gated")
 
     def every_case(bundle: Path, doc: dict[str, Any]) -> None:
         for name in sorted(CASES):
             CASES[name][0](bundle, doc)
+        _duplicate_iteration_in_every_repeat(bundle, doc)
 
     bundle = _bundle(tmp, every_case)
     proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp / "reports"), env=SLOW_START)
@@ -118,6 +132,11 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "validation": json.loads((run_dir / "validation.json").read_text()) if run_dir else {}}
 
 
+def _failed(validation: dict[str, Any]) -> list[dict[str, Any]]:
+    failed = [r for t in validation["tables"] for r in t["results"] if r["status"] == "FAIL"]
+    return failed + [r for r in validation["cross_source"] if r["status"] == "FAIL"]
+
+
 def test_failed_required_expectations_make_certify_incomplete(gated: dict[str, Any]) -> None:
     proc, out = gated["proc"], gated["out"]
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -126,13 +145,14 @@ def test_failed_required_expectations_make_certify_incomplete(gated: dict[str, A
     assert gated["results"]["outcome"] == "INCOMPLETE" and gated["results"]["checks"] == out["checks"]
     # One gate check per failed required expectation, each ERROR and required: nothing else failed.
     gate = [c for c in out["checks"] if c["phase"] == "validation"]
-    assert sorted(c["id"] for c in gate) == sorted(f"validation.{RUN_OF[n]}_{CASES[n][1]}" for n in CASES)
+    expected = [f"validation.{RUN_OF[n]}_{CASES[n][1]}" for n in CASES]
+    expected += [f"validation.{run}_iterations_strictly_increasing" for run in GROK_RUNS]
+    assert sorted(c["id"] for c in gate) == sorted(expected)
     assert {c["status"] for c in gate} == {"ERROR"} and {c["severity"] for c in gate} == {"required"}
     validation = gated["validation"]
-    assert validation["summary"]["required_failed"] == len(CASES) and validation["summary"]["errors"] == 0
-    failed = [r for t in validation["tables"] for r in t["results"] if r["status"] == "FAIL"]
-    failed += [r for r in validation["cross_source"] if r["status"] == "FAIL"]
-    assert sorted(r["expectation"] for r in failed) == sorted(CASES[n][1] for n in CASES)
+    assert validation["summary"]["required_failed"] == len(expected) and validation["summary"]["errors"] == 0
+    assert sorted(r["expectation"] for r in _failed(validation)) == sorted(
+        [CASES[n][1] for n in CASES] + ["iterations_strictly_increasing"] * len(GROK_RUNS))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -143,32 +163,20 @@ def test_a_failed_required_expectation_is_named_with_its_file_and_line(gated: di
     check = next(c for c in gated["out"]["checks"] if c["id"] == f"validation.{RUN_OF[name]}_{expectation}")
     assert check["message"].startswith(f"{file} line {line}: required expectation '{expectation}' failed: 1 of ")
     assert check["evidence"] == [{"file": str(file), "line": line, "last": line, "count": 1}]
-    validation = gated["validation"]
-    failed = [r for t in validation["tables"] for r in t["results"] if r["status"] == "FAIL"]
-    failed += [r for r in validation["cross_source"] if r["status"] == "FAIL"]
-    mine = [r for r in failed if r["expectation"] == expectation]
-    assert len(mine) == 1
-    assert mine[0]["sample"][0]["file"] == str(file) and mine[0]["sample"][0]["line"] == line
+    mine = [r for r in _failed(gated["validation"])
+            if r["expectation"] == expectation and r["sample"][0]["file"] == str(file)]
+    assert len(mine) == 1 and mine[0]["sample"][0]["line"] == line
 
 
-def test_gated_check_names_the_expectation_when_its_run_is_used(tmp_path: Path) -> None:
-    """All three repeats duplicated: whichever is judged, its baseline check is ERROR with the expectation named."""
-    def dup_all(bundle: Path, doc: dict[str, Any]) -> None:
-        for r in ("r1", "r2", "r3"):
-            log = bundle / LLAMA / f"{r}.log"
-            lines = log.read_text().splitlines(keepends=True)
-            at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
-            log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
-
-    bundle = _bundle(tmp_path, dup_all)
-    proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp_path / "reports"), env=SLOW_START)
-    assert proc.returncode == 3
-    out = json.loads(proc.stdout)
-    judged = next(c for c in out["checks"] if c["id"] == "efficiency.llama3-70b-fp8-512_meets_baseline")
+def test_gated_check_names_the_expectation_when_its_run_is_used(gated: dict[str, Any]) -> None:
+    """Every repeat of grok1-314b has a duplicated iteration: whichever is judged, its baseline check is ERROR with
+    the expectation named."""
+    judged = next(c for c in gated["out"]["checks"] if c["id"] == "efficiency.grok1-314b-bf16-512_meets_baseline")
     assert judged["status"] == "ERROR"
     assert "required expectation 'iterations_strictly_increasing' failed" in judged["message"]
     assert judged["message"].endswith("the check cannot be judged on this evidence")
-    assert sum(1 for c in out["checks"] if c["phase"] == "validation") == 3
+    assert sum(1 for c in gated["out"]["checks"]
+               if c["phase"] == "validation" and any(run in c["id"] for run in GROK_RUNS)) == 3
 
 
 # ---- the evidence commands ----------------------------------------------------------------------------------
