@@ -67,11 +67,14 @@ def _add_collective(busbw: float, gpus: int, ranks: int = 8) -> Callable[[Path, 
     return edit
 
 
-def _duplicate_iteration(bundle: Path, doc: dict[str, Any]) -> None:
-    log = bundle / LLAMA / "r1.log"
+def _log_iteration_20_twice(log: Path) -> None:
     lines = log.read_text().splitlines(keepends=True)
     at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
     log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
+
+
+def _duplicate_iteration(bundle: Path, doc: dict[str, Any]) -> None:
+    _log_iteration_20_twice(bundle / LLAMA / "r1.log")
 
 
 def _declare_256_gpus(bundle: Path, doc: dict[str, Any]) -> None:
@@ -105,10 +108,7 @@ GROK_RUNS = [f"grok1-314b-bf16-512-r{n}" for n in (1, 2, 3)]
 
 def _duplicate_iteration_in_every_repeat(bundle: Path, doc: dict[str, Any]) -> None:
     for r in ("r1", "r2", "r3"):
-        log = bundle / GROK / f"{r}.log"
-        lines = log.read_text().splitlines(keepends=True)
-        at = next(i for i, ln in enumerate(lines) if "iteration 20/49" in ln)
-        log.write_text("".join([*lines[:at + 1], lines[at], *lines[at + 1:]]))
+        _log_iteration_20_twice(bundle / GROK / f"{r}.log")
 
 
 @pytest.fixture(scope="module")
