@@ -19,6 +19,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm-local"
+# The loopback cluster every plan of these tests runs on; each test file adds its jobs.
+PLAN_HEADER = """\
+schema_version: 1
+cluster: {name: clustercert-loopback-test, provider: local Slurm on loopback}
+system: {id: cpu-loopback, devices_per_node: 1}
+catalog: loopback-cpu
+recipe_version: clustercert-cpu-1
+slurm: {poll_s: 0.5}
+jobs:
+"""
 
 
 def pytest_configure(config: pytest.Config) -> None:

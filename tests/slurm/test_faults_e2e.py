@@ -15,15 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.slurm.conftest import PLAN_HEADER
 
-PLAN = """\
-schema_version: 1
-cluster: {name: clustercert-loopback-test, provider: local Slurm on loopback}
-system: {id: cpu-loopback, devices_per_node: 1}
-catalog: loopback-cpu
-recipe_version: clustercert-cpu-1
-slurm: {poll_s: 0.5}
-jobs:
+PLAN = PLAN_HEADER + """\
   - id: slow
     kind: resilience
     nodes: 2

@@ -22,15 +22,9 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, run_cli
+from tests.slurm.conftest import PLAN_HEADER
 
-PLAN = """\
-schema_version: 1
-cluster: {name: clustercert-loopback-test, provider: local Slurm on loopback}
-system: {id: cpu-loopback, devices_per_node: 1}
-catalog: loopback-cpu
-recipe_version: clustercert-cpu-1
-slurm: {poll_s: 0.5}
-jobs:
+PLAN = PLAN_HEADER + """\
   - id: coll-full
     kind: collective
     scope: full-scale
