@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
+import functools
 import io
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Chart",
@@ -15,6 +19,7 @@ __all__ = [
     "goodput_chart",
     "pair_heatmap_chart",
     "scaling_chart",
+    "shared_charts",
     "step_time_charts",
     "straggler_map_chart",
 ]
@@ -47,6 +52,35 @@ class Chart:
     title: str
     alt: str
     uri: str
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_SHARED: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("clustercert_charts", default=None)
+
+
+@contextlib.contextmanager
+def shared_charts() -> Iterator[None]:
+    """Within it, a chart asked for twice with the same data is drawn once: the auditor's report and its redacted
+    copy share every chart no hostname, user name or process id enters (the same data gives the same bytes)."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _shareable(fn: _F) -> _F:
+    @functools.wraps(fn)
+    def drawn(*args: Any, **kwargs: Any) -> Any:
+        memo = _SHARED.get()
+        if memo is None:
+            return fn(*args, **kwargs)
+        key = fn.__name__ + json.dumps([args, kwargs], sort_keys=True, default=repr)
+        if key not in memo:
+            memo[key] = fn(*args, **kwargs)
+        return memo[key]
+
+    return drawn  # type: ignore[return-value]
 
 
 def _rc() -> Any:
@@ -82,6 +116,7 @@ def _color(i: int) -> str:
     return _COLORS[i % len(_COLORS)]
 
 
+@_shareable
 def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
     """Step time per iteration for each workload (every repeat a line), the measurement window shaded."""
 
@@ -132,6 +167,7 @@ def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
     return charts
 
 
+@_shareable
 def scaling_chart(weak: Sequence[dict[str, Any]], target: float | None = None) -> Chart | None:
     """Weak-scaling efficiency against GPU count, one line per workload, the ideal at 100 % and the target line.
 
@@ -172,6 +208,7 @@ def _gbps(value: Any) -> str:
     return "none" if value is None else f"{float(value):.1f} GB/s"
 
 
+@_shareable
 def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
     """Bus bandwidth against message size per collective run, with its target and expected value; the axis is
     scaled to the data, the target and the expected value (the ceiling is drawn only when it is in range)."""
@@ -215,6 +252,7 @@ def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
     return charts
 
 
+@_shareable
 def pair_heatmap_chart(pairs: Sequence[dict[str, Any]]) -> Chart | None:
     """Nodes x nodes: each measured pair's worst fraction of its peers' median; failed pairs crossed, degraded
     ones outlined. A node in most bad pairs shows as a bad row and column, a bad link as one cell."""
@@ -276,6 +314,7 @@ def pair_heatmap_chart(pairs: Sequence[dict[str, Any]]) -> Chart | None:
     )
 
 
+@_shareable
 def straggler_map_chart(stragglers: Sequence[dict[str, Any]]) -> Chart | None:
     """Relative score per GPU, nodes grouped by NVLink domain; flagged ranks outlined."""
     import matplotlib
@@ -336,6 +375,7 @@ def _distinct_colors(kinds: Sequence[str]) -> dict[str, str]:
     return out
 
 
+@_shareable
 def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
     """The timeline of productive and badput intervals above a bar of badput seconds by kind."""
 
@@ -381,6 +421,7 @@ def goodput_chart(goodput: dict[str, Any]) -> Chart | None:
     )
 
 
+@_shareable
 def event_timeline_chart(events: Sequence[dict[str, Any]]) -> Chart | None:
     """Faults, detection, restart and resume as marks on one lane per event type."""
 

@@ -29,6 +29,7 @@ from clustercert.evidence.hashing import sha256_bytes, sha256_file
 from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
+from clustercert.report.charts import shared_charts
 from clustercert.runs.results import RunMeta, dump_json
 
 __all__ = ["Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
@@ -210,15 +211,16 @@ def render_reports(
         redactor = Redactor(redaction_secret, [str(n) for n in system.get("nodes", [])])
         copies.append(("report.redacted", {**redactor(copies[0][1]), "redacted": True}))
     out = {}
-    for stem, data in copies:
-        context = build_context(
-            data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
-            inventory=data["inventory"], software=software, validation=data["validation"],
-            redacted=bool(data.get("redacted", False)),
-            mlps={k: v.mlp.value for k, v in catalog.spec.models.items()},
-        )
-        html = render_html(context, templates_dir)
-        out[stem] = (html, render_pdf(html, base_dir))
+    with shared_charts():  # the redacted copy draws again only the charts redaction changed
+        for stem, data in copies:
+            context = build_context(
+                data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
+                inventory=data["inventory"], software=software, validation=data["validation"],
+                redacted=bool(data.get("redacted", False)),
+                mlps={k: v.mlp.value for k, v in catalog.spec.models.items()},
+            )
+            html = render_html(context, templates_dir)
+            out[stem] = (html, render_pdf(html, base_dir))
     return out
 
 

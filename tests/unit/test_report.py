@@ -202,6 +202,35 @@ def test_redacted_copy_uses_stable_pseudonyms_and_the_auditor_copy_keeps_names(h
     assert f"{host}" in out and "customer copy" in out
 
 
+def test_the_redacted_copy_redraws_only_the_charts_redaction_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clustercert.report import charts
+
+    data = _input()
+    redacted = {**Redactor(b"k" * 32, data["system"]["nodes"])(copy.deepcopy(data))}
+    drawn: list[str] = []
+    png = charts._png
+    monkeypatch.setattr(charts, "_png", lambda fig: drawn.append("x") or png(fig))
+
+    def uris(context: dict[str, Any]) -> dict[str, str]:
+        return {c.id: c.uri for phase in context["phases"] for c in phase["charts"]}
+
+    alone = uris(_context(data)), uris(_context(redacted, redacted=True))
+    every = len(drawn)
+    assert every == len(alone[0]) + len(alone[1])
+    drawn.clear()
+    with charts.shared_charts():
+        together = uris(_context(data)), uris(_context(redacted, redacted=True))
+    assert together == alone  # the same bytes as drawn apart
+    # The charts that name hosts (pair heat map, straggler map) differ between the copies; every other is shared.
+    differing = [k for k in alone[0] if alone[0][k] != alone[1].get(k)]
+    assert differing and len(differing) < len(alone[0])
+    # drawn once each, and again only where redaction changed a chart's data (every differing image among them)
+    assert len(alone[0]) + len(differing) <= len(drawn) < every
+    drawn.clear()
+    _context(data)
+    assert len(drawn) == len(alone[0])  # outside shared_charts() nothing is kept
+
+
 def test_methodology_prints_the_mlp_term_of_the_judged_models() -> None:
     data = _input()
     assert "+ 18 L f h k + 6 V h]" in render_html(_context(data), TEMPLATES)  # the golden's models are SwiGLU
