@@ -40,7 +40,7 @@ def validate_task(inputs: Inputs, limit: int) -> ValidationReport:
     from clustercert.evidence.parse import parse_bundle
 
     parsed = parse_bundle(inputs.bundle, limit)
-    return validate_bundle(inputs.bundle, inputs.catalog, parsed, checks_dir=load_settings().checks_dir)
+    return validate_bundle(inputs.bundle, inputs.facts, parsed, checks_dir=load_settings().checks_dir)
 
 
 @task(name="gate")

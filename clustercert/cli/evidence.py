@@ -181,7 +181,7 @@ def check(
     parsed = parse_bundle(loaded, settings.max_evidence_bytes)
     problems += _problems(parsed)
     warnings = _warnings(parsed)
-    report = validate_bundle(loaded, inputs.catalog, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
+    report = validate_bundle(loaded, inputs.facts, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
     problems += [r.problem() for r in report.blocking]
     runs = [
         {"run": run.id, "kind": run.kind.value, "format": run.format, "phase": run.phase.value,

@@ -17,6 +17,7 @@ from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
 from clustercert.errors import CatalogError, EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
+from clustercert.evidence.facts import BundleFacts, bundle_facts
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
     digests_read,
@@ -46,6 +47,12 @@ class Inputs:
     catalog: LoadedCatalog
     digests: dict[str, str] = field(default_factory=dict, compare=False)
     read_from: int = field(default=0, compare=False)
+
+    @property
+    def facts(self) -> BundleFacts:
+        """What the catalog says about each run (FLOPs per sequence, peak, window): the validation tables' view
+        of the catalog."""
+        return bundle_facts(self.bundle, self.catalog)
 
 
 def _signature(path: Path) -> tuple[str, int, int, int]:

@@ -12,9 +12,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from clustercert.catalog import LoadedCatalog
 from clustercert.errors import ChecksError
 from clustercert.evidence.bundle import LoadedBundle
+from clustercert.evidence.facts import BundleFacts
 from clustercert.evidence.parse import ParsedBundle
 from clustercert.evidence.provenance import Span
 from clustercert.validation.tables import CROSS_SOURCE, TableInput, build_tables
@@ -471,19 +471,20 @@ def _build_data_docs(context: Any, kept: Sequence[tuple[str, str, Any]]) -> None
 
 def validate_bundle(
     bundle: LoadedBundle,
-    catalog: LoadedCatalog,
+    facts: BundleFacts,
     parsed: ParsedBundle,
     *,
     checks_dir: Path | None = None,
     data_docs: Path | None = None,
 ) -> ValidationReport:
     """Validate every usable table of the bundle and the cross-source tables with the suites of checks/
-    (`checks_dir`, default settings.checks_dir)."""
+    (`checks_dir`, default settings.checks_dir); `facts` are the catalog's facts of each run
+    (`evidence.facts.bundle_facts`)."""
     if checks_dir is None:
         from clustercert.settings import load_settings
 
         checks_dir = load_settings().checks_dir
-    report = run_tables(build_tables(bundle, catalog, parsed), load_suites(checks_dir), data_docs=data_docs)
+    report = run_tables(build_tables(bundle, facts, parsed), load_suites(checks_dir), data_docs=data_docs)
     warnings = tuple((run, pf.display, str(w)) for run, files in parsed.items() for pf in files
                      for w in (getattr(pf.result, "warnings", None) or []))
     return replace(report, parse_warnings=warnings) if warnings else report

@@ -17,13 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clustercert.catalog import LoadedCatalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
+from clustercert.evidence.facts import BundleFacts, RunFacts
 from clustercert.evidence.guards import MAX_YAML_BYTES, read_regular
 from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import ParsedBundle, ParsedFile
-from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
 from clustercert.parsers.dcgm import Telemetry
 from clustercert.parsers.events import EventLog
 from clustercert.parsers.mlperf import MlperfResult
@@ -42,7 +41,6 @@ __all__ = [
     "CROSS_SOURCE",
     "TableInput",
     "build_tables",
-    "busbw_ceiling",
     "collective_table",
     "events_table",
     "gpu_counts_table",
@@ -93,19 +91,6 @@ def _single(frame: pd.DataFrame) -> Callable[[], Iterator[pd.DataFrame]]:
     return batches
 
 
-def _flops_per_sequence(run: RunSpec | None, catalog: LoadedCatalog | None) -> float | None:
-    if run is None or catalog is None or run.workload is None or run.seq_len is None:
-        return None
-    model = catalog.spec.models.get(run.workload)
-    return None if model is None else model_flops_per_sequence(model.shape(), run.seq_len, CANONICAL)
-
-
-def _peak(run: RunSpec | None, catalog: LoadedCatalog | None) -> float | None:
-    if run is None or catalog is None or run.precision is None:
-        return None
-    return catalog.spec.peaks_tflops.get(run.precision)
-
-
 def _segments(log: TrainingLog, resilience: ResilienceLog | None) -> tuple[list[int], list[float | None]]:
     """Restart segment per step and the increase of the step counter over the previous step of its segment."""
     marks = sorted(e.line for e in (resilience.events if resilience else []) if e.kind in _RESTART_MARKS)
@@ -152,15 +137,15 @@ def _clock_ratios(log: TrainingLog, segments: list[int]) -> tuple[list[float | N
     return low, high
 
 
-def training_table(
-    parsed: ParsedFile, run: RunSpec | None = None, catalog: LoadedCatalog | None = None
-) -> TableInput:
-    """training_steps: one row per printed step, with its restart segment, counter increase and MFU."""
+def training_table(parsed: ParsedFile, run: RunSpec | None = None, facts: RunFacts | None = None) -> TableInput:
+    """training_steps: one row per printed step, with its restart segment, counter increase and MFU (from the
+    run's catalog facts: FLOPs per sequence, peak, window)."""
     log = parsed.result
     assert isinstance(log, TrainingLog)
     segments, deltas = _segments(log, parsed.resilience)
     clock_low, clock_high = _clock_ratios(log, segments)
-    flops, peak = _flops_per_sequence(run, catalog), _peak(run, catalog)
+    facts = facts or RunFacts()
+    flops, peak = facts.flops_per_sequence, facts.peak_tflops
     mfu: list[float | None] = []
     for step in log.steps:
         # a step time <= 0 has no MFU: the step-time expectations report it
@@ -173,10 +158,8 @@ def training_table(
             mfu.append(None)
     steps = log.steps
     parameters: dict[str, Any] = {}
-    if run is not None and catalog is not None and run.workload and run.precision and run.gpus:
-        baseline = catalog.baseline_for(run.workload, run.precision, run.gpus)
-        if baseline is not None:
-            parameters["window_iterations"] = list(range(baseline.window.first, baseline.window.last + 1))
+    if facts.window is not None:
+        parameters["window_iterations"] = list(range(facts.window[0], facts.window[1] + 1))
     window = set(parameters.get("window_iterations", []))
     frame = _frame(
         {
@@ -201,11 +184,6 @@ def training_table(
     )
     return TableInput("training_steps", "training_steps", parsed.run, parsed.display, len(frame),
                       _single(frame), parameters)
-
-
-def busbw_ceiling(catalog: LoadedCatalog) -> float:
-    """DOMAIN.md section 6: twice the GPU's NVLink rate per direction, in GB/s."""
-    return 2.0 * catalog.spec.nvlink_gbps_per_direction
 
 
 def collective_table(parsed: ParsedFile, ceiling_gbps: float | None) -> TableInput:
@@ -417,7 +395,7 @@ def _bundle_line(bundle: LoadedBundle, run_id: str) -> int | None:
     return _run_id_lines(str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino).get(run_id)
 
 
-def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed: ParsedBundle) -> TableInput:
+def gpu_counts_table(bundle: LoadedBundle, facts: BundleFacts | None, parsed: ParsedBundle) -> TableInput:
     """gpu_counts: each GPU count the evidence shows beside the count bundle.yaml declares for the run.
 
     Sources: the run's node allocation x gpus_per_node (bundle.yaml), the ranks of each nccl-tests test, the
@@ -442,7 +420,7 @@ def gpu_counts_table(bundle: LoadedBundle, catalog: LoadedCatalog | None, parsed
         # what the declared system holds: a run cannot have used more GPUs than that
         add(run, "system-capacity", len(bundle.spec.system.nodes) * bundle.spec.system.gpus_per_node, yaml_path,
             _bundle_line(bundle, run.id))
-        flops = _flops_per_sequence(run, catalog)
+        flops = facts.of(run.id).flops_per_sequence if facts is not None else None
         for pf in parsed.get(run.id, []):
             result = pf.result
             if isinstance(result, NcclTestsResult):
@@ -551,10 +529,10 @@ def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInp
                       _single(frame))
 
 
-def build_tables(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: ParsedBundle) -> list[TableInput]:
+def build_tables(bundle: LoadedBundle, facts: BundleFacts, parsed: ParsedBundle) -> list[TableInput]:
     """Every usable file's table, then the cross-source tables (unusable files are findings, not tables)."""
     tables: list[TableInput] = []
-    ceiling = busbw_ceiling(catalog)
+    ceiling = facts.busbw_ceiling_gbps
     for run in bundle.spec.runs:
         span = phase_span(bundle, parsed, run.phase.value)
         for pf in parsed.get(run.id, []):
@@ -562,7 +540,7 @@ def build_tables(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: ParsedBun
             if result is None:
                 continue
             if isinstance(result, TrainingLog):
-                tables.append(training_table(pf, run, catalog))
+                tables.append(training_table(pf, run, facts.of(run.id)))
             elif isinstance(result, NcclTestsResult):
                 tables.append(collective_table(pf, ceiling))
             elif isinstance(result, RankTimings):
@@ -575,7 +553,7 @@ def build_tables(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: ParsedBun
                 tables.append(events_table(pf, bundle.spec.system.nodes, span))
             elif isinstance(result, MlperfResult):
                 tables.append(mlperf_table(pf))
-    tables.append(gpu_counts_table(bundle, catalog, parsed))
+    tables.append(gpu_counts_table(bundle, facts, parsed))
     tables.append(hosts_table(bundle, parsed))
     tables.append(scheduler_span_table(bundle, parsed))
     tables.append(training_files_table(bundle))

@@ -10,6 +10,7 @@ import pytest
 
 from clustercert.catalog import load_catalog
 from clustercert.evidence.bundle import RunKind, load_bundle
+from clustercert.evidence.facts import bundle_facts
 from clustercert.evidence.parse import ParsedFile, parse_bundle
 from clustercert.parsers import FORMATS, detect_format
 from clustercert.parsers.nemo_resilience import parse_nemo_resilience
@@ -90,7 +91,7 @@ def test_real_nccl_tests_validate_cleanly_in_a_bundle(real_samples: Path, tmp_pa
     )
     bundle = load_bundle(tmp_path)
     catalog = load_catalog(catalog_id, ROOT / "references")
-    report = validate_bundle(bundle, catalog, parse_bundle(bundle), checks_dir=ROOT / "checks")
+    report = validate_bundle(bundle, bundle_facts(bundle, catalog), parse_bundle(bundle), checks_dir=ROOT / "checks")
     assert len(report.tables) == 4 and _not_passed(report) == []
     ceiling = {"exemplar-h100": 900.0, "exemplar-gb200": 1800.0}[catalog_id]
     kwargs = next(r.kwargs for r in report.all_results() if r.expectation == "busbw_oop_below_ceiling")

@@ -18,6 +18,7 @@ import pytest
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import ChecksError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec, load_bundle
+from clustercert.evidence.facts import bundle_facts, run_facts
 from clustercert.evidence.parse import ParsedFile
 from clustercert.evidence.provenance import Span
 from clustercert.parsers.dcgm import DcgmSample, Telemetry
@@ -92,7 +93,7 @@ def training(steps: list[TrainingStep] | None = None, resilience: ResilienceLog 
              catalog: LoadedCatalog | None = None) -> TableInput:
     log = TrainingLog(format="nemo", file="t.log", steps=_steps() if steps is None else steps)
     parsed = ParsedFile(RUN.id, RunKind.TRAINING, "t.log", "t.log", log, None, resilience)
-    return training_table(parsed, RUN, catalog or load_catalog("exemplar-gb200", ROOT / "references"))
+    return training_table(parsed, RUN, run_facts(RUN, catalog or load_catalog("exemplar-gb200", ROOT / "references")))
 
 
 def _nccl_row(size: int, line: int, **change: Any) -> NcclRow:
@@ -395,11 +396,11 @@ def test_cross_source_expectations(
 ) -> None:
     bundle = _bundle(tmp_path, TRAIN_RUN + NCCL_RUN + SCHED_RUN)
     good = _parsed(bundle, _steps(), 8, 3600.0)
-    tables = [gpu_counts_table(bundle, catalog, good), scheduler_span_table(bundle, good)]
+    tables = [gpu_counts_table(bundle, bundle_facts(bundle, catalog), good), scheduler_span_table(bundle, good)]
     assert _result(run_tables(tables, suites), expectation).status is ResultStatus.PASS
     args = {"steps": _steps(), "ranks": 8, "elapsed": 3600.0, **bad}
     parsed = _parsed(bundle, args["steps"], args["ranks"], args["elapsed"])
-    tables = [gpu_counts_table(bundle, catalog, parsed), scheduler_span_table(bundle, parsed)]
+    tables = [gpu_counts_table(bundle, bundle_facts(bundle, catalog), parsed), scheduler_span_table(bundle, parsed)]
     report = run_tables(tables, suites)
     failed = _result(report, expectation)
     assert failed.status is ResultStatus.FAIL
@@ -411,7 +412,7 @@ def test_cross_source_expectations(
 def test_gpu_count_observed_fails_on_a_missing_count(tmp_path: Path, suites: dict[str, SuiteSpec],
                                                      catalog: LoadedCatalog) -> None:
     bundle = _bundle(tmp_path, TRAIN_RUN + NCCL_RUN)
-    table = gpu_counts_table(bundle, catalog, _parsed(bundle, _steps(), 8, 3600.0))
+    table = gpu_counts_table(bundle, bundle_facts(bundle, catalog), _parsed(bundle, _steps(), 8, 3600.0))
     assert _result(run_tables([table], suites), "gpu_count_observed").status is ResultStatus.PASS
     bad = frame_change(table, _set("observed", 0, None))
     assert _result(run_tables([bad], suites), "gpu_count_observed").status is ResultStatus.FAIL
@@ -421,12 +422,12 @@ def test_gpu_count_fits_nodes(tmp_path: Path, suites: dict[str, SuiteSpec], cata
     """Two nodes of 4 GPUs hold a pairwise test of 2 ranks (one GPU each); one node cannot hold 8 ranks."""
     pair = NCCL_RUN.replace("gpus: 8,", "gpus: 2, nodes: [n1, n2],")
     bundle = _bundle(tmp_path, TRAIN_RUN + pair)
-    table = gpu_counts_table(bundle, catalog, _parsed(bundle, _steps(), 2, 3600.0))
+    table = gpu_counts_table(bundle, bundle_facts(bundle, catalog), _parsed(bundle, _steps(), 2, 3600.0))
     assert _result(run_tables([table], suites), "gpu_count_fits_nodes").status is ResultStatus.PASS
     crowded = tmp_path / "crowded"
     crowded.mkdir()
     bundle = _bundle(crowded, TRAIN_RUN + NCCL_RUN.replace("gpus: 8,", "gpus: 8, nodes: [n1],"))
-    table = gpu_counts_table(bundle, catalog, _parsed(bundle, _steps(), 8, 3600.0))
+    table = gpu_counts_table(bundle, bundle_facts(bundle, catalog), _parsed(bundle, _steps(), 8, 3600.0))
     failed = _result(run_tables([table], suites), "gpu_count_fits_nodes")
     assert failed.status is ResultStatus.FAIL and failed.sample[0].file == str(crowded / "bundle.yaml")
 
@@ -445,10 +446,10 @@ def test_a_run_that_shrinks_mid_run_is_a_gpu_count_finding(tmp_path: Path, suite
 
     whole = pa.table({"rank": [r for _ in range(10) for r in range(8)],
                       "step": [st for st in range(10) for _ in range(8)]})
-    good = gpu_counts_table(bundle, catalog, parsed(whole))
+    good = gpu_counts_table(bundle, bundle_facts(bundle, catalog), parsed(whole))
     assert _result(run_tables([good], suites), "gpu_counts_agree").status is ResultStatus.PASS
     shrunk = whole.filter(pc.or_(pc.less(whole.column("step"), 5), pc.less(whole.column("rank"), 4)))
-    bad = gpu_counts_table(bundle, catalog, parsed(shrunk))
+    bad = gpu_counts_table(bundle, bundle_facts(bundle, catalog), parsed(shrunk))
     failed = _result(run_tables([bad], suites), "gpu_counts_agree")
     assert failed.status is ResultStatus.FAIL
     assert (failed.sample[0].value, failed.sample[0].file, failed.sample[0].line) == (0.5, "n.log", 41)
@@ -476,12 +477,13 @@ def test_training_files_distinct(tmp_path: Path, suites: dict[str, SuiteSpec]) -
 def test_gpu_count_fits_system(tmp_path: Path, suites: dict[str, SuiteSpec], catalog: LoadedCatalog) -> None:
     """512 GPUs fit 128 nodes of 4; a system of 54 nodes of 4 (216 GPUs) cannot have run them."""
     bundle = _bundle(tmp_path, TRAIN_RUN)
-    table = gpu_counts_table(bundle, catalog, {})
+    table = gpu_counts_table(bundle, bundle_facts(bundle, catalog), {})
     assert _result(run_tables([table], suites), "gpu_count_fits_system").status is ResultStatus.PASS
     text = (tmp_path / "bundle.yaml").read_text()
     small = ", ".join(f"n{i}" for i in range(1, 55))
     (tmp_path / "bundle.yaml").write_text(text.replace(text[text.index("nodes: [") + 8:text.index("]}")], small))
-    report = run_tables([gpu_counts_table(load_bundle(tmp_path), catalog, {})], suites)
+    bundle = load_bundle(tmp_path)
+    report = run_tables([gpu_counts_table(bundle, bundle_facts(bundle, catalog), {})], suites)
     failed = _result(report, "gpu_count_fits_system")
     assert failed.status is ResultStatus.FAIL
     assert (failed.sample[0].file, failed.sample[0].line) == (str(tmp_path / "bundle.yaml"), 7)  # the run's line
