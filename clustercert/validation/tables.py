@@ -303,14 +303,14 @@ def telemetry_table(parsed: ParsedFile, span: tuple[float, float] | None) -> Tab
     """telemetry: one row per sample (long form: metric, gpu, value, time), validated in batches."""
     result = parsed.result
     assert isinstance(result, Telemetry)
-    samples = result.samples
+    # straight from the columns: the strings are the dictionaries taken by code, NaN (no value) becomes null
     table = pa.table(
         {
-            "metric": pa.array([s.metric for s in samples], pa.string()),
-            "gpu": pa.array([s.gpu for s in samples], pa.string()),
-            "value": pa.array([s.value for s in samples], pa.float64()),
-            "time_s": pa.array([s.time_ms / 1000.0 for s in samples], pa.float64()),
-            "_line": pa.array([s.line for s in samples], pa.int64()),
+            "metric": pa.array(result.metrics, pa.string()).take(pa.array(result.metric)),
+            "gpu": pa.array(result.gpus, pa.string()).take(pa.array(result.gpu)),
+            "value": pa.array(result.value, pa.float64(), from_pandas=True),
+            "time_s": pa.array(result.time_ms / 1000.0, pa.float64()),
+            "_line": pa.array(result.line, pa.int64()),
         }
     )
     parameters: dict[str, Any] = {}
@@ -614,9 +614,8 @@ def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
                         first = None if node in known else pc.index(column, node).as_py() + 1
                         add(run.id, "rank-timings", str(node), pf.display, first)
             elif isinstance(result, Telemetry):
-                for sample in result.samples:
-                    if sample.host is not None:
-                        add(run.id, "telemetry", sample.host, pf.display, sample.line)
+                for host, line in result.host_first_lines():  # reduced column-wise: one row per host
+                    add(run.id, "telemetry", host, pf.display, line)
     columns = ["run", "source", "host", "_file", "_line", "_run"]
     frame = _frame({c: [r[c] for r in rows] for c in columns},
                    {"run": "str", "source": "str", "host": "str", "_file": "str", "_line": "float64", "_run": "str"})
