@@ -62,6 +62,8 @@ _TABLE_PATHS = ("columnar", "rows")
 # timestamps short enough that int(float(text)) == int(text)
 _BULK_VALUE = r"^-?[0-9]{1,40}(\.[0-9]{1,40})?$"
 _BULK_STAMP = r"^[0-9]{1,15}$"
+# 9999-12-31T23:59:59.999Z: a later stamp is not milliseconds (nor fits a datetime)
+_LAST_MS = 253_402_300_799_999
 
 Codes = npt.NDArray[np.int32]
 Ints = npt.NDArray[np.int64]
@@ -469,6 +471,13 @@ def _line_row(raw: str, number: int, display: str, heads: Heads) -> Row | None:
         raise EvidenceError(
             display,
             f"expected a timestamp in whole milliseconds, got {ts_text[:30]!r}. {_HINT}",
+            line=number,
+            field="timestamp",
+        )
+    if stamp > _LAST_MS:
+        raise EvidenceError(
+            display,
+            f"expected a timestamp in milliseconds since 1970 before the year 10000, got {ts_text[:30]!r}. {_HINT}",
             line=number,
             field="timestamp",
         )
