@@ -54,8 +54,8 @@ _HINT = "Export DCGM telemetry as documented in clustercert/parsers/dcgm.py."
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _LABEL = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*,?')
 _HEAD_LIMIT = 20
-# What is read at a time: the columns grow by ~36 bytes per sample, a chunk costs about 4x its size while cut up
-CHUNK_BYTES = 32 * 1024**2
+# What is read at a time: the columns take 36 bytes per sample; a chunk costs about 16x its size while cut up
+CHUNK_BYTES = 8 * 1024**2
 TABLE_PATH_VARIABLE = "CLUSTERCERT_TABLE_PATH"
 _TABLE_PATHS = ("columnar", "rows")
 # the numbers taken in bulk: exactly what float() reads the same way as Arrow's correctly rounded cast, and
@@ -252,12 +252,19 @@ def _group_numbers(key: Ints, groups: Ints, bound: int) -> Ints:
 Row = tuple[str, str, str | None, float, int, int]  # metric, gpu, host, value (NaN: none), time_ms, line
 
 
-class _Columns:
-    """The columns as they are read: one part per chunk, dictionaries shared by every part."""
+_DTYPES = (np.int32, np.int32, np.int32, np.float64, np.int64, np.int64)  # metric, gpu, host, value, time_ms, line
+_BLOCK_ROWS = 1 << 20  # codes are remapped so many rows at a time
 
-    def __init__(self) -> None:
+
+class _Columns:
+    """The columns as they are read, written in place into arrays reserved for the whole file (pages never
+    written are never resident, so a generous reservation costs nothing), grown only when a file holds more
+    samples than reserved; the dictionaries are shared by every chunk."""
+
+    def __init__(self, reserve: int = 0) -> None:
         self.codes: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
-        self.parts: list[list[Any]] = []  # per part: metric, gpu, host codes, value, time_ms, line
+        self.arrays: list[Any] = [np.empty(reserve, dtype=dtype) for dtype in _DTYPES]
+        self.filled = 0
 
     def code(self, which: int, text: str | None) -> int:
         if text is None:
@@ -279,39 +286,41 @@ class _Columns:
 
     def add_rows(self, rows: list[Row]) -> None:
         if rows:
-            self.parts.append(self.encode(rows))
+            self.add(self.encode(rows))
 
     def add(self, part: list[Any]) -> None:
-        if len(part[5]):
-            self.parts.append(part)
+        count = len(part[5])
+        end = self.filled + count
+        if end > len(self.arrays[5]):  # more than reserved: grow by half again (a copy, once in a while)
+            size = max(end, len(self.arrays[5]) * 3 // 2, 1024)
+            for index, dtype in enumerate(_DTYPES):
+                grown = np.empty(size, dtype=dtype)
+                grown[:self.filled] = self.arrays[index][:self.filled]
+                self.arrays[index] = grown
+        for index in range(len(_DTYPES)):
+            self.arrays[index][self.filled:end] = part[index]
+        self.filled = end
 
     def empty(self) -> bool:
-        return not self.parts
+        return self.filled == 0
 
     def finish(self, file: str, source: str) -> Telemetry:
-        """The Telemetry, its dictionaries sorted (the same whichever order the strings were met in); each
-        column is joined on its own, so the parts and the whole coexist for one column at a time."""
+        """The Telemetry, its dictionaries sorted (the same whichever order the strings were met in), its
+        columns the reserved arrays themselves (the codes renumbered in place)."""
         names: list[tuple[str, ...]] = []
-        remaps: list[Codes] = []
-        for table in self.codes:
+        columns: list[Any] = [array[:self.filled] for array in self.arrays]
+        for index, table in enumerate(self.codes):
             ordered = sorted(table)
             remap = np.empty(len(table) + 1, dtype=np.int32)  # slot -1 (the last) keeps a missing host at -1
             remap[-1] = -1
             for new, text in enumerate(ordered):
                 remap[table[text]] = new
             names.append(tuple(ordered))
-            remaps.append(remap)
-        columns: list[Any] = []
-        for index, dtype in enumerate((np.int32, np.int32, np.int32, np.float64, np.int64, np.int64)):
-            pieces = [part[index] for part in self.parts]
-            joined = np.concatenate(pieces) if pieces else np.empty(0, dtype=dtype)
-            del pieces
-            if index < 3:
-                joined = remaps[index][joined]
-            columns.append(joined.astype(dtype, copy=False))
-            for part in self.parts:
-                part[index] = None
-        self.parts = []
+            column = columns[index]
+            for at in range(0, self.filled, _BLOCK_ROWS):
+                block = column[at:at + _BLOCK_ROWS]
+                block[:] = remap[block]
+        self.arrays = []
         return Telemetry(file, source, names[0], names[1], names[2], *columns)
 
 
@@ -351,7 +360,8 @@ def parse_dcgm(
             lines = data.decode("utf-8", errors="replace").splitlines()
             del data
             return _dmon(lines, display, start_time, interval_s)
-        return _prometheus(_chained(ahead, chunks), display, bulk=path_kind == "columnar")
+        return _prometheus(_chained(ahead, chunks), display, bulk=path_kind == "columnar",
+                           size=os.stat(path).st_size)
 
 
 def _chained(ahead: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -493,14 +503,17 @@ def _line_row(raw: str, number: int, display: str, heads: Heads) -> Row | None:
             number)
 
 
-def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool) -> Telemetry:
-    columns = _Columns()
+def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int) -> Telemetry:
+    columns: _Columns | None = None
     heads: Heads = {}
     # per distinct head (bytes) met by the bulk reader: its (metric, gpu, host) codes, or None (read per line)
     codes: dict[bytes, tuple[int, int, int] | None] = {}
     number = 1  # the number of the next line
     content = False
     for chunk in chunks:
+        if columns is None:
+            # as many samples as the first chunk has per byte, for the whole file, and a margin
+            columns = _Columns(int(size * (chunk.count(b"\n") + 1) / len(chunk) * 1.25) + 1024)
         content = content or bool(chunk.strip())
         if bulk:
             number = _bulk_chunk(chunk, number, display, columns, heads, codes)
@@ -512,11 +525,26 @@ def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool) -> Telemet
                     rows.append(row)
                 number += 1
             columns.add_rows(rows)
-    if not content:
+    if not content or columns is None:
         raise EvidenceError(display, "expected log text, got an empty file")
     if columns.empty():
         raise EvidenceError(display, f"expected DCGM samples, found none. {_HINT}")
     return columns.finish(display, "prometheus")
+
+
+def _arrow_ints(values: Ints) -> Any:
+    """An Arrow int64 array over the numpy array's memory (pa.array() of numpy data would import pandas)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _numpy(array: Any, dtype: Any) -> Any:
+    """The values of an Arrow array without nulls, as numpy over its memory (to_numpy() would import pandas)."""
+    assert array.null_count == 0
+    kind = np.dtype(dtype)
+    return np.frombuffer(array.buffers()[1], dtype=kind, count=len(array), offset=array.offset * kind.itemsize)
 
 
 def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, heads: Heads,
@@ -566,15 +594,17 @@ def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, head
         pieces = pa.Array.from_buffers(pa.binary(), len(offsets) - 1, [None, pa.py_buffer(offsets),
                                                                        pa.py_buffer(chunk)])
         picks = np.arange(0, 6 * len(rows), 6, dtype=np.int64)
-        head_text = pieces.take(pa.array(picks))
-        value_text = pieces.take(pa.array(picks + 2))
-        stamp_text = pieces.take(pa.array(picks + 4))
+        head_text = pieces.take(_arrow_ints(picks))
+        value_text = pieces.take(_arrow_ints(picks + 2))
+        stamp_text = pieces.take(_arrow_ints(picks + 4))
         del pieces, offsets, picks
-        good = pc.and_(pc.match_substring_regex(value_text, _BULK_VALUE),
-                       pc.match_substring_regex(stamp_text, _BULK_STAMP)).to_numpy(zero_copy_only=False)
+        good = _numpy(pc.cast(pc.and_(pc.match_substring_regex(value_text, _BULK_VALUE),
+                                      pc.match_substring_regex(stamp_text, _BULK_STAMP)), pa.uint8()),
+                      np.uint8).view(bool)
         encoded = pc.dictionary_encode(head_text)
         del head_text
-        index = encoded.indices.to_numpy()
+        assert encoded.indices.type == pa.int32()
+        index = _numpy(encoded.indices, np.int32)
         distinct = encoded.dictionary.to_pylist()
         del encoded
         per_head = np.empty((len(distinct), 3), dtype=np.int32)
@@ -593,9 +623,9 @@ def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, head
             else:
                 per_head[i] = found
         bulk_ok = good & known[index]
-        taken = pa.array(bulk_ok)
-        values = pc.cast(pc.filter(value_text, taken), pa.float64()).to_numpy()
-        stamps = pc.cast(pc.filter(stamp_text, taken), pa.int64()).to_numpy()
+        taken = _arrow_ints(np.flatnonzero(bulk_ok))
+        values = _numpy(pc.cast(value_text.take(taken), pa.float64()), np.float64)
+        stamps = _numpy(pc.cast(stamp_text.take(taken), pa.int64()), np.int64)
         del value_text, stamp_text
         chosen = per_head[index[bulk_ok]]
         del index

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -361,3 +363,15 @@ def test_read_chunks_stopped_early_records_a_part(tmp_path: Path) -> None:
     assert digests_read(path, since=mark) == set()
     ((offset, length, _),) = parts_read(path, since=mark)
     assert offset == 0 and 4 <= length <= 14
+
+
+def test_reading_telemetry_imports_no_pandas() -> None:
+    """`evidence parse` of a telemetry file stays light: Arrow is used without its pandas bridge."""
+    probe = ("import sys; from pathlib import Path; from clustercert.parsers.dcgm import parse_dcgm; "
+             f"t = parse_dcgm(Path({str(SHIPPED[0])!r}), 'd', chunk_bytes=65536); t.to_json(); "
+             "print(len(t), 'pandas' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    count, pandas = proc.stdout.split()
+    assert int(count) > 0 and pandas == "False"
