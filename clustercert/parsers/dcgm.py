@@ -171,6 +171,14 @@ class Telemetry:
         np.minimum.at(low, where, values)
         high = np.full(count, -np.inf)
         np.maximum.at(high, where, values)
+        # min() and max() keep the first of equal values, numpy the last: a 0.0 or -0.0 is the series' first zero
+        zeros = np.flatnonzero(self.value == 0)
+        if zeros.size:
+            groups_of_zeros, first_zero = np.unique(inverse[zeros], return_index=True)
+            signed = np.where(np.signbit(self.value[zeros[first_zero]]), -0.0, 0.0)
+            for extreme in (low, high):
+                at_zero = extreme[groups_of_zeros] == 0
+                extreme[groups_of_zeros[at_zero]] = signed[at_zero]
         out: list[dict[str, object]] = []
         for g in range(count):
             a, z, k = int(first[g]), int(last[g]), int(kept[g])
