@@ -18,7 +18,7 @@ import clustercert.parsers.dcgm as dcgm
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.guards import digests_read, parts_read, read_chunks, read_mark
 from clustercert.parsers.dcgm import DcgmSample, Telemetry, parse_dcgm
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 SHIPPED = sorted(ROOT.glob("evidence/*/resilience/dcgm.prom"))
 CHUNKS = (1, 7, 64, 4096, dcgm.CHUNK_BYTES)
@@ -378,3 +378,15 @@ def test_reading_telemetry_imports_no_pandas() -> None:
     assert proc.returncode == 0, proc.stderr
     count, pandas = proc.stdout.split()
     assert int(count) > 0 and pandas == "False"
+
+
+def test_evidence_parse_names_a_bad_table_path(tmp_path: Path) -> None:
+    """As a user runs it: a CLUSTERCERT_TABLE_PATH that is neither path is a usage error (exit 2), named."""
+    path = tmp_path / "t.prom"
+    path.write_text(BASE)
+    proc = run_cli("evidence", "parse", str(path), env={"CLUSTERCERT_TABLE_PATH": "column"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("error: CLUSTERCERT_TABLE_PATH: expected 'columnar' or 'rows', got 'column'. "
+                                   "Unset it (the columnar path) or set it to rows (the per-line path).")
+    proc = run_cli("evidence", "parse", str(path), env={"CLUSTERCERT_TABLE_PATH": "rows"})
+    assert proc.returncode == 0 and "samples: 8" in proc.stdout, proc.stderr
