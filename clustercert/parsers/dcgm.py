@@ -262,6 +262,7 @@ Row = tuple[str, str, str | None, float, int, int]  # metric, gpu, host, value (
 
 _DTYPES = (np.int32, np.int32, np.int32, np.float64, np.int64, np.int64)  # metric, gpu, host, value, time_ms, line
 _BLOCK_ROWS = 1 << 20  # codes are remapped so many rows at a time
+_SHORTEST_SAMPLE = len('M{gpu=""} 0 0\n')
 
 
 class _Columns:
@@ -520,8 +521,10 @@ def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int)
     content = False
     for chunk in chunks:
         if columns is None:
-            # as many samples as the first chunk has per byte, for the whole file, and a margin
-            columns = _Columns(int(size * (chunk.count(b"\n") + 1) / len(chunk) * 1.25) + 1024)
+            # as many samples as the first chunk has lines per byte, for the whole file, and a margin; never
+            # more than the file can hold (a sample line has at least _SHORTEST_SAMPLE bytes)
+            estimate = int(size * (chunk.count(b"\n") + 1) / len(chunk) * 1.25) + 1024
+            columns = _Columns(min(estimate, size // _SHORTEST_SAMPLE + 1))
         content = content or bool(chunk.strip())
         if bulk:
             number = _bulk_chunk(chunk, number, display, columns, heads, codes)
