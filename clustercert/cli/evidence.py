@@ -97,7 +97,7 @@ def _found(pf: ParsedFile) -> str:
     if isinstance(r, RankTimings):
         return f"{r.table.num_rows} rows, {r.ranks} ranks, steps {r.first_step}..{r.last_step}"
     if isinstance(r, Telemetry):
-        return f"{len(r.samples)} samples ({r.source})"
+        return f"{len(r)} samples ({r.source})"
     if isinstance(r, SacctResult):
         return f"{len(r.jobs)} jobs, {sum(len(j.steps) for j in r.jobs)} steps"
     if isinstance(r, EventLog):

@@ -4,7 +4,9 @@ never a blocking open, and bounds on what a file expands to (YAML aliases and de
 What was read is recorded (what is signed is what was judged, issue 14 item 1). Every handle `open_regular`
 yields hashes the bytes it delivers as they come off the descriptor; when the file was read to its end, the
 sha256 of those exact bytes is recorded under the file's resolved path in a per-process, thread-safe registry
-(`read_regular` reads through such a handle, so every parse of a whole file is recorded). A read that stops
+(`read_regular` reads through such a handle, so every parse of a whole file is recorded; so does `read_chunks`,
+which hands a large file over in pieces cut at line ends and records one whole read with the whole file's sha256
+once its last piece was read). A read that stops
 before the end or skips (a one-byte peek, format sniffing, a file's first and last 64 KB) records each stretch
 it read as a part: offset, length and the sha256 of those bytes. Each record carries a sequence number:
 `read_mark()` before a load; at signing `digests_read(path, since=mark)` gives every sha256 the file was read
@@ -27,7 +29,7 @@ import os
 import reprlib
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -50,6 +52,7 @@ __all__ = [
     "forget_reads",
     "open_regular",
     "parts_read",
+    "read_chunks",
     "read_mark",
     "read_regular",
     "record_read",
@@ -297,3 +300,40 @@ def read_regular(path: Path, display: str | None = None, *, limit: int, fix: str
         data = handle.read(min(os.fstat(handle.fileno()).st_size, limit) + 1)
     _check_size(len(data), shown, limit, fix)
     return data
+
+
+def read_chunks(path: Path, display: str | None = None, *, limit: int, chunk_bytes: int,
+                fix: str | None = None) -> Generator[bytes, None, None]:
+    """The bytes of a regular file of at most `limit` bytes, in pieces of about `chunk_bytes` that each end
+    with a line end (b"\\n"), the last with the file's last byte; a line longer than `chunk_bytes` makes its
+    piece longer. The checks and the record are read_regular's: read to its end, the whole file's sha256 is
+    recorded once (a reader that stops early records the part it read). Close the generator when stopping
+    early (`contextlib.closing`), so the file is closed and recorded at once."""
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
+    shown = display or str(path)
+    with open_regular(path, shown, limit=limit, fix=fix) as handle:
+        carried: list[bytes] = []  # the start of a line that did not end in the pieces read so far
+        total = 0
+        while True:
+            block = handle.read(chunk_bytes)
+            if not block:
+                break
+            total += len(block)
+            _check_size(total, shown, limit, fix)  # a file that grows past the bound while read is refused
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                carried.append(block)
+                continue
+            piece = block if cut == len(block) else block[:cut]
+            if carried:
+                carried.append(piece)
+                piece = b"".join(carried)
+                carried = []
+            if cut < len(block):
+                carried.append(block[cut:])
+            del block
+            yield piece
+            del piece
+        if carried:
+            yield b"".join(carried)

@@ -8,21 +8,44 @@ must add it.
 dmon prints no time: sample k of a GPU (k = 0, 1, ...) is at `start_time + k * interval_s`, both given by the
 caller
 (`dcgmi dmon -d` is in milliseconds; its default of 1000 ms is interval_s = 1.0).
+
+A day of 1 Hz telemetry on 512 GPUs is 44 million samples per metric, so the result is columns, not one object
+per sample: `Telemetry` holds metric, gpu and host dictionary-encoded (sorted distinct strings + int32 codes),
+value (float64, NaN where not finite or N/A), time_ms and line (int64). The file is read in chunks cut at line
+ends (`clustercert.evidence.guards.read_chunks`, which records one whole read with the file's sha256), so what
+is resident is the columns and one chunk, never the file's text.
+
+Two ways through a Prometheus file, chosen by the environment variable `CLUSTERCERT_TABLE_PATH`:
+- `columnar` (the default, also when unset): the regular lines, `HEAD VALUE TIMESTAMP` in printable ASCII with
+  single spaces, a value matching `-?[0-9]+(\\.[0-9]+)?` and a timestamp of 1 to 15 digits, are split and
+  converted in bulk (numpy finds the line ends and spaces, Arrow dictionary-encodes the heads and casts the
+  numbers); each distinct head is read once by `_series_head`. Every other line (comments and blanks aside:
+  tabs, doubled or trailing spaces, CR and other line breaks, non-ASCII, NaN/Inf, exponents, a head that does
+  not parse or lacks the gpu label) is read by the per-line code, so results and errors are the per-line ones.
+- `rows`: every line is read by the per-line code (the small-table path the equivalence tests compare against).
+Both give the same Telemetry, column for column, and the same first error.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from clustercert.errors import EvidenceError
+import numpy as np
+import numpy.typing as npt
+
+from clustercert.errors import EvidenceError, UsageError
+from clustercert.evidence.guards import read_chunks
 from clustercert.parsers.common import DEFAULT_LIMIT, to_float
-from clustercert.parsers.training import read_text_lines
 
-__all__ = ["DcgmSample", "Telemetry", "parse_dcgm"]
+__all__ = ["CHUNK_BYTES", "TABLE_PATH_VARIABLE", "DcgmSample", "Telemetry", "parse_dcgm", "table_path"]
 
 FORMAT = "dcgm"
 _HINT = "Export DCGM telemetry as documented in clustercert/parsers/dcgm.py."
@@ -31,6 +54,29 @@ _HINT = "Export DCGM telemetry as documented in clustercert/parsers/dcgm.py."
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _LABEL = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*,?')
 _HEAD_LIMIT = 20
+# What is read at a time: the columns take 36 bytes per sample; a chunk costs about 16x its size while cut up
+CHUNK_BYTES = 8 * 1024**2
+TABLE_PATH_VARIABLE = "CLUSTERCERT_TABLE_PATH"
+_TABLE_PATHS = ("columnar", "rows")
+# the numbers taken in bulk: exactly what float() reads the same way as Arrow's correctly rounded cast, and
+# timestamps short enough that int(float(text)) == int(text)
+_BULK_VALUE = r"^-?[0-9]{1,40}(\.[0-9]{1,40})?$"
+_BULK_STAMP = r"^[0-9]{1,15}$"
+# 9999-12-31T23:59:59.999Z: a later stamp is not milliseconds (nor fits a datetime)
+_LAST_MS = 253_402_300_799_999
+
+Codes = npt.NDArray[np.int32]
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+
+
+def table_path() -> str:
+    """`columnar` or `rows`, from CLUSTERCERT_TABLE_PATH (unset: columnar)."""
+    value = os.environ.get(TABLE_PATH_VARIABLE, "").strip() or "columnar"
+    if value not in _TABLE_PATHS:
+        raise UsageError(f"{TABLE_PATH_VARIABLE}: expected 'columnar' or 'rows', got {value[:40]!r}. "
+                         f"Unset it (the columnar path) or set it to rows (the per-line path).")
+    return value
 
 
 @dataclass(frozen=True)
@@ -45,55 +91,246 @@ class DcgmSample:
     line: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Telemetry:
-    """Every sample of one telemetry file."""
+    """Every sample of one telemetry file, as columns in file order.
+
+    metric, gpu, host: int32 codes into the sorted distinct strings `metrics`, `gpus`, `hosts` (host -1: the
+    line has no Hostname label); value: float64, NaN where the file's value was not finite or N/A; time_ms
+    (ms since the epoch, UTC) and line (1-based) int64."""
 
     file: str
     source: str  # "prometheus" or "dmon"
-    samples: list[DcgmSample]
+    metrics: tuple[str, ...]
+    gpus: tuple[str, ...]
+    hosts: tuple[str, ...]
+    metric: Codes
+    gpu: Codes
+    host: Codes
+    value: Floats
+    time_ms: Ints
+    line: Ints
+
+    def __len__(self) -> int:
+        return int(self.line.shape[0])
+
+    @property
+    def rows(self) -> int:
+        """How many samples."""
+        return len(self)
+
+    @classmethod
+    def from_samples(cls, file: str, source: str, samples: Iterable[DcgmSample]) -> Telemetry:
+        """The columns of `samples` (small inputs: dmon files and tests)."""
+        columns = _Columns()
+        columns.add_rows([(s.metric, s.gpu, s.host, math.nan if s.value is None else s.value, s.time_ms, s.line)
+                          for s in samples])
+        return columns.finish(file, source)
+
+    def sample(self, index: int) -> DcgmSample:
+        """Row `index` as one object (for a few rows: the head, a finding)."""
+        host = int(self.host[index])
+        value = float(self.value[index])
+        return DcgmSample(self.metrics[int(self.metric[index])], self.gpus[int(self.gpu[index])],
+                          None if host < 0 else self.hosts[host], None if math.isnan(value) else value,
+                          int(self.time_ms[index]), int(self.line[index]))
+
+    def metric_names(self) -> list[str]:
+        """The distinct metrics, sorted."""
+        return [self.metrics[i] for i in np.flatnonzero(np.bincount(self.metric, minlength=len(self.metrics)))]
+
+    def gpu_count(self) -> int:
+        """How many distinct (host, gpu) pairs."""
+        key = (self.host.astype(np.int64) + 1) * max(len(self.gpus), 1) + self.gpu
+        return len(_distinct(key, (len(self.hosts) + 1) * max(len(self.gpus), 1))[0])
+
+    def host_first_lines(self) -> list[tuple[str, int]]:
+        """Each host named by a Hostname label, with its first line, in the order of first appearance."""
+        named = np.flatnonzero(self.host >= 0)
+        if not named.size:
+            return []
+        groups, first, _ = _first_rows(self.host[named].astype(np.int64), len(self.hosts))
+        return [(self.hosts[int(g)], int(self.line[named[i]])) for g, i in zip(groups, first, strict=True)]
+
+    def series(self) -> list[dict[str, object]]:
+        """Per (metric, gpu, host) in the order of first appearance: count, first and last time and line, and
+        min, max and mean of the finite values (the mean a left-to-right sum over the file, like sum())."""
+        n_gpu, n_host = max(len(self.gpus), 1), len(self.hosts) + 1
+        bound = max(len(self.metrics), 1) * n_gpu * n_host
+        key = (self.metric.astype(np.int64) * n_gpu + self.gpu) * n_host + (self.host + 1)
+        groups, first, last = _first_rows(key, bound)
+        inverse = _group_numbers(key, groups, bound)
+        count = len(groups)
+        rows = np.bincount(inverse, minlength=count)
+        finite = ~np.isnan(self.value)
+        where, values = inverse[finite], self.value[finite]
+        kept = np.bincount(where, minlength=count)
+        total = np.zeros(count)
+        np.add.at(total, where, values)  # in file order, one addition at a time: sum()'s rounding
+        low = np.full(count, np.inf)
+        np.minimum.at(low, where, values)
+        high = np.full(count, -np.inf)
+        np.maximum.at(high, where, values)
+        # min() and max() keep the first of equal values, numpy the last: a 0.0 or -0.0 is the series' first zero
+        zeros = np.flatnonzero(self.value == 0)
+        if zeros.size:
+            groups_of_zeros, first_zero = np.unique(inverse[zeros], return_index=True)
+            signed = np.where(np.signbit(self.value[zeros[first_zero]]), -0.0, 0.0)
+            for extreme in (low, high):
+                at_zero = extreme[groups_of_zeros] == 0
+                extreme[groups_of_zeros[at_zero]] = signed[at_zero]
+        out: list[dict[str, object]] = []
+        for g in range(count):
+            a, z, k = int(first[g]), int(last[g]), int(kept[g])
+            host = int(self.host[a])
+            out.append({
+                "metric": self.metrics[int(self.metric[a])],
+                "gpu": self.gpus[int(self.gpu[a])],
+                "host": None if host < 0 else self.hosts[host],
+                "count": int(rows[g]),
+                "first_ms": int(self.time_ms[a]),
+                "last_ms": int(self.time_ms[z]),
+                "line": int(self.line[a]),
+                "last_line": int(self.line[z]),
+                "min": float(low[g]) if k else None,
+                "max": float(high[g]) if k else None,
+                "mean": float(total[g]) / k if k else None,
+            })
+        return out
+
+    def head(self, count: int = _HEAD_LIMIT) -> list[DcgmSample]:
+        """The first `count` samples."""
+        return [self.sample(i) for i in range(min(count, len(self)))]
 
     def to_json(self) -> dict[str, object]:
-        series: dict[tuple[str, str, str | None], list[DcgmSample]] = {}
-        for sample in self.samples:
-            series.setdefault((sample.metric, sample.gpu, sample.host), []).append(sample)
-        summary = []
-        for (metric, gpu, host), items in series.items():
-            values = [s.value for s in items if s.value is not None]
-            summary.append(
-                {
-                    "metric": metric,
-                    "gpu": gpu,
-                    "host": host,
-                    "count": len(items),
-                    "first_ms": items[0].time_ms,
-                    "last_ms": items[-1].time_ms,
-                    "line": items[0].line,
-                    "last_line": items[-1].line,
-                    "min": min(values) if values else None,
-                    "max": max(values) if values else None,
-                    "mean": sum(values) / len(values) if values else None,
-                }
-            )
         head = [
-            {
-                "metric": s.metric,
-                "gpu": s.gpu,
-                "host": s.host,
-                "value": s.value,
-                "time_ms": s.time_ms,
-                "line": s.line,
-            }
-            for s in self.samples[:_HEAD_LIMIT]
+            {"metric": s.metric, "gpu": s.gpu, "host": s.host, "value": s.value, "time_ms": s.time_ms,
+             "line": s.line}
+            for s in self.head()
         ]
         return {
             "format": FORMAT,
             "file": self.file,
             "source": self.source,
-            "samples": len(self.samples),
-            "series": summary,
+            "samples": len(self),
+            "series": self.series(),
             "head": head,
         }
+
+
+# a dense table of one slot per possible key up to this many slots; beyond, the keys are sorted
+_DENSE_KEYS = 1 << 24
+
+
+def _distinct(key: Ints, bound: int) -> tuple[Ints, Ints]:
+    """The distinct keys (each in 0..bound-1), sorted, and the row each first appears at."""
+    n = len(key)
+    if bound > _DENSE_KEYS:
+        found, at = np.unique(key, return_index=True)
+        return found.astype(np.int64), at.astype(np.int64)
+    wanted = int(np.count_nonzero(np.bincount(key, minlength=bound)))
+    # the first appearances lie in a prefix (a file cycles through its series): look at a growing prefix
+    size = min(n, max(1024, 4 * wanted))
+    while True:
+        found, at = np.unique(key[:size], return_index=True)
+        if len(found) == wanted or size == n:
+            return found.astype(np.int64), at.astype(np.int64)
+        size = min(n, 4 * size)
+
+
+def _first_rows(key: Ints, bound: int) -> tuple[Ints, Ints, Ints]:
+    """The distinct keys in the order of first appearance, the row each first appears at, and the row each last
+    appears at."""
+    found, first = _distinct(key, bound)
+    _, from_end = _distinct(key[::-1], bound)  # the same keys, sorted alike
+    order = np.argsort(first, kind="stable")
+    return found[order], first[order], (len(key) - 1 - from_end)[order]
+
+
+def _group_numbers(key: Ints, groups: Ints, bound: int) -> Ints:
+    """Each row's position in `groups` (the distinct keys, each in 0..bound-1)."""
+    if bound <= _DENSE_KEYS:
+        number_of = np.zeros(bound, dtype=np.int64)
+        number_of[groups] = np.arange(len(groups))
+        return number_of[key]
+    ordered = np.argsort(groups)
+    return ordered[np.searchsorted(groups[ordered], key)].astype(np.int64)
+
+
+Row = tuple[str, str, str | None, float, int, int]  # metric, gpu, host, value (NaN: none), time_ms, line
+
+
+_DTYPES = (np.int32, np.int32, np.int32, np.float64, np.int64, np.int64)  # metric, gpu, host, value, time_ms, line
+_BLOCK_ROWS = 1 << 20  # codes are remapped so many rows at a time
+_SHORTEST_SAMPLE = len('M{gpu=""} 0 0\n')
+
+
+class _Columns:
+    """The columns as they are read, written in place into arrays reserved for the whole file (pages never
+    written are never resident, so a generous reservation costs nothing), grown only when a file holds more
+    samples than reserved; the dictionaries are shared by every chunk."""
+
+    def __init__(self, reserve: int = 0) -> None:
+        self.codes: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
+        self.arrays: list[Any] = [np.empty(reserve, dtype=dtype) for dtype in _DTYPES]
+        self.filled = 0
+
+    def code(self, which: int, text: str | None) -> int:
+        if text is None:
+            return -1
+        table = self.codes[which]
+        found = table.get(text)
+        if found is None:
+            found = table[text] = len(table)
+        return found
+
+    def encode(self, rows: list[Row]) -> list[Any]:
+        code = self.code
+        return [np.array([code(0, r[0]) for r in rows], dtype=np.int32),
+                np.array([code(1, r[1]) for r in rows], dtype=np.int32),
+                np.array([code(2, r[2]) for r in rows], dtype=np.int32),
+                np.array([r[3] for r in rows], dtype=np.float64),
+                np.array([r[4] for r in rows], dtype=np.int64),
+                np.array([r[5] for r in rows], dtype=np.int64)]
+
+    def add_rows(self, rows: list[Row]) -> None:
+        if rows:
+            self.add(self.encode(rows))
+
+    def add(self, part: list[Any]) -> None:
+        count = len(part[5])
+        end = self.filled + count
+        if end > len(self.arrays[5]):  # more than reserved: grow by half again (a copy, once in a while)
+            size = max(end, len(self.arrays[5]) * 3 // 2, 1024)
+            for index, dtype in enumerate(_DTYPES):
+                grown = np.empty(size, dtype=dtype)
+                grown[:self.filled] = self.arrays[index][:self.filled]
+                self.arrays[index] = grown
+        for index in range(len(_DTYPES)):
+            self.arrays[index][self.filled:end] = part[index]
+        self.filled = end
+
+    def empty(self) -> bool:
+        return self.filled == 0
+
+    def finish(self, file: str, source: str) -> Telemetry:
+        """The Telemetry, its dictionaries sorted (the same whichever order the strings were met in), its
+        columns the reserved arrays themselves (the codes renumbered in place)."""
+        names: list[tuple[str, ...]] = []
+        columns: list[Any] = [array[:self.filled] for array in self.arrays]
+        for index, table in enumerate(self.codes):
+            ordered = sorted(table)
+            remap = np.empty(len(table) + 1, dtype=np.int32)  # slot -1 (the last) keeps a missing host at -1
+            remap[-1] = -1
+            for new, text in enumerate(ordered):
+                remap[table[text]] = new
+            names.append(tuple(ordered))
+            column = columns[index]
+            for at in range(0, self.filled, _BLOCK_ROWS):
+                block = column[at:at + _BLOCK_ROWS]
+                block[:] = remap[block]
+        self.arrays = []
+        return Telemetry(file, source, names[0], names[1], names[2], *columns)
 
 
 def parse_dcgm(
@@ -103,16 +340,54 @@ def parse_dcgm(
     start_time: datetime | None = None,
     interval_s: float = 1.0,
     limit: int = DEFAULT_LIMIT,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> Telemetry:
-    """Every telemetry sample of the file; `start_time` (with offset) is required for `dcgmi dmon` output."""
-    lines = read_text_lines(path, display, limit=limit)
-    for raw in lines:
+    """Every telemetry sample of the file; `start_time` (with offset) is required for `dcgmi dmon` output.
+
+    The file is read `chunk_bytes` at a time (cut at line ends); CLUSTERCERT_TABLE_PATH picks the path."""
+    path_kind = table_path()
+    with closing(read_chunks(path, display, limit=limit, chunk_bytes=chunk_bytes)) as chunks:
+        # the first 64 KiB decide, as read_text_lines() did: NUL bytes there are binary; the first line that is
+        # not blank or a comment (or a '#Entity' header) tells Prometheus text from dmon
+        ahead: list[bytes] = []
+        seen = 0
+        kind: str | None = None
+        for chunk in chunks:
+            ahead.append(chunk)
+            seen += len(chunk)
+            kind = kind or _kind(chunk)
+            if kind is not None and seen >= 65536:
+                break
+        head = b"".join(ahead)[:65536]
+        if b"\x00" in head:
+            raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
+        if kind == "dmon":
+            data = b"".join([*ahead, *chunks])
+            del ahead
+            if not data.strip():
+                raise EvidenceError(display, "expected log text, got an empty file")
+            lines = data.decode("utf-8", errors="replace").splitlines()
+            del data
+            return _dmon(lines, display, start_time, interval_s)
+        return _prometheus(_chained(ahead, chunks), display, bulk=path_kind == "columnar",
+                           size=os.stat(path).st_size)
+
+
+def _chained(ahead: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
+    while ahead:
+        yield ahead.pop(0)
+    yield from rest
+
+
+def _kind(chunk: bytes) -> str | None:
+    """"dmon" or "prometheus" when a line of `chunk` decides, else None (blank lines and comments only)."""
+    for raw in chunk.decode("utf-8", errors="replace").splitlines():
         text = raw.strip()
         if text.startswith("#Entity") or text.startswith("# Entity"):
-            return _dmon(lines, display, start_time, interval_s)
+            return "dmon"
         if text and not text.startswith("#"):
-            break
-    return _prometheus(lines, display)
+            return "prometheus"
+    return None
 
 
 def _prometheus_line(text: str) -> tuple[str, dict[str, str], str, str | None] | None:
@@ -162,77 +437,243 @@ def _series_head(head: str) -> tuple[str, dict[str, str]] | None:
 _HEADS_KEPT = 1 << 16
 _HEAD_CHARS_KEPT = 1024
 
+Heads = dict[str, tuple[str, dict[str, str]] | None]
 
-def _prometheus(lines: list[str], display: str) -> Telemetry:
-    samples: list[DcgmSample] = []
-    # A line is `HEAD VALUE TIMESTAMP`, and a file repeats each series' HEAD (`METRIC{labels}`) at every sample:
-    # each distinct HEAD is read once; a line of another shape is read whole by _prometheus_line()
-    heads: dict[str, tuple[str, dict[str, str]] | None] = {}
-    new = object.__new__
-    for number, raw in enumerate(lines, start=1):
-        text = raw.strip()
-        if not text or text.startswith("#"):
-            continue
-        split = text.rsplit(None, 2)
-        known = None
-        if len(split) == 3:
-            head = split[0]
-            if head in heads:
-                known = heads[head]
-            else:
-                known = _series_head(head)
-                if len(heads) < _HEADS_KEPT and len(head) <= _HEAD_CHARS_KEPT:
-                    heads[head] = known
-        if known is not None:
-            parts: tuple[str, dict[str, str], str, str | None] | None = (*known, split[1], split[2])
+
+def _line_row(raw: str, number: int, display: str, heads: Heads) -> Row | None:
+    """The sample on one line (None for a blank line or a comment), or the line's located EvidenceError.
+
+    A line is `HEAD VALUE TIMESTAMP`, and a file repeats each series' HEAD (`METRIC{labels}`) at every sample:
+    each distinct HEAD is read once; a line of another shape is read whole by _prometheus_line()."""
+    text = raw.strip()
+    if not text or text.startswith("#"):
+        return None
+    split = text.rsplit(None, 2)
+    known = None
+    if len(split) == 3:
+        head = split[0]
+        if head in heads:
+            known = heads[head]
         else:
-            parts = _prometheus_line(text)
-        if parts is None:
-            raise EvidenceError(
-                display,
-                f"expected 'METRIC{{labels}} VALUE TIMESTAMP', got {text[:60]!r}. {_HINT}",
-                line=number,
-            )
-        metric, labels, value_text, ts_text = parts
-        if ts_text is None:
-            raise EvidenceError(
-                display,
-                f"expected a timestamp in milliseconds after the value, got none. {_HINT}",
-                line=number,
-                field="timestamp",
-            )
-        try:  # to_float(), whose strip() float() does itself
-            value = float(value_text)
-        except ValueError:
-            value = to_float(value_text, file=display, line=number, field=metric, hint=_HINT, allow_nan=True)
-        try:
-            stamp = float(ts_text)
-        except ValueError:
-            stamp = to_float(ts_text, file=display, line=number, field="timestamp", hint=_HINT)
-        if not math.isfinite(stamp):
-            stamp = to_float(ts_text, file=display, line=number, field="timestamp", hint=_HINT)
-        if not stamp.is_integer() or stamp < 0:
-            raise EvidenceError(
-                display,
-                f"expected a timestamp in whole milliseconds, got {ts_text[:30]!r}. {_HINT}",
-                line=number,
-                field="timestamp",
-            )
-        gpu = labels.get("gpu")
-        if gpu is None:
-            raise EvidenceError(
-                display,
-                f"expected a 'gpu' label, got {', '.join(labels)[:60] or 'none'}. {_HINT}",
-                line=number,
-                field="gpu",
-            )
-        sample = new(DcgmSample)  # DcgmSample(...) without the frozen dataclass's per-field __init__
-        sample.__dict__.update(metric=metric, gpu=gpu, host=labels.get("Hostname"),
-                               value=value if math.isfinite(value) else None, time_ms=int(stamp), line=number)
-        samples.append(sample)
-    if not samples:
+            known = _series_head(head)
+            if len(heads) < _HEADS_KEPT and len(head) <= _HEAD_CHARS_KEPT:
+                heads[head] = known
+    if known is not None:
+        parts: tuple[str, dict[str, str], str, str | None] | None = (*known, split[1], split[2])
+    else:
+        parts = _prometheus_line(text)
+    if parts is None:
+        raise EvidenceError(
+            display,
+            f"expected 'METRIC{{labels}} VALUE TIMESTAMP', got {text[:60]!r}. {_HINT}",
+            line=number,
+        )
+    metric, labels, value_text, ts_text = parts
+    if ts_text is None:
+        raise EvidenceError(
+            display,
+            f"expected a timestamp in milliseconds after the value, got none. {_HINT}",
+            line=number,
+            field="timestamp",
+        )
+    try:  # to_float(), whose strip() float() does itself
+        value = float(value_text)
+    except ValueError:
+        value = to_float(value_text, file=display, line=number, field=metric, hint=_HINT, allow_nan=True)
+    try:
+        stamp = float(ts_text)
+    except ValueError:
+        stamp = to_float(ts_text, file=display, line=number, field="timestamp", hint=_HINT)
+    if not math.isfinite(stamp):
+        stamp = to_float(ts_text, file=display, line=number, field="timestamp", hint=_HINT)
+    if not stamp.is_integer() or stamp < 0:
+        raise EvidenceError(
+            display,
+            f"expected a timestamp in whole milliseconds, got {ts_text[:30]!r}. {_HINT}",
+            line=number,
+            field="timestamp",
+        )
+    if stamp > _LAST_MS:
+        raise EvidenceError(
+            display,
+            f"expected a timestamp in milliseconds since 1970 before the year 10000, got {ts_text[:30]!r}. {_HINT}",
+            line=number,
+            field="timestamp",
+        )
+    gpu = labels.get("gpu")
+    if gpu is None:
+        raise EvidenceError(
+            display,
+            f"expected a 'gpu' label, got {', '.join(labels)[:60] or 'none'}. {_HINT}",
+            line=number,
+            field="gpu",
+        )
+    return (metric, gpu, labels.get("Hostname"), value if math.isfinite(value) else math.nan, int(stamp),
+            number)
+
+
+def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int) -> Telemetry:
+    columns: _Columns | None = None
+    heads: Heads = {}
+    # per distinct head (bytes) met by the bulk reader: its (metric, gpu, host) codes, or None (read per line)
+    codes: dict[bytes, tuple[int, int, int] | None] = {}
+    number = 1  # the number of the next line
+    content = False
+    for chunk in chunks:
+        if columns is None:
+            # as many samples as the first chunk has lines per byte, for the whole file, and a margin; never
+            # more than the file can hold (a sample line has at least _SHORTEST_SAMPLE bytes)
+            estimate = int(size * (chunk.count(b"\n") + 1) / len(chunk) * 1.25) + 1024
+            columns = _Columns(min(estimate, size // _SHORTEST_SAMPLE + 1))
+        content = content or bool(chunk.strip())
+        if bulk:
+            number = _bulk_chunk(chunk, number, display, columns, heads, codes)
+        else:
+            rows: list[Row] = []
+            for raw in chunk.decode("utf-8", errors="replace").splitlines():
+                row = _line_row(raw, number, display, heads)
+                if row is not None:
+                    rows.append(row)
+                number += 1
+            columns.add_rows(rows)
+    if not content or columns is None:
+        raise EvidenceError(display, "expected log text, got an empty file")
+    if columns.empty():
         raise EvidenceError(display, f"expected DCGM samples, found none. {_HINT}")
-    return Telemetry(file=display, source="prometheus", samples=samples)
+    return columns.finish(display, "prometheus")
+
+
+def _arrow_ints(values: Ints) -> Any:
+    """An Arrow int64 array over the numpy array's memory (pa.array() of numpy data would import pandas)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _numpy(array: Any, dtype: Any) -> Any:
+    """The values of an Arrow array without nulls, as numpy over its memory (to_numpy() would import pandas)."""
+    assert array.null_count == 0
+    kind = np.dtype(dtype)
+    return np.frombuffer(array.buffers()[1], dtype=kind, count=len(array), offset=array.offset * kind.itemsize)
+
+
+def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, heads: Heads,
+                codes: dict[bytes, tuple[int, int, int] | None]) -> int:
+    """Read one chunk (whole lines) whose first line is line `number`: the regular lines in bulk, every other
+    line by _line_row(); returns the number of the line after the chunk."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    size = len(data)
+    ends = np.flatnonzero(data == 10)
+    if not chunk.endswith(b"\n"):
+        ends = np.append(ends, size)
+    starts = np.empty_like(ends)
+    starts[:1] = 0
+    starts[1:] = ends[:-1] + 1
+    count = len(ends)
+    lengths = ends - starts
+    # a line with a byte outside printable ASCII (tab, CR, other line breaks, UTF-8) is read per line
+    odd = np.flatnonzero(np.subtract(data, 32, dtype=np.uint8) > 94)
+    odd = odd[data[odd] != 10]
+    irregular = np.zeros(count, dtype=bool)
+    irregular[np.searchsorted(ends, odd)] = True
+    del odd
+    filled = lengths > 0
+    first_byte = np.where(filled, data[np.minimum(starts, size - 1)], 0)
+    last_byte = np.where(filled, data[np.maximum(ends - 1, 0)], 0)
+    comment = filled & ~irregular & (first_byte == ord("#"))
+    candidate = filled & ~irregular & ~comment & (first_byte != 32) & (last_byte != 32)
+    # the last two spaces of each line: HEAD s1 VALUE s2 TIMESTAMP
+    spaces = np.flatnonzero(data == 32)
+    last = np.searchsorted(spaces, ends) - 1
+    s2 = spaces[np.maximum(last, 0)] if len(spaces) else np.zeros(count, dtype=np.int64)
+    s1 = spaces[np.maximum(last - 1, 0)] if len(spaces) else np.zeros(count, dtype=np.int64)
+    candidate &= (last >= 1) & (s2 > starts) & (s1 > starts) & (s2 - s1 >= 2) & (ends - s2 >= 2)
+    candidate &= data[np.maximum(s1 - 1, 0)] != 32
+    del spaces, last, first_byte, last_byte
+    rows = np.flatnonzero(candidate)
+    bulk_ok = np.zeros(len(rows), dtype=bool)
+    if len(rows):
+        bounds = np.empty((len(rows), 6), dtype=np.int64)
+        bounds[:, 0], bounds[:, 1], bounds[:, 2] = starts[rows], s1[rows], s1[rows] + 1
+        bounds[:, 3], bounds[:, 4], bounds[:, 5] = s2[rows], s2[rows] + 1, ends[rows]
+        offsets = np.append(bounds.ravel(), size).astype(np.int32)
+        del bounds
+        pieces = pa.Array.from_buffers(pa.binary(), len(offsets) - 1, [None, pa.py_buffer(offsets),
+                                                                       pa.py_buffer(chunk)])
+        picks = np.arange(0, 6 * len(rows), 6, dtype=np.int64)
+        head_text = pieces.take(_arrow_ints(picks))
+        value_text = pieces.take(_arrow_ints(picks + 2))
+        stamp_text = pieces.take(_arrow_ints(picks + 4))
+        del pieces, offsets, picks
+        good = _numpy(pc.cast(pc.and_(pc.match_substring_regex(value_text, _BULK_VALUE),
+                                      pc.match_substring_regex(stamp_text, _BULK_STAMP)), pa.uint8()),
+                      np.uint8).view(bool)
+        encoded = pc.dictionary_encode(head_text)
+        del head_text
+        assert encoded.indices.type == pa.int32()
+        index = _numpy(encoded.indices, np.int32)
+        distinct = encoded.dictionary.to_pylist()
+        del encoded
+        per_head = np.empty((len(distinct), 3), dtype=np.int32)
+        known = np.ones(len(distinct), dtype=bool)
+        for i, head in enumerate(distinct):
+            found = codes.get(head, False)
+            if found is False:
+                parsed = _series_head(head.decode("ascii"))
+                gpu = None if parsed is None else parsed[1].get("gpu")
+                found = None if parsed is None or gpu is None else (
+                    columns.code(0, parsed[0]), columns.code(1, gpu), columns.code(2, parsed[1].get("Hostname")))
+                if len(codes) < _HEADS_KEPT and len(head) <= _HEAD_CHARS_KEPT:
+                    codes[head] = found
+            if found is None:
+                known[i] = False
+            else:
+                per_head[i] = found
+        bulk_ok = good & known[index]
+        taken = _arrow_ints(np.flatnonzero(bulk_ok))
+        values = _numpy(pc.cast(value_text.take(taken), pa.float64()), np.float64)
+        stamps = _numpy(pc.cast(stamp_text.take(taken), pa.int64()), np.int64)
+        del value_text, stamp_text
+        chosen = per_head[index[bulk_ok]]
+        del index
+    handled = np.zeros(count, dtype=bool)
+    handled[rows[bulk_ok]] = True
+    handled |= ~filled | comment
+    # every other line, in file order, by the per-line code; a physical line may hold several lines as
+    # splitlines() counts them (a lone CR, a form feed, U+2028)
+    shift = np.zeros(count + 1, dtype=np.int64)
+    slow_rows: list[Row] = []
+    extra = 0
+    for i in np.flatnonzero(~handled).tolist():
+        text = (chunk[starts[i]:ends[i]] + b"\n").decode("utf-8", errors="replace")
+        pieces_of_line = text.splitlines()
+        at = number + i + extra
+        for offset, raw in enumerate(pieces_of_line):
+            row = _line_row(raw, at + offset, display, heads)
+            if row is not None:
+                slow_rows.append(row)
+        if len(pieces_of_line) != 1:
+            shift[i + 1] += len(pieces_of_line) - 1
+            extra += len(pieces_of_line) - 1
+    if len(rows):
+        fast = rows[bulk_ok]
+        lines = number + fast
+        if extra:
+            lines = lines + np.cumsum(shift)[fast]
+        part = [chosen[:, 0].copy(), chosen[:, 1].copy(), chosen[:, 2].copy(), values, stamps,
+                lines.astype(np.int64)]
+        if slow_rows:
+            slow = columns.encode(slow_rows)
+            order = np.argsort(np.concatenate([part[5], slow[5]]), kind="stable")
+            part = [np.concatenate([a, b])[order] for a, b in zip(part, slow, strict=True)]
+        columns.add(part)
+    else:
+        columns.add_rows(slow_rows)
+    return number + count + extra
 
 
 def _dmon(lines: list[str], display: str, start_time: datetime | None, interval_s: float) -> Telemetry:
@@ -249,7 +690,8 @@ def _dmon(lines: list[str], display: str, start_time: datetime | None, interval_
         )
     fields: list[str] = []
     seen: dict[str, int] = {}
-    samples: list[DcgmSample] = []
+    columns = _Columns()
+    samples: list[Row] = []
     for number, raw in enumerate(lines, start=1):
         tokens = raw.split()
         if not tokens:
@@ -281,9 +723,10 @@ def _dmon(lines: list[str], display: str, start_time: datetime | None, interval_
         time_ms = round(moment.timestamp() * 1000)
         for name, text in zip(fields, tokens[2:], strict=True):
             value = (
-                None if text == "N/A" else to_float(text, file=display, line=number, field=name, hint=_HINT)
+                math.nan if text == "N/A" else to_float(text, file=display, line=number, field=name, hint=_HINT)
             )
-            samples.append(DcgmSample(name, tokens[1], None, value, time_ms, number))
+            samples.append((name, tokens[1], None, value, time_ms, number))
     if not samples:
         raise EvidenceError(display, f"expected dcgmi dmon rows, found none. {_HINT}")
-    return Telemetry(file=display, source="dmon", samples=samples)
+    columns.add_rows(samples)
+    return columns.finish(display, "dmon")

@@ -774,7 +774,6 @@ def judge_resilience(
     section["stragglers"] = rows
     section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
                           "by": e.by.value} for e in events]
-    section["telemetry"] = [{"file": t.file, "samples": len(t.samples),
-                             "gpus": len({(s.host, s.gpu) for s in t.samples}),
-                             "metrics": sorted({s.metric for s in t.samples})} for t in telemetry]
+    section["telemetry"] = [{"file": t.file, "samples": len(t), "gpus": t.gpu_count(),
+                             "metrics": t.metric_names()} for t in telemetry]
     return PhaseResult(checks=checks, section=section)

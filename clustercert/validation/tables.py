@@ -278,24 +278,34 @@ def rank_timings_table(parsed: ParsedFile, gpus_per_node: int | None, span: tupl
 
 
 def telemetry_table(parsed: ParsedFile, span: tuple[float, float] | None) -> TableInput:
-    """telemetry: one row per sample (long form: metric, gpu, value, time), validated in batches."""
+    """telemetry: one row per sample (long form: metric, gpu, value, time), validated in batches, each batch
+    built from the columns when it is validated (strings taken by code, NaN as null): what is resident is one
+    batch, never the whole table as strings."""
     result = parsed.result
     assert isinstance(result, Telemetry)
-    samples = result.samples
-    table = pa.table(
-        {
-            "metric": pa.array([s.metric for s in samples], pa.string()),
-            "gpu": pa.array([s.gpu for s in samples], pa.string()),
-            "value": pa.array([s.value for s in samples], pa.float64()),
-            "time_s": pa.array([s.time_ms / 1000.0 for s in samples], pa.float64()),
-            "_line": pa.array([s.line for s in samples], pa.int64()),
-        }
-    )
     parameters: dict[str, Any] = {}
     if span is not None:
         parameters["span_start_s"], parameters["span_end_s"] = span
-    return TableInput("telemetry", "telemetry", parsed.run, parsed.display, table.num_rows,
-                      _arrow_batches(table, table.column_names), parameters, batched=True)
+    return TableInput("telemetry", "telemetry", parsed.run, parsed.display, len(result), _telemetry_batches(result),
+                      parameters, batched=True)
+
+
+def _telemetry_batches(result: Telemetry) -> Callable[[], Iterator[pd.DataFrame]]:
+    def batches() -> Iterator[pd.DataFrame]:
+        metrics, gpus = pa.array(result.metrics, pa.string()), pa.array(result.gpus, pa.string())
+        for at in range(0, len(result), BATCH_ROWS):
+            end = at + BATCH_ROWS
+            yield pa.table(
+                {
+                    "metric": metrics.take(pa.array(result.metric[at:end])),
+                    "gpu": gpus.take(pa.array(result.gpu[at:end])),
+                    "value": pa.array(result.value[at:end], pa.float64(), from_pandas=True),
+                    "time_s": pa.array(result.time_ms[at:end] / 1000.0, pa.float64()),
+                    "_line": pa.array(result.line[at:end], pa.int64()),
+                }
+            ).to_pandas()
+
+    return batches
 
 
 def _epoch(text: str | None) -> float | None:
@@ -592,9 +602,8 @@ def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
                         first = None if node in known else pc.index(column, node).as_py() + 1
                         add(run.id, "rank-timings", str(node), pf.display, first)
             elif isinstance(result, Telemetry):
-                for sample in result.samples:
-                    if sample.host is not None:
-                        add(run.id, "telemetry", sample.host, pf.display, sample.line)
+                for host, line in result.host_first_lines():  # reduced column-wise: one row per host
+                    add(run.id, "telemetry", host, pf.display, line)
     columns = ["run", "source", "host", "_file", "_line", "_run"]
     frame = _frame({c: [r[c] for r in rows] for c in columns},
                    {"run": "str", "source": "str", "host": "str", "_file": "str", "_line": "float64", "_run": "str"})

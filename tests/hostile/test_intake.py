@@ -171,7 +171,7 @@ def test_dcgm_long_label_lines_are_linear(tmp_path: Path, labels: str, hostile: 
 def test_dcgm_labels_still_parse(tmp_path: Path) -> None:
     path = tmp_path / "dcgm.prom"
     path.write_text('DCGM_FI_DEV_GPU_UTIL{gpu="0", UUID="GPU-1",Hostname="n\\"1}",} 97 1700000000000\n')
-    sample = parse_dcgm(path, str(path)).samples[0]
+    sample = parse_dcgm(path, str(path)).sample(0)
     assert (sample.gpu, sample.host, sample.value, sample.time_ms) == ("0", 'n\\"1}', 97.0, 1700000000000)
 
 

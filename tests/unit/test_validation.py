@@ -137,7 +137,7 @@ def telemetry(extra: DcgmSample | None = None) -> TableInput:
     if extra is not None:
         samples.append(extra)
     return telemetry_table(ParsedFile("tel", RunKind.TELEMETRY, "d.prom", "d.prom",
-                                      Telemetry("d.prom", "prometheus", samples)), SPAN)
+                                      Telemetry.from_samples("d.prom", "prometheus", samples)), SPAN)
 
 
 def _iso(seconds: float) -> str:

@@ -188,7 +188,8 @@ def test_dcgm_prometheus_and_dmon(tmp_path: Path) -> None:
         'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="n1"} 97 1700000000000\n'
     )
     telemetry = parse_dcgm(prom, "d")
-    (sample,) = telemetry.samples
+    assert len(telemetry) == 1
+    sample = telemetry.sample(0)
     assert (sample.metric, sample.gpu, sample.host, sample.value, sample.time_ms, sample.line) == (
         "DCGM_FI_DEV_GPU_UTIL",
         "0",
@@ -207,7 +208,7 @@ def test_dcgm_prometheus_and_dmon(tmp_path: Path) -> None:
     )
     start = datetime(2025, 1, 1, tzinfo=UTC)
     result = parse_dcgm(dmon, "dmon", start_time=start, interval_s=2.0)
-    assert [(s.metric, s.gpu, s.value, s.time_ms - 1735689600000) for s in result.samples] == [
+    assert [(s.metric, s.gpu, s.value, s.time_ms - 1735689600000) for s in result.head(len(result))] == [
         ("GPUTL", "0", 10.0, 0),
         ("POWER", "0", 63.5, 0),
         ("GPUTL", "1", None, 0),

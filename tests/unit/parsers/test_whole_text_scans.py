@@ -108,7 +108,7 @@ def lines_of(fmt: str, result: Any) -> list[int]:
     if fmt == "sacct":
         return [r.line for j in result.jobs for r in (j, *j.steps)]
     if fmt == "dcgm":
-        return [s.line for s in result.samples]
+        return [int(n) for n in result.line]
     if fmt == "mlperf":
         return [result.runs[0].start_line, result.runs[0].stop_line]
     return [r.line for t in result.tests for r in t.rows]
@@ -244,7 +244,8 @@ def test_dcgm_series_heads_are_read_once_and_alike(tmp_path: Path) -> None:
         parse_dcgm(path, "t.prom")
     assert (caught.value.line, caught.value.field) == (7, "timestamp")
     path.write_text(DCGM)
-    samples = parse_dcgm(path, "t.prom").samples
+    telemetry = parse_dcgm(path, "t.prom")
+    samples = telemetry.head(len(telemetry))
     assert [(s.gpu, s.host, s.value, s.time_ms) for s in samples] == [
         ("0", "n1", 97.0, 1700000000000), ("1", "n 1", 95.0, 1700000000000), ("0", "n1", None, 1700000001000),
         ("1", "n 1", 96.0, 1700000001000),

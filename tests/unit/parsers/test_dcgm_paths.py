@@ -1,0 +1,392 @@
+"""DCGM telemetry: the columnar reader (bulk lines, chunks) and the per-line reader (CLUSTERCERT_TABLE_PATH=rows)
+give the same Telemetry, column for column, and the same first error, on the shipped samples and on every odd
+shape of line; to_json is the per-sample summary it always was; the chunked read is recorded whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clustercert.parsers.dcgm as dcgm
+from clustercert.errors import EvidenceError, UsageError
+from clustercert.evidence.guards import digests_read, parts_read, read_chunks, read_mark
+from clustercert.parsers.dcgm import DcgmSample, Telemetry, parse_dcgm
+from tests.conftest import ROOT, run_cli
+
+SHIPPED = sorted(ROOT.glob("evidence/*/resilience/dcgm.prom"))
+CHUNKS = (1, 7, 64, 4096, dcgm.CHUNK_BYTES)
+
+BASE = (
+    "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+    "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n1"} 97 1700000000000\n'
+    'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",Hostname="n1"} 95 1700000000000\n'
+    'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a",Hostname="n1"} 612.25 1700000000000\n'
+    'DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="GPU-b",Hostname="n1"} -0.5 1700000000000\n'
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n 2"} 96 1700000001000\n'
+    'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",Hostname="n1"} 94 1700000001000\n'
+    'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a",Hostname="n1"} 0613.50 1700000001000\n'
+    'DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="GPU-b"} 611.0 01700000001000\n'
+)
+LINES = BASE.splitlines(keepends=True)
+MIDDLE = 5
+
+
+def _with(index: int, line: str) -> str:
+    lines = list(LINES)
+    lines[index] = line
+    return "".join(lines)
+
+
+def _mangled(index: int, how: str) -> str:
+    line = LINES[index].rstrip("\n")
+    head, value, stamp = line.rsplit(" ", 2)
+    new = {
+        "value": f"{head} ninety {stamp}",
+        "stamp": f"{head} {value} 1700000000000.5",
+        "label": head.replace('gpu="', 'gpu=') + f" {value} {stamp}",
+        "no-gpu": head.replace('gpu="0",', "").replace('gpu="1",', "") + f" {value} {stamp}",
+        "no-stamp": f"{head} {value}",
+        "negative-stamp": f"{head} {value} -1700000000000",
+    }[how]
+    return _with(index, new + "\n")
+
+
+VARIANTS: dict[str, str | bytes] = {
+    "base": BASE,
+    "crlf": BASE.replace("\n", "\r\n"),
+    "no final newline": BASE.rstrip("\n"),
+    "lone cr": BASE.replace("\n", "\r", 3),
+    "cr inside a line": _with(3, LINES[3].replace(" 95 ", " 95\r")),
+    "tabs": BASE.replace("} 9", "}\t9"),
+    "tab before the stamp": _with(4, LINES[4].replace(" 1700", "\t1700")),
+    "doubled spaces": BASE.replace(" 17000", "  17000"),
+    "doubled space before the value": _with(2, LINES[2].replace("} 97", "}  97")),
+    "trailing spaces": BASE.replace("\n", "  \n"),
+    "leading spaces": BASE.replace("\nDCGM", "\n   DCGM"),
+    "blank lines": BASE.replace("\n", "\n\n\n", 4),
+    "whitespace lines": BASE.replace("\n", "\n \t \n", 3),
+    "form feed and other breaks": _with(4, LINES[4].rstrip("\n") + "\x0c\x1c\x1d\x1e\n"),
+    "unicode line separator": _with(3, LINES[3].replace("n1", "n\u20281")),
+    "comments between": BASE.replace("\nDCGM_FI_DEV_POWER", "\n# a comment\n#\n   # indented\nDCGM_FI_DEV_POWER"),
+    "comments only": "# HELP x\n# TYPE x gauge\n",
+    "nan and inf values": BASE.replace(" 97 ", " NaN ").replace(" 95 ", " +Inf ").replace(" 96 ", " -Inf ")
+    .replace(" 94 ", " nan "),
+    "exponent values": BASE.replace(" 97 ", " 9.7e1 ").replace(" 95 ", " 95E0 ").replace(" 612.25 ", " 6.1225e+2 "),
+    "numbers float() takes": BASE.replace(" 97 ", " 9_7 ").replace(" 95 ", " .5 ").replace(" 96 ", " 96. ")
+    .replace(" 94 ", " +94 "),
+    "long decimals": BASE.replace(" 97 ", " 0.1000000000000000055511151231257827021181583404541015625 ")
+    .replace(" 95 ", " 123456789012345678901234567890 "),
+    "exponent stamps": BASE.replace(" 1700000000000\n", " 1.7e12\n"),
+    "long stamps": BASE.replace(" 1700000001000\n", " 000001700000001001\n"),  # > 15 digits: read per line
+    "stamps past the year 9999": BASE.replace(" 1700000001000\n", " 12345678901234567\n"),
+    "huge stamps": BASE.replace(" 1700000001000\n", " 99999999999999999999999999\n"),
+    "negative values": BASE.replace(" 9", " -9"),
+    "bad value first": _mangled(2, "value"),
+    "bad value middle": _mangled(MIDDLE, "value"),
+    "bad value last": _mangled(len(LINES) - 1, "value"),
+    "bad stamp first": _mangled(2, "stamp"),
+    "bad stamp middle": _mangled(MIDDLE, "stamp"),
+    "bad stamp last": _mangled(len(LINES) - 1, "stamp"),
+    "bad label first": _mangled(2, "label"),
+    "bad label middle": _mangled(MIDDLE, "label"),
+    "bad label last": _mangled(len(LINES) - 1, "label"),
+    "missing gpu first": _mangled(2, "no-gpu"),
+    "missing gpu middle": _mangled(MIDDLE, "no-gpu"),
+    "missing gpu last": _mangled(len(LINES) - 1, "no-gpu"),
+    "missing stamp": _mangled(MIDDLE, "no-stamp"),
+    "negative stamp": _mangled(MIDDLE, "negative-stamp"),
+    # a head without a gpu label is refused at its first line, wherever later lines repeat it
+    "missing gpu repeated": BASE + 'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-a"} 9 1700000002000\n' * 3,
+    "non-ascii label": BASE.replace('Hostname="n1"', 'Hostname="nœud-1"'),
+    "non-ascii value": _with(MIDDLE, LINES[MIDDLE].replace(" 96 ", " ٩٦ ")),
+    "invalid utf-8": BASE.encode().replace(b'"n1"', b'"n\xff1"', 1),
+    "byte order mark": "\ufeff" + BASE,
+    "no labels": BASE + "DCGM_FI_DEV_GPU_UTIL 5 1700000002000\n",
+    "label with spaces and escapes": BASE + 'M{gpu="0",Hostname="a \\" b} c"} 1 1700000002000\n',
+    "long line": BASE + 'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="' + "h" * 65536 + '"} 1 1700000002000\n',
+    "long bad line": BASE + "DCGM_FI_DEV_GPU_UTIL{" + "a" * 65536 + "} 97 1700000000000\n",
+    "empty file": "",
+    "whitespace only": " \n\t\n\r\n",
+    "one line": LINES[2],
+    "nul bytes": "\x00" + BASE,
+    "a line of one token": BASE + "DCGM_FI_DEV_GPU_UTIL\n",
+    "four tokens": BASE + 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 1 2 3\n',
+}
+
+Outcome = tuple[str, object]
+
+
+def _parse(path: Path, table_path: str, chunk: int, monkeypatch: pytest.MonkeyPatch) -> Outcome:
+    monkeypatch.setenv("CLUSTERCERT_TABLE_PATH", table_path)
+    try:
+        telemetry = parse_dcgm(path, "t.prom", chunk_bytes=chunk)
+    except EvidenceError as exc:
+        return "error", (str(exc), exc.line, exc.field)
+    return "telemetry", telemetry
+
+
+def _columns(t: Telemetry) -> dict[str, object]:
+    """Every column as plain values (floats by their bits, so -0.0 and NaN compare exactly)."""
+    assert {t.metric.dtype, t.gpu.dtype, t.host.dtype} == {np.dtype(np.int32)}
+    assert {t.value.dtype, t.time_ms.dtype, t.line.dtype} == {np.dtype(np.float64), np.dtype(np.int64)}
+    return {"file": t.file, "source": t.source, "metrics": t.metrics, "gpus": t.gpus, "hosts": t.hosts,
+            "metric": t.metric.tolist(), "gpu": t.gpu.tolist(), "host": t.host.tolist(),
+            "value": t.value.view(np.int64).tolist(), "time_ms": t.time_ms.tolist(), "line": t.line.tolist()}
+
+
+def _same(rows: Outcome, columnar: Outcome) -> None:
+    assert rows[0] == columnar[0], (rows, columnar)
+    if rows[0] == "error":
+        assert rows[1] == columnar[1]
+    else:
+        assert isinstance(rows[1], Telemetry) and isinstance(columnar[1], Telemetry)
+        assert _columns(rows[1]) == _columns(columnar[1])
+        assert json.dumps(rows[1].to_json()) == json.dumps(columnar[1].to_json()) == json.dumps(
+            _old_to_json(rows[1]))
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_both_paths_agree_on_every_variant(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.prom"
+    content = VARIANTS[name]
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    rows = _parse(path, "rows", dcgm.CHUNK_BYTES, monkeypatch)
+    for chunk in CHUNKS:
+        _same(rows, _parse(path, "columnar", chunk, monkeypatch))
+        _same(rows, _parse(path, "rows", chunk, monkeypatch))  # the per-line path over chunks too
+
+
+def test_the_variants_reach_what_they_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-line results the variants are compared on are the ones the format says (an oracle by hand)."""
+    path = tmp_path / "t.prom"
+    outcomes = {}
+    for name in ("base", "bad value middle", "missing gpu repeated", "lone cr", "empty file", "nul bytes",
+                 "comments only", "nan and inf values", "long stamps", "stamps past the year 9999"):
+        content = VARIANTS[name]
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        outcomes[name] = _parse(path, "columnar", 7, monkeypatch)[1]
+    base = outcomes["base"]
+    assert isinstance(base, Telemetry)
+    assert [(s.metric[12:], s.gpu, s.host, s.value, s.time_ms, s.line) for s in base.head()] == [
+        ("GPU_UTIL", "0", "n1", 97.0, 1700000000000, 3), ("GPU_UTIL", "1", "n1", 95.0, 1700000000000, 4),
+        ("POWER_USAGE", "0", "n1", 612.25, 1700000000000, 5), ("POWER_USAGE", "1", "n1", -0.5, 1700000000000, 6),
+        ("GPU_UTIL", "0", "n 2", 96.0, 1700000001000, 7), ("GPU_UTIL", "1", "n1", 94.0, 1700000001000, 8),
+        ("POWER_USAGE", "0", "n1", 613.5, 1700000001000, 9), ("POWER_USAGE", "1", None, 611.0, 1700000001000, 10),
+    ]
+    assert outcomes["bad value middle"] == ("t.prom line 6 field 'DCGM_FI_DEV_POWER_USAGE': expected a number, "
+                                            f"got 'ninety'. {dcgm._HINT}", 6, "DCGM_FI_DEV_POWER_USAGE")
+    assert outcomes["missing gpu repeated"][1:] == (11, "gpu")  # type: ignore[index]
+    lone = outcomes["lone cr"]
+    assert isinstance(lone, Telemetry) and lone.line.tolist() == [3, 4, 5, 6, 7, 8, 9, 10]
+    assert outcomes["empty file"][0] == "t.prom: expected log text, got an empty file"  # type: ignore[index]
+    assert outcomes["nul bytes"][0] == "t.prom: expected text, got binary data (NUL bytes)"  # type: ignore[index]
+    assert "found none" in outcomes["comments only"][0]  # type: ignore[index]
+    assert outcomes["stamps past the year 9999"][1:] == (7, "timestamp")  # type: ignore[index]
+    nan = outcomes["nan and inf values"]
+    assert isinstance(nan, Telemetry) and [s.value for s in nan.head()][:6] == [None, None, 612.25, -0.5, None, None]
+    long = outcomes["long stamps"]
+    assert isinstance(long, Telemetry) and long.time_ms.tolist()[4:] == [1700000001001] * 3 + [1700000001000]
+
+
+@pytest.mark.parametrize("sample", SHIPPED, ids=[p.parent.parent.name for p in SHIPPED])
+def test_both_paths_agree_on_the_shipped_samples(sample: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _parse(sample, "rows", dcgm.CHUNK_BYTES, monkeypatch)
+    assert rows[0] == "telemetry"
+    for chunk in (100_003, dcgm.CHUNK_BYTES):
+        _same(rows, _parse(sample, "columnar", chunk, monkeypatch))
+
+
+def test_real_samples_hold_no_telemetry() -> None:
+    """The real third-party samples carry no DCGM telemetry (SOURCES.md); were one added, it is compared here."""
+    root = Path(__import__("os").environ.get("CLUSTERCERT_REAL_SAMPLES", ROOT.parent / "shared" / "samples" / "real"))
+    if not root.is_dir():
+        pytest.skip(f"real samples not found at {root}")
+    found = [p for p in root.rglob("*") if p.is_file() and (p.suffix == ".prom" or "dcgm" in p.name.lower())]
+    assert found == [], "compare these through both paths in test_both_paths_agree_on_the_shipped_samples"
+
+
+def _random_file(rng: random.Random) -> str:
+    """Lines mostly regular, some odd, a few bad: random, seeded, so each case is the same on every run."""
+    odd = [
+        lambda h, v, t: f"{h}\t{v} {t}", lambda h, v, t: f"{h}  {v} {t}", lambda h, v, t: f" {h} {v} {t} ",
+        lambda h, v, t: f"{h} {v} {t}\r", lambda h, v, t: f"{h} NaN {t}", lambda h, v, t: f"{h} 1e3 {t}",
+        lambda h, v, t: f"{h} {v} {t}.0", lambda h, v, t: "# comment", lambda h, v, t: "",
+        lambda h, v, t: f"{h} {v} {t}\x0b{h} {v} {t}", lambda h, v, t: f"{h.replace('n', 'ñ')} {v} {t}",
+        lambda h, v, t: f"{h} -{v} {t}", lambda h, v, t: f"{h} 00{v} 0{t}",
+    ]
+    bad = [lambda h, v, t: f"{h} x{v} {t}", lambda h, v, t: f"{h} {v} {t}x", lambda h, v, t: f"{h} {v}",
+           lambda h, v, t: h.replace("gpu=", "gpu") + f" {v} {t}", lambda h, v, t: f"{h} {v} -{t}"]
+    heads = [f'DCGM_FI_DEV_{m}{{gpu="{g}",Hostname="n{n}"}}' for m in ("A", "B") for g in range(3) for n in range(2)]
+    heads.append('DCGM_FI_DEV_A{Hostname="n0"}')  # no gpu label: refused wherever it comes
+    lines = []
+    for i in range(rng.randint(1, 60)):
+        h = rng.choice(heads[:-1]) if rng.random() > 0.01 else heads[-1]
+        v = rng.choice(["1", "0", "97.5", "612.125", "3.14159265358979", "-0", "12345678901234"])
+        t = str(1700000000000 + 1000 * i)
+        r = rng.random()
+        lines.append(rng.choice(bad)(h, v, t) if r < 0.03 else rng.choice(odd)(h, v, t) if r < 0.25
+                     else f"{h} {v} {t}")
+    return "\n".join(lines) + rng.choice(["\n", "", "\r\n", "\n\n"])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_both_paths_agree_on_random_files(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "t.prom"
+    path.write_text(_random_file(rng))
+    rows = _parse(path, "rows", dcgm.CHUNK_BYTES, monkeypatch)
+    for chunk in (1, rng.randint(2, 300), dcgm.CHUNK_BYTES):
+        _same(rows, _parse(path, "columnar", chunk, monkeypatch))
+
+
+def test_regular_lines_are_read_in_bulk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columnar path reads no regular line by the per-line code; the rows path reads every line by it."""
+    calls: list[int] = []
+    real = dcgm._line_row
+
+    def counted(raw: str, number: int, display: str, heads: dcgm.Heads) -> dcgm.Row | None:
+        calls.append(number)
+        return real(raw, number, display, heads)
+
+    monkeypatch.setattr(dcgm, "_line_row", counted)
+    path = tmp_path / "t.prom"
+    path.write_text(VARIANTS["doubled space before the value"])  # type: ignore[arg-type]
+    _parse(path, "columnar", 64, monkeypatch)
+    assert calls == [3]
+    calls.clear()
+    _parse(path, "rows", 64, monkeypatch)
+    assert calls == list(range(1, len(LINES) + 1))
+
+
+def test_a_bad_table_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.prom"
+    path.write_text(BASE)
+    monkeypatch.setenv("CLUSTERCERT_TABLE_PATH", "columns")
+    with pytest.raises(UsageError, match="CLUSTERCERT_TABLE_PATH: expected 'columnar' or 'rows', got 'columns'"):
+        parse_dcgm(path, "t.prom")
+    monkeypatch.setenv("CLUSTERCERT_TABLE_PATH", "")
+    assert len(parse_dcgm(path, "t.prom")) == 8  # empty is unset: columnar
+
+
+def _old_to_json(t: Telemetry) -> dict[str, object]:
+    """to_json as it was computed from one object per sample (the oracle for the column-wise summary)."""
+    samples = [t.sample(i) for i in range(len(t))]
+    series: dict[tuple[str, str, str | None], list[DcgmSample]] = {}
+    for sample in samples:
+        series.setdefault((sample.metric, sample.gpu, sample.host), []).append(sample)
+    summary = []
+    for (metric, gpu, host), items in series.items():
+        values = [s.value for s in items if s.value is not None]
+        summary.append({"metric": metric, "gpu": gpu, "host": host, "count": len(items),
+                        "first_ms": items[0].time_ms, "last_ms": items[-1].time_ms, "line": items[0].line,
+                        "last_line": items[-1].line, "min": min(values) if values else None,
+                        "max": max(values) if values else None,
+                        "mean": sum(values) / len(values) if values else None})
+    head = [{"metric": s.metric, "gpu": s.gpu, "host": s.host, "value": s.value, "time_ms": s.time_ms,
+             "line": s.line} for s in samples[:20]]
+    return {"format": "dcgm", "file": t.file, "source": t.source, "samples": len(samples), "series": summary,
+            "head": head}
+
+
+def test_to_json_by_hand(tmp_path: Path) -> None:
+    path = tmp_path / "t.prom"
+    path.write_text(VARIANTS["nan and inf values"])  # type: ignore[arg-type]
+    got = parse_dcgm(path, "t.prom").to_json()
+    assert json.dumps(got) == json.dumps(_old_to_json(parse_dcgm(path, "t.prom")))
+    series = {(s["metric"][12:], s["gpu"], s["host"]): s for s in got["series"]}  # type: ignore[attr-defined]
+    assert got["samples"] == 8 and len(series) == 6
+    assert series[("GPU_UTIL", "0", "n1")] == {**series[("GPU_UTIL", "0", "n1")], "count": 1, "min": None,
+                                               "mean": None}
+    assert {k: series[("GPU_UTIL", "1", "n1")][k] for k in ("count", "min", "max", "mean", "line", "last_line",
+                                                              "first_ms", "last_ms")} == {
+        "count": 2, "min": None, "max": None, "mean": None, "line": 4, "last_line": 8,
+        "first_ms": 1700000000000, "last_ms": 1700000001000}
+    power = series[("POWER_USAGE", "0", "n1")]
+    assert (power["count"], power["min"], power["max"], power["mean"]) == (2, 612.25, 613.5, (612.25 + 613.5) / 2)
+    # a mean is a left-to-right sum: 0.1 + 0.2 + 0.3 is not 0.6 in floating point, and must stay so
+    path.write_text("".join(f'M{{gpu="0"}} {v} {1700000000000 + i}\n' for i, v in enumerate(["0.1", "0.2", "0.3"])))
+    (one,) = parse_dcgm(path, "t.prom").to_json()["series"]  # type: ignore[misc]
+    assert one["mean"] == ((0.1 + 0.2) + 0.3) / 3 != 0.6 / 3
+    # min() and max() keep the first of equal values: 0.0 and -0.0 are told apart in the JSON
+    for values, low, high in ((["0", "-0", "-1"], "-1.0", "0.0"), (["-0", "0", "1"], "-0.0", "1.0"),
+                              (["1", "-0", "0"], "-0.0", "1.0"), (["-1", "-0.0", "0"], "-1.0", "-0.0")):
+        path.write_text("".join(f'M{{gpu="0"}} {v} {1700000000000 + i}\n' for i, v in enumerate(values)))
+        telemetry = parse_dcgm(path, "t.prom")
+        (one,) = telemetry.to_json()["series"]  # type: ignore[misc]
+        assert (json.dumps(one["min"]), json.dumps(one["max"])) == (low, high), values
+        assert json.dumps(telemetry.to_json()) == json.dumps(_old_to_json(telemetry))
+
+
+def test_the_column_summaries(tmp_path: Path) -> None:
+    path = tmp_path / "t.prom"
+    path.write_text(BASE)
+    t = parse_dcgm(path, "t.prom")
+    assert t.metric_names() == ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE"]
+    assert t.gpu_count() == 4  # (n1, 0), (n1, 1), (n 2, 0), (None, 1)
+    assert t.host_first_lines() == [("n1", 3), ("n 2", 7)]
+    assert t.hosts == ("n 2", "n1") and t.gpus == ("0", "1")  # sorted dictionaries
+
+
+def test_the_chunked_read_is_recorded_whole(tmp_path: Path) -> None:
+    path = tmp_path / "t.prom"
+    path.write_text(BASE)
+    mark = read_mark()
+    parse_dcgm(path, "t.prom", chunk_bytes=5)
+    assert digests_read(path, since=mark) == {hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 10, 1 << 20])
+def test_read_chunks_cuts_at_line_ends(tmp_path: Path, chunk: int) -> None:
+    path = tmp_path / "f"
+    data = b"ab\ncdefghij\n\n\nxyz\r\n" + b"q" * 50 + b"\nlast"
+    path.write_bytes(data)
+    pieces = list(read_chunks(path, "f", limit=len(data), chunk_bytes=chunk))
+    assert b"".join(pieces) == data
+    assert all(p.endswith(b"\n") for p in pieces[:-1]) and pieces[-1].endswith(b"last")
+    assert all(b"\n" not in p[:-1] or len(p) <= chunk + 60 for p in pieces)
+    with pytest.raises(EvidenceError, match=f"expected at most {len(data) - 1} bytes, got {len(data)}"):
+        list(read_chunks(path, "f", limit=len(data) - 1, chunk_bytes=chunk))
+
+
+def test_read_chunks_stopped_early_records_a_part(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    mark = read_mark()
+    chunks = read_chunks(path, "f", limit=100, chunk_bytes=4)
+    assert next(chunks) == b"one\n"
+    chunks.close()
+    assert digests_read(path, since=mark) == set()
+    ((offset, length, _),) = parts_read(path, since=mark)
+    assert offset == 0 and 4 <= length <= 14
+
+
+def test_reading_telemetry_imports_no_pandas() -> None:
+    """`evidence parse` of a telemetry file stays light: Arrow is used without its pandas bridge."""
+    probe = ("import sys; from pathlib import Path; from clustercert.parsers.dcgm import parse_dcgm; "
+             f"t = parse_dcgm(Path({str(SHIPPED[0])!r}), 'd', chunk_bytes=65536); t.to_json(); "
+             "print(len(t), 'pandas' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    count, pandas = proc.stdout.split()
+    assert int(count) > 0 and pandas == "False"
+
+
+def test_evidence_parse_names_a_bad_table_path(tmp_path: Path) -> None:
+    """As a user runs it: a CLUSTERCERT_TABLE_PATH that is neither path is a usage error (exit 2), named."""
+    path = tmp_path / "t.prom"
+    path.write_text(BASE)
+    proc = run_cli("evidence", "parse", str(path), env={"CLUSTERCERT_TABLE_PATH": "column"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("error: CLUSTERCERT_TABLE_PATH: expected 'columnar' or 'rows', got 'column'. "
+                                   "Unset it (the columnar path) or set it to rows (the per-line path).")
+    proc = run_cli("evidence", "parse", str(path), env={"CLUSTERCERT_TABLE_PATH": "rows"})
+    assert proc.returncode == 0 and "samples: 8" in proc.stdout, proc.stderr
