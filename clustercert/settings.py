@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["PROJECT_ROOT", "Settings", "load_settings"]
+__all__ = ["PROJECT_ROOT", "TABLE_PATH_VARIABLE", "Settings", "load_settings", "table_path"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,5 +35,24 @@ class Settings(BaseSettings):
 
 
 def load_settings() -> Settings:
-    """Read the environment now (never at import time)."""
+    """Read the environment now (never at import time); a CLUSTERCERT_TABLE_PATH of neither path is refused here,
+    before any command does work."""
+    table_path()
     return Settings()
+
+
+# How large tables are read (issue 13): `columnar` (unset: the default) reads regular lines in bulk, `rows` reads
+# every line by the per-line code (the small-table path the equivalence tests compare against). parsers/dcgm.py.
+TABLE_PATH_VARIABLE = "CLUSTERCERT_TABLE_PATH"
+_TABLE_PATHS = ("columnar", "rows")
+
+
+def table_path() -> str:
+    """`columnar` or `rows`, from CLUSTERCERT_TABLE_PATH (unset or empty: columnar)."""
+    from clustercert.errors import UsageError
+
+    value = os.environ.get(TABLE_PATH_VARIABLE, "").strip() or "columnar"
+    if value not in _TABLE_PATHS:
+        raise UsageError(f"{TABLE_PATH_VARIABLE}: expected 'columnar' or 'rows', got {value[:40]!r}. "
+                         f"Unset it (the columnar path) or set it to rows (the per-line path).")
+    return value

@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from clustercert.errors import EvidenceError, UsageError
+from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_chunks
 from clustercert.parsers.common import DEFAULT_LIMIT, to_float
+from clustercert.settings import TABLE_PATH_VARIABLE, table_path
 
 __all__ = ["CHUNK_BYTES", "TABLE_PATH_VARIABLE", "DcgmSample", "Telemetry", "parse_dcgm", "table_path"]
 
@@ -56,8 +57,6 @@ _LABEL = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.
 _HEAD_LIMIT = 20
 # What is read at a time: the columns take 36 bytes per sample; a chunk costs about 16x its size while cut up
 CHUNK_BYTES = 8 * 1024**2
-TABLE_PATH_VARIABLE = "CLUSTERCERT_TABLE_PATH"
-_TABLE_PATHS = ("columnar", "rows")
 # the numbers taken in bulk: exactly what float() reads the same way as Arrow's correctly rounded cast, and
 # timestamps short enough that int(float(text)) == int(text)
 _BULK_VALUE = r"^-?[0-9]{1,40}(\.[0-9]{1,40})?$"
@@ -68,15 +67,6 @@ _LAST_MS = 253_402_300_799_999
 Codes = npt.NDArray[np.int32]
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
-
-
-def table_path() -> str:
-    """`columnar` or `rows`, from CLUSTERCERT_TABLE_PATH (unset: columnar)."""
-    value = os.environ.get(TABLE_PATH_VARIABLE, "").strip() or "columnar"
-    if value not in _TABLE_PATHS:
-        raise UsageError(f"{TABLE_PATH_VARIABLE}: expected 'columnar' or 'rows', got {value[:40]!r}. "
-                         f"Unset it (the columnar path) or set it to rows (the per-line path).")
-    return value
 
 
 @dataclass(frozen=True)
