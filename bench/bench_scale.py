@@ -307,6 +307,7 @@ def _read_stderr(stream: Any, watch: Watch) -> None:
             if not watch.stages or watch.stages[-1]["stage"] != stage:
                 watch.stages.append({"stage": stage, "at_s": float(m.group(1)), "what": m.group(3) or "",
                                      "seen": time.perf_counter()})
+                print(f"    certify: {line[9:][:110]}", flush=True)
             watch.stage = stage
 
 
