@@ -79,10 +79,15 @@ def write_bundle(out: Path, gpus: int, hours: float, telemetry_every_s: float, t
     write(out, sc, catalog)
 
 
+def _rounds(args: argparse.Namespace, gpus: int) -> int:
+    rounds: list[int] = args.pairwise_rounds
+    return rounds[0] if len(rounds) == 1 else rounds[list(args.gpus).index(gpus)]
+
+
 def _spawn_write(out: Path, args: argparse.Namespace, gpus: int) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--write-only", str(out), "--gpus", str(gpus),
            "--telemetry-hours", str(args.telemetry_hours), "--telemetry-every", str(args.telemetry_every),
-           "--timings-every", str(args.timings_every), "--pairwise-rounds", str(args.pairwise_rounds)]
+           "--timings-every", str(args.timings_every), "--pairwise-rounds", str(_rounds(args, gpus))]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -369,9 +374,11 @@ def certify(bundle: Path, work: Path, limit_bytes: int, timeout_s: float) -> dic
                "started_at_s": 0.0, "seconds": round(first - started, 2),
                "peak_rss_gib": round(watch.peak_by_stage.get("start-up", 0) / 1024**3, 3)}]
     for i, s in enumerate(watch.stages):
-        end = watch.stages[i + 1]["seen"] if i + 1 < len(watch.stages) else ended
+        last = i + 1 == len(watch.stages)
+        end = ended if last else watch.stages[i + 1]["seen"]
         stages.append({"stage": s["stage"], "issue_stage": ISSUE_STAGE.get(s["stage"], s["stage"]),
                        "started_at_s": round(s["seen"] - started, 2), "seconds": round(end - s["seen"], 2),
+                       "completed": not (last and (watch.killed is not None or proc.returncode != 0)),
                        "cli_clock_s": s["at_s"], "what": s["what"][:120],
                        "peak_rss_gib": round(watch.peak_by_stage.get(s["stage"], 0) / 1024**3, 3)})
     stdout_tail = (work / "stdout.txt").read_text(encoding="utf-8", errors="replace")[-1500:]
@@ -447,7 +454,7 @@ def one_size(gpus: int, args: argparse.Namespace) -> dict[str, Any]:
         rows = stage_rows(floor)
         for s in run["stages"]:
             name = s["stage"]
-            if name in floors and s["seconds"] is not None:
+            if name in floors and s["completed"]:
                 s["floor_s"] = round(floors[name], 3)
                 s["ratio_to_floor"] = round(s["seconds"] / max(floors[name], 1e-3), 1)
                 s["rows"] = rows[name]
@@ -470,13 +477,15 @@ def targets(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     for gpus, s in by.items():
         run = s["certify"]
         ok_run = run["exit_code"] in (0, 1) and "killed" not in run
-        ratios = {x["stage"]: x.get("ratio_to_floor") for x in run["stages"] if x["stage"] in ANALYSIS}
+        ratios = {x["stage"]: x.get("ratio_to_floor") for x in run["stages"] if x["stage"] in ANALYSIS
+                  and x["completed"]}
         verdicts[str(gpus)] = {
             "completed": ok_run,
             "seconds_ok": ok_run and (gpus != 512 or run["seconds"] <= TARGET_512_S),
             "memory_ok": ok_run and run["peak_rss_tree_gib"] <= TARGET_RSS_GIB,
             "floor_ratios": ratios,
             "floor_ok": ok_run and all(r is not None and r <= TARGET_FLOOR_RATIO for r in ratios.values()),
+            "stages_completed": [x["stage"] for x in run["stages"] if x["completed"]],
         }
     if 512 in by and 4096 in by:
         a, b = by[512]["certify"], by[4096]["certify"]
@@ -496,19 +505,24 @@ def main() -> None:
     parser.add_argument("--telemetry-hours", type=float, default=24.0, help="length of the resilience run")
     parser.add_argument("--telemetry-every", type=float, default=1.0, help="DCGM sampling interval (s)")
     parser.add_argument("--timings-every", type=int, default=1, help="per-rank timings of every N-th step")
-    parser.add_argument("--pairwise-rounds", type=int, default=0,
-                        help="0: the full pairwise sweep (n(n-1)/2 pairs); K: its first K rounds of n/2 pairs")
+    parser.add_argument("--pairwise-rounds", type=int, nargs="+", default=[0],
+                        help="0: the full pairwise sweep (n(n-1)/2 pairs); K: its first K rounds of n/2 pairs; "
+                             "one value for every --gpus or one per --gpus")
     parser.add_argument("--mem-limit-gib", type=float, default=6.0, help="kill the certification above this RSS")
     parser.add_argument("--timeout", type=float, default=3600.0, help="kill the certification after this (s)")
     parser.add_argument("--keep", type=Path, default=None, help="write the bundles here and keep them")
     parser.add_argument("--tmp", type=Path, default=None, help="temporary folder (default: the system's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other GPU counts already in --out (this run's counts replace theirs)")
     parser.add_argument("--write-only", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_only is not None:
         write_bundle(args.write_only, args.gpus[0], args.telemetry_hours, args.telemetry_every,
-                     args.timings_every, args.pairwise_rounds)
+                     args.timings_every, args.pairwise_rounds[0])
         return
+    if len(args.pairwise_rounds) not in (1, len(args.gpus)):
+        parser.error("--pairwise-rounds: expected one value, or one per --gpus")
     for gpus in args.gpus:
         if gpus < 128 or gpus % 64:
             parser.error(f"--gpus {gpus}: expected a multiple of 64 of at least 128")
@@ -518,26 +532,38 @@ def main() -> None:
             parser.error(f"--keep {args.keep}: expected a folder outside the repository")
     started = time.perf_counter()
     load_before = os.getloadavg()
-    sizes = [one_size(g, args) for g in args.gpus]
-    report = {
-        "schema_version": 1,
-        "benchmark": "scale",
-        "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
-        "command": "bench/bench_scale.py " + " ".join(sys.argv[1:]),
-        "machine": machine(),
-        "loadavg_before": [round(x, 2) for x in load_before],
-        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        "note": "load averages above the core count mean other work shared the machine: not an idle figure",
-        "settings": {"telemetry_hours": args.telemetry_hours, "telemetry_every_s": args.telemetry_every,
-                     "timings_every": args.timings_every, "pairwise_rounds": args.pairwise_rounds,
-                     "mem_limit_gib": args.mem_limit_gib, "timeout_s": args.timeout},
-        "sizes": sizes,
-        "targets": targets(sizes),
-        "bench_seconds": round(time.perf_counter() - started, 1),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}", flush=True)
+    earlier: list[dict[str, Any]] = []
+    if args.merge and args.out.exists():
+        earlier = [s for s in json.loads(args.out.read_text(encoding="utf-8")).get("sizes", [])
+                   if s["gpus"] not in args.gpus]
+    sizes: list[dict[str, Any]] = []
+    for gpus in args.gpus:
+        size = one_size(gpus, args)
+        size["settings"] = {"telemetry_hours": args.telemetry_hours, "telemetry_every_s": args.telemetry_every,
+                            "timings_every": args.timings_every, "pairwise_rounds": _rounds(args, gpus),
+                            "mem_limit_gib": args.mem_limit_gib, "timeout_s": args.timeout}
+        size["command"] = "bench/bench_scale.py " + " ".join(sys.argv[1:])
+        size["measured_at"] = datetime.now(UTC).replace(microsecond=0).isoformat()
+        sizes.append(size)
+        every = sorted([*earlier, *sizes], key=lambda s: int(s["gpus"]))
+        report = {
+            "schema_version": 1,
+            "benchmark": "scale",
+            "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+            "command": "bench/bench_scale.py " + " ".join(sys.argv[1:]),
+            "machine": machine(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+            "note": "load averages above the core count mean other work shared the machine: not an idle figure; "
+                    "each size records the command, settings and time it was measured with (--merge keeps "
+                    "earlier sizes)",
+            "sizes": every,
+            "targets": targets(every),
+            "bench_seconds": round(time.perf_counter() - started, 1),
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")  # after each size: a later failure keeps it
+        print(f"wrote {args.out}", flush=True)
 
 
 if __name__ == "__main__":
