@@ -372,6 +372,7 @@ def certify(bundle: Path, work: Path, limit_bytes: int, timeout_s: float) -> dic
     first = watch.stages[0]["seen"] if watch.stages else ended
     stages = [{"stage": "before-progress", "issue_stage": "start-up + parse (bundle load and seal check)",
                "started_at_s": 0.0, "seconds": round(first - started, 2),
+               "completed": bool(watch.stages) or (watch.killed is None and proc.returncode == 0),
                "peak_rss_gib": round(watch.peak_by_stage.get("start-up", 0) / 1024**3, 3)}]
     for i, s in enumerate(watch.stages):
         last = i + 1 == len(watch.stages)
