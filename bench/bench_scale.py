@@ -94,9 +94,13 @@ def _spawn_write(out: Path, args: argparse.Namespace, gpus: int) -> dict[str, An
     seconds = time.perf_counter() - started
     tail = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
     rc = os.waitstatus_to_exitcode(status)
+    out: dict[str, Any] = {"seconds": round(seconds, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+                           "exit_code": rc}
     if rc != 0:
-        raise SystemExit(f"bench_scale: the simulator failed (exit {rc}):\n{tail}")
-    return {"seconds": round(seconds, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+        out["stderr_tail"] = tail
+        last = [line for line in tail.splitlines() if line.strip()]
+        out["error"] = last[-1] if last else f"exit {rc}"
+    return out
 
 
 def bundle_stats(root: Path) -> dict[str, Any]:
@@ -441,6 +445,9 @@ def one_size(gpus: int, args: argparse.Namespace) -> dict[str, Any]:
         root.parent.mkdir(parents=True, exist_ok=True)
         print(f"[{gpus} GPUs] writing the bundle into {root}", flush=True)
         writer = _spawn_write(root, args, gpus)
+        if writer["exit_code"] != 0:
+            print(f"[{gpus} GPUs] the simulator failed: {writer['error']}", flush=True)
+            return {"gpus": gpus, "simulator": writer, "outcome": "bundle not written: " + writer["error"][:300]}
         stats = bundle_stats(root)
         print(f"[{gpus} GPUs] wrote {stats['gib']} GiB in {stats['files']} files in {writer['seconds']} s "
               f"(peak RSS {writer['peak_rss_mib']} MiB); floor", flush=True)
@@ -476,6 +483,10 @@ def targets(sizes: list[dict[str, Any]]) -> dict[str, Any]:
     by = {s["gpus"]: s for s in sizes}
     verdicts: dict[str, Any] = {}
     for gpus, s in by.items():
+        if "certify" not in s:
+            verdicts[str(gpus)] = {"completed": False, "seconds_ok": False, "memory_ok": False, "floor_ok": False,
+                                   "why": s.get("outcome", "not certified")}
+            continue
         run = s["certify"]
         ok_run = run["exit_code"] in (0, 1) and "killed" not in run
         ratios = {x["stage"]: x.get("ratio_to_floor") for x in run["stages"] if x["stage"] in ANALYSIS
@@ -488,7 +499,7 @@ def targets(sizes: list[dict[str, Any]]) -> dict[str, Any]:
             "floor_ok": ok_run and all(r is not None and r <= TARGET_FLOOR_RATIO for r in ratios.values()),
             "stages_completed": [x["stage"] for x in run["stages"] if x["completed"]],
         }
-    if 512 in by and 4096 in by:
+    if 512 in by and 4096 in by and "certify" in by[512] and "certify" in by[4096]:
         a, b = by[512]["certify"], by[4096]["certify"]
         ratio = b["seconds"] / a["seconds"] if a["seconds"] else None
         verdicts["4096_over_512"] = {"ratio": None if ratio is None else round(ratio, 2),
