@@ -501,7 +501,8 @@ def targets(sizes: list[dict[str, Any]]) -> dict[str, Any]:
         }
     if 512 in by and 4096 in by and "certify" in by[512] and "certify" in by[4096]:
         a, b = by[512]["certify"], by[4096]["certify"]
-        ratio = b["seconds"] / a["seconds"] if a["seconds"] else None
+        both = verdicts["512"]["completed"] and verdicts["4096"]["completed"]
+        ratio = b["seconds"] / a["seconds"] if a["seconds"] and both else None  # of whole runs only
         verdicts["4096_over_512"] = {"ratio": None if ratio is None else round(ratio, 2),
                                      "ok": bool(ratio is not None and ratio <= TARGET_4096_OVER_512
                                                 and verdicts["512"]["completed"] and verdicts["4096"]["completed"])}
@@ -527,11 +528,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other GPU counts already in --out (this run's counts replace theirs)")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="recompute the targets section of --out from its measured sizes, measure nothing")
     parser.add_argument("--write-only", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_only is not None:
         write_bundle(args.write_only, args.gpus[0], args.telemetry_hours, args.telemetry_every,
                      args.timings_every, args.pairwise_rounds[0])
+        return
+    if args.rejudge:
+        doc = json.loads(args.out.read_text(encoding="utf-8"))
+        doc["targets"] = targets(doc["sizes"])
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"rejudged {args.out}: targets met: {doc['targets']['met']}")
         return
     if len(args.pairwise_rounds) not in (1, len(args.gpus)):
         parser.error("--pairwise-rounds: expected one value, or one per --gpus")
