@@ -23,7 +23,11 @@ For each GPU count (`--gpus 512 4096`; default 512) the bench
 4. writes bench/results/scale.json (schema_version 1).
 
     .venv/bin/python bench/bench_scale.py                          # 512 GPUs, 24 h of 1 Hz telemetry
-    .venv/bin/python bench/bench_scale.py --gpus 512 4096          # and 4,096 GPUs (about 28 GB on disk)
+    .venv/bin/python bench/bench_scale.py --gpus 4096 --pairwise-rounds 8 --merge   # 4,096 GPUs, 23.5 GiB
+    .venv/bin/python bench/bench_scale.py --rejudge                # the targets again from the recorded sizes
+
+At 4,096 GPUs a full pairwise sweep (523,776 pairs) cannot be certified: bundle.yaml may hold at most 2 MiB
+(127 rounds already make it 14 MB); 8 rounds keep every tray in the sweep.
     .venv/bin/python bench/bench_scale.py --telemetry-hours 1 --out /tmp/scale.json   # quick, while developing
 """
 
