@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -45,15 +48,57 @@ class ResilienceJob:
 
 @dataclass
 class ResilienceFiles:
-    """The rendered files (text, or Parquet bytes) and what happened, for tests and bundle.yaml."""
+    """The rendered text files and what happened, for tests and bundle.yaml. The two large files (per-rank
+    timings as Parquet, DCGM telemetry as Prometheus text) are written on demand, streamed in bounded chunks:
+    `write_rank_timings` / `write_telemetry` to a path, or the `rank_timings` / `telemetry` properties in memory
+    (small jobs and tests). Every write of the same job gives the same bytes."""
 
     nemo_log: str
     sacct: str
     events: str
-    rank_timings: bytes
-    telemetry: str
     allocations: list[tuple[str, ...]] = field(default_factory=list)
     steps: int = 0
+    _plan: _LargeFiles | None = field(default=None, repr=False)
+
+    def write_rank_timings(self, path: Path, *, chunk_rows: int = 1 << 21) -> None:
+        """Every `timings_every`-th step of every rank, in chunks of about `chunk_rows` rows."""
+        assert self._plan is not None
+        with path.open("wb") as fh:
+            _write_timings(self._plan, fh, chunk_rows)
+
+    def write_telemetry(self, path: Path, *, chunk_bytes: int = 1 << 26) -> None:
+        """The DCGM exporter's samples, in chunks of about `chunk_bytes` bytes."""
+        assert self._plan is not None
+        with path.open("wb") as fh:
+            _write_telemetry(self._plan, fh, chunk_bytes)
+
+    @property
+    def rank_timings(self) -> bytes:
+        assert self._plan is not None
+        sink = io.BytesIO()
+        _write_timings(self._plan, sink, 1 << 21)
+        return sink.getvalue()
+
+    @property
+    def telemetry(self) -> str:
+        assert self._plan is not None
+        sink = io.BytesIO()
+        _write_telemetry(self._plan, sink, 1 << 26)
+        return sink.getvalue().decode("ascii")
+
+
+@dataclass(frozen=True)
+class _LargeFiles:
+    """What the large files are rendered from: the finished timeline and the random state after it."""
+
+    job: ResilienceJob
+    topology: Topology
+    steps: list[_Step]
+    events: list[_Ev]
+    slow: list[Fault]
+    attempts: list[tuple[float, float, tuple[str, ...], str]]
+    end_s: float
+    rng_state: dict[str, Any]
 
 
 @dataclass
@@ -199,10 +244,9 @@ def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFil
         nemo_log=_render_nemo(job, topology, steps, events),
         sacct=_render_sacct(job, attempts),
         events=_render_events(job, events),
-        rank_timings=_render_timings(job, topology, steps, events, slow, rng),
-        telemetry=_render_telemetry(job, topology, attempts, slow, end_s),
         allocations=[a[2] for a in attempts],
         steps=len(steps),
+        _plan=_LargeFiles(job, topology, steps, events, slow, attempts, end_s, dict(rng.bit_generator.state)),
     )
 
 
@@ -429,75 +473,112 @@ def _render_events(job: ResilienceJob, events: list[_Ev]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _render_timings(
-    job: ResilienceJob, topology: Topology, steps: list[_Step], events: list[_Ev], slow: list[Fault],
-    rng: np.random.Generator,
-) -> bytes:
-    """Every `timings_every`-th step of every rank: compute (NCCL excluded) and the rest of the step as comm."""
-    gpn = topology.gpus_per_node
-    starts = sorted((e.t, list(map(str, e.extra["nodes"]))) for e in events  # type: ignore[call-overload]
+def _write_timings(plan: _LargeFiles, sink: BinaryIO, chunk_rows: int) -> None:
+    """Every `timings_every`-th step of every rank: compute (NCCL excluded) and the rest of the step as comm.
+    Whole steps per chunk, one Parquet row group per 65,536 rows; the node column is dictionary-encoded with the
+    nodes in order of first appearance."""
+    job, gpn = plan.job, plan.topology.gpus_per_node
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = plan.rng_state
+    starts = sorted((e.t, list(map(str, e.extra["nodes"]))) for e in plan.events  # type: ignore[call-overload]
                     if e.type == "job_started")
-    sampled = [s for s in steps if s.step % job.timings_every == 0]
+    sampled = [s for s in plan.steps if s.step % job.timings_every == 0]
     n = job.gpus
-    rows = len(sampled) * n
-    rank = np.tile(np.arange(n, dtype=np.int32), len(sampled))
-    step_col = np.repeat(np.array([s.step for s in sampled], dtype=np.int64), n)
-    gpu = (rank % gpn).astype(np.int16)
-    node_col: list[str] = []
-    compute = np.empty(rows, dtype=np.float64)
-    comm = np.empty(rows, dtype=np.float64)
-    stamp = np.empty(rows, dtype=np.int64)
+    step_nodes = [[nodes for t0, nodes in starts if t0 <= s.end_s][-1] for s in sampled]
+    dictionary: dict[str, int] = {}
+    for nodes in step_nodes:
+        for node in nodes:
+            dictionary.setdefault(node, len(dictionary))
+    names = pa.array(list(dictionary), pa.string())
     base = job.mean_step_s * COMPUTE_SHARE
-    for i, s in enumerate(sampled):
-        nodes = [nodes for t0, nodes in starts if t0 <= s.end_s][-1]
-        sl = slice(i * n, (i + 1) * n)
-        c = base * (1.0 + 0.004 * rng.standard_normal(n))
-        for f in slow:
-            if f.node in nodes and s.end_s - s.dur_s >= f.at_s:
-                c[nodes.index(f.node) * gpn + (f.gpu or 0)] *= f.slowdown
-        compute[sl] = np.round(c, 4)
-        comm[sl] = np.round(np.maximum(s.dur_s - c, 0.001) , 4)
-        stamp[sl] = round((job.start.timestamp() + s.end_s) * 1e6)
-        node_col.extend(nodes[r // gpn] for r in range(n))
-    table = pa.table({
-        "rank": pa.array(rank, pa.int32()),
-        "node": pa.array(node_col, pa.string()).dictionary_encode(),
-        "gpu": pa.array(gpu, pa.int16()),
-        "step": pa.array(step_col, pa.int64()),
-        "compute_s": pa.array(compute, pa.float64()),
-        "comm_s": pa.array(comm, pa.float64()),
-        "timestamp": pa.array(stamp, pa.timestamp("us", tz="UTC")),
-    })
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", row_group_size=65536, write_statistics=True)
-    return bytes(sink.getvalue().to_pybytes())
+    schema = pa.schema([("rank", pa.int32()), ("node", pa.dictionary(pa.int32(), pa.string())),
+                        ("gpu", pa.int16()), ("step", pa.int64()), ("compute_s", pa.float64()),
+                        ("comm_s", pa.float64()), ("timestamp", pa.timestamp("us", tz="UTC"))])
+    per_chunk = max(1, chunk_rows // max(1, n))
+    ranks = np.arange(n, dtype=np.int32)
+    start_s = job.start.timestamp()
+    with pq.ParquetWriter(sink, schema, compression="zstd", write_statistics=True) as writer:
+        for lo in range(0, len(sampled), per_chunk):
+            chunk = sampled[lo:lo + per_chunk]
+            k = len(chunk)
+            c = base * (1.0 + 0.004 * rng.standard_normal((k, n)))
+            node_index = np.empty((k, n), dtype=np.int32)
+            for i, s in enumerate(chunk):
+                nodes = step_nodes[lo + i]
+                node_index[i] = np.repeat(np.array([dictionary[x] for x in nodes], dtype=np.int32), gpn)[:n]
+                for f in plan.slow:
+                    if f.node in nodes and s.end_s - s.dur_s >= f.at_s:
+                        c[i, nodes.index(f.node) * gpn + (f.gpu or 0)] *= f.slowdown
+            dur = np.array([s.dur_s for s in chunk], dtype=np.float64)[:, None]
+            stamp = np.array([round((start_s + s.end_s) * 1e6) for s in chunk], dtype=np.int64)
+            table = pa.table({
+                "rank": pa.array(np.tile(ranks, k), pa.int32()),
+                "node": pa.DictionaryArray.from_arrays(pa.array(node_index.ravel(), pa.int32()), names),
+                "gpu": pa.array(np.tile((ranks % gpn).astype(np.int16), k), pa.int16()),
+                "step": pa.array(np.repeat(np.array([s.step for s in chunk], dtype=np.int64), n), pa.int64()),
+                "compute_s": pa.array(np.round(c, 4).ravel(), pa.float64()),
+                "comm_s": pa.array(np.round(np.maximum(dur - c, 0.001), 4).ravel(), pa.float64()),
+                "timestamp": pa.array(np.repeat(stamp, n), pa.timestamp("us", tz="UTC")),
+            }, schema=schema)
+            writer.write_table(table, row_group_size=65536)
 
 
-def _render_telemetry(
-    job: ResilienceJob, topology: Topology, attempts: list[tuple[float, float, tuple[str, ...], str]],
-    slow: list[Fault], end_s: float,
-) -> str:
-    """DCGM exporter samples once every `telemetry_every_s`: SM clock (MHz) of every GPU of the running job."""
+_CLOCK_METRIC = "DCGM_FI_DEV_SM_CLOCK"
+
+
+def _write_telemetry(plan: _LargeFiles, sink: BinaryIO, chunk_bytes: int) -> None:
+    """DCGM exporter samples once every `telemetry_every_s`: SM clock (MHz) of every GPU of the running job, one
+    line per GPU and sample, `DCGM_FI_DEV_SM_CLOCK{gpu="G",Hostname="N"} MHZ MS`. Written vectorised: at one
+    sample time every GPU's line has a fixed layout (a 4-digit clock, a 13-digit millisecond stamp), so a block
+    of sample times is a byte template with the digits filled in by numpy."""
+    job, topology = plan.job, plan.topology
     rng = np.random.default_rng(job.seed + 2)
     gpn = topology.gpus_per_node
     nominal = 1965 if topology.system.value == "gb200-nvl72" else 1980
-    lines = ["# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).",
-             "# TYPE DCGM_FI_DEV_SM_CLOCK gauge"]
+    sink.write(f"# HELP {_CLOCK_METRIC} SM clock frequency (in MHz).\n# TYPE {_CLOCK_METRIC} gauge\n".encode())
+    # the sample times and the attempt running at each (repeated addition, as a sampling loop steps its clock)
+    groups: list[tuple[int, list[float]]] = []
     t = 0.0
-    while t <= end_s:
-        running = [a for a in attempts if a[0] <= t < a[1]]
+    while t <= plan.end_s:
+        running = [i for i, a in enumerate(plan.attempts) if a[0] <= t < a[1]]
         if running:
-            nodes = running[0][2]
-            ms = round((job.start.timestamp() + t) * 1000)
-            for node in nodes:
-                for g in range(gpn):
-                    clock = nominal - int(abs(rng.normal(0, 6)))
-                    for f in slow:
-                        if f.reported and f.node == node and f.gpu == g and t >= f.at_s:
-                            clock = int(nominal / f.slowdown)  # thermal throttling the monitoring sees
-                    lines.append(f'DCGM_FI_DEV_SM_CLOCK{{gpu="{g}",Hostname="{node}"}} {clock} {ms}')
+            if groups and groups[-1][0] == running[0]:
+                groups[-1][1].append(t)
+            else:
+                groups.append((running[0], [t]))
         t += job.telemetry_every_s
-    return "\n".join(lines) + "\n"
+    start_s = job.start.timestamp()
+    for attempt, times in groups:
+        nodes = plan.attempts[attempt][2]
+        series: list[tuple[str | None, int | None]] = [(node, g) for node in nodes for g in range(gpn)]
+        heads = [f'{_CLOCK_METRIC}{{gpu="{g}",Hostname="{node}"}} '.encode() for node, g in series]
+        template = bytearray()
+        clock_at = np.empty(len(series), dtype=np.int64)
+        ms_at = np.empty(len(series), dtype=np.int64)
+        for i, head in enumerate(heads):
+            template += head
+            clock_at[i] = len(template)
+            template += b"0000 "
+            ms_at[i] = len(template)
+            template += b"0000000000000\n"
+        block = np.frombuffer(bytes(template), dtype=np.uint8)
+        overrides = [(series.index((f.node, f.gpu)), f.at_s, int(nominal / f.slowdown)) for f in plan.slow
+                     if f.reported and (f.node, f.gpu) in series]
+        per_chunk = max(1, chunk_bytes // len(block))
+        for lo in range(0, len(times), per_chunk):
+            at = np.array(times[lo:lo + per_chunk], dtype=np.float64)
+            clock = nominal - np.abs(rng.normal(0, 6, size=(len(at), len(series)))).astype(np.int64)
+            for index, from_s, value in overrides:  # thermal throttling the monitoring sees
+                clock[at >= from_s, index] = value
+            ms = np.array([round((start_s + x) * 1000) for x in at], dtype=np.int64)
+            if clock.min() < 1000 or clock.max() > 9999 or ms.min() < 10**12 or ms.max() >= 10**13:
+                raise ValueError("telemetry writer: a clock of 4 digits and a stamp of 13 digits expected")
+            out = np.tile(block, (len(at), 1))
+            for d in range(4):
+                out[:, clock_at + d] = 48 + (clock // 10 ** (3 - d)) % 10
+            for d in range(13):
+                out[:, ms_at + d] = (48 + (ms // 10 ** (12 - d)) % 10)[:, None]
+            sink.write(out.tobytes())
 
 
 def fixed_start(text: str) -> datetime:

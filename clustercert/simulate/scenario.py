@@ -21,7 +21,7 @@ from clustercert.simulate.nemo import NemoRun, render_nemo_log
 from clustercert.simulate.resilience import ResilienceJob, fixed_start, simulate_resilience
 from clustercert.simulate.topology import System, Topology, build_topology
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioName", "scenario_for", "write_bundle"]
+__all__ = ["SCENARIOS", "Scenario", "ScenarioName", "cluster_scale", "pairwise_rounds", "scenario_for", "write_bundle"]
 
 
 class ScenarioName(StrEnum):
@@ -47,6 +47,12 @@ class Scenario:
     resilience_gpus: int = 128
     resilience_hours: float = 3.0
     resilience_workload: tuple[str, str] = ("llama3-70b", "fp8")
+    telemetry_every_s: float = 60.0  # DCGM sampling interval of the resilience run
+    timings_every: int = 10  # per-rank timings of every N-th step of the resilience run
+    # None: the shipped samples' pairs (one pair per two racks on GB200, neighbours on H100); 0: a full pairwise
+    # sweep (every pair of the allocation's nodes, n(n-1)/2, in n-1 rounds of n/2 disjoint pairs); K: its first K
+    # rounds (every node in every round)
+    pairwise_rounds: int | None = None
     megatron: frozenset[tuple[str, str, int]] = frozenset()  # (workload, precision, GPUs) logged by Megatron-Bridge
     cluster_name: str = "example-cloud-gb200-east"
     recipe_version: str = "25.05.05"
@@ -116,6 +122,44 @@ def scenario_for(
         repeats=base.repeats if repeats is None else repeats,
         start=base.start if start is None else start,
     )
+
+
+def cluster_scale(
+    gpus: int, *, hours: float = 24.0, telemetry_every_s: float = 1.0, timings_every: int = 1,
+    pairwise: int = 0,
+) -> Scenario:
+    """The seed scenario's cluster (GB200 NVL72) at full evidence size: the suite's workloads x three repeats at
+    512 GPUs, scaling from 128 GPUs up to `gpus` in doublings, nccl-tests at every scope with a full pairwise
+    sweep (`pairwise` 0, else its first K rounds), and a resilience run of `hours` on all `gpus` GPUs with DCGM
+    telemetry every `telemetry_every_s` and per-rank timings of every `timings_every`-th step."""
+    base = SCENARIOS[ScenarioName.SEED]
+    scaling = tuple(g for g in (128 * 2**k for k in range(12)) if g <= gpus and g != 512)
+    return replace(
+        base, gpus=gpus, scaling_gpus=scaling, resilience_gpus=gpus, resilience_hours=hours,
+        telemetry_every_s=telemetry_every_s, timings_every=timings_every, pairwise_rounds=pairwise,
+        megatron=frozenset(), cluster_name=f"example-cloud-gb200-scale-{gpus}",
+    )
+
+
+def pairwise_rounds(nodes: tuple[str, ...], rounds: int = 0) -> list[list[tuple[str, str]]]:
+    """A full pairwise sweep as a round-robin schedule (the circle method): n-1 rounds (n even; with n odd, n
+    rounds and one node resting in each) of disjoint pairs, every pair of `nodes` exactly once; `rounds` > 0 keeps
+    the first that many. Each pair is in the nodes' order."""
+    order = {n: i for i, n in enumerate(nodes)}
+    ring: list[str | None] = list(nodes) + ([None] if len(nodes) % 2 else [])
+    m = len(ring)
+    out: list[list[tuple[str, str]]] = []
+    for _ in range(m - 1):
+        pairs: list[tuple[str, str]] = []
+        for i in range(m // 2):
+            a, b = ring[i], ring[m - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((a, b) if order[a] < order[b] else (b, a))
+        out.append(sorted(pairs, key=lambda p: order[p[0]]))
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+        if rounds and len(out) == rounds:
+            break
+    return out
 
 
 # Large-message busbw (GB/s) each scope reaches on a healthy fabric, per collective.
@@ -215,7 +259,7 @@ def _collective_groups(sc: Scenario, topo: Topology) -> list[tuple[str, tuple[st
         groups += [("nvlink-domain", nodes, gpn) for nodes in racks]
         used = [[n for n in nodes if n in topo.allocation] for nodes in racks]
         groups += [("cross-rack", tuple(used[i] + used[i + 1]), gpn) for i in range(0, len(used) - 1, 2)]
-        for i in range(len(racks)):
+        for i in range(len(racks) if sc.pairwise_rounds is None else 0):
             for j in range(i + 1, len(racks)):
                 tray = (i + j) % 16
                 pair = (used[i][tray], used[j][tray])
@@ -232,7 +276,11 @@ def _collective_groups(sc: Scenario, topo: Topology) -> list[tuple[str, tuple[st
         groups += [("nvlink-domain", (n,), gpn) for i, n in enumerate(nodes) if i % 4 == 0 or n in topo.spares]
         alloc = topo.allocation
         groups += [("cross-rack", alloc[i:i + 32], gpn) for i in range(0, len(alloc), 32)]
-        groups += [("pair", (alloc[i], alloc[i + 1]), 1) for i in range(0, len(alloc) - 1, 2)]
+        if sc.pairwise_rounds is None:
+            groups += [("pair", (alloc[i], alloc[i + 1]), 1) for i in range(0, len(alloc) - 1, 2)]
+    if sc.pairwise_rounds is not None:
+        groups += [("pair", pair, 1) for pairs in pairwise_rounds(topo.allocation, sc.pairwise_rounds)
+                   for pair in pairs]
     groups.append(("full-scale", topo.allocation_of(sc.gpus), gpn))
     return groups
 
@@ -276,20 +324,26 @@ def _resilience_runs(out: Path, sc: Scenario, topo: Topology, catalog: LoadedCat
         hours=sc.resilience_hours, checkpoint_every=max(10, round(_CHECKPOINT_S / mean)),
         start=fixed_start(sc.start).replace(hour=9), job_id=48213, seed=sc.seed * 7 + 1,
         faults=tuple(f for f in sc.faults if f.kind is not FaultKind.BAD_LINK),
+        timings_every=sc.timings_every, telemetry_every_s=sc.telemetry_every_s,
     )
     files = simulate_resilience(job, topo)
     nodes = sorted({n for a in files.allocations for n in a}, key=topo.nodes.index)
     common = {"phase": "resilience", "workload": workload, "precision": precision, "gpus": gpus, "nodes": nodes}
-    items: list[tuple[str, str, str, str | bytes]] = [
+    items: list[tuple[str, str, str, str | None]] = [
         ("resilience", "nemo", "resilience/training.log", files.nemo_log),
         ("scheduler", "sacct", "resilience/sacct.txt", files.sacct),
         ("events", "events", "resilience/events.jsonl", files.events),
-        ("rank-timings", "rank-timings", "resilience/rank-timings.parquet", files.rank_timings),
-        ("telemetry", "dcgm", "resilience/dcgm.prom", files.telemetry),
+        ("rank-timings", "rank-timings", "resilience/rank-timings.parquet", None),
+        ("telemetry", "dcgm", "resilience/dcgm.prom", None),
     ]
     runs: list[dict[str, object]] = []
     for kind, fmt, rel, data in items:
-        _write(out, rel, data)
+        if data is not None:
+            _write(out, rel, data)
+        elif kind == "telemetry":
+            files.write_telemetry(out / rel)
+        else:
+            files.write_rank_timings(out / rel)
         runs.append({"id": f"resilience-{kind}", **common, "kind": kind, "format": fmt, "files": [rel]})
     return runs
 
