@@ -273,14 +273,15 @@ _PAIR_ALONE: dict[int, tuple[dict[str, tuple[str, float]], re.Pattern[str]]] = {
 class _Template:
     """The pattern of a log's first record line, with what it captures."""
 
-    __slots__ = ("continued", "fields", "heads", "pattern", "stamped")
+    __slots__ = ("continued", "fields", "heads", "pattern", "stamped", "step_time")
 
     def __init__(self, pattern: re.Pattern[str], fields: list[tuple[str, float]], stamped: bool,
-                 heads: re.Pattern[str], continued: re.Pattern[str]) -> None:
+                 heads: re.Pattern[str], step_time: re.Pattern[str], continued: re.Pattern[str]) -> None:
         self.pattern = pattern  # groups: [day, time,] iteration, max, each value
         self.fields = fields  # (TrainingStep field, divisor) of each captured value, in order
         self.stamped = stamped  # the record starts with Megatron's `[day time]`
         self.heads = heads  # every record head of the text, as _ITER_FROM_LITERAL finds them within a line
+        self.step_time = step_time  # _STEP_TIME over the whole text, never across a line break
         self.continued = continued  # a line that finishes a wrapped record: a key's part ending with '|'
 
 
@@ -328,7 +329,8 @@ def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) ->
         pieces.append(rf"(?=\n(?!{space}*(?:{keys}){space}*:[^\n]*\|{space}*(?:\n|\Z))|\Z)")
     else:
         pieces.append(r"(?=\n|\Z)")
-    return _Template(re.compile("".join(pieces)), captured, stamped, re.compile(head_text),
+    step_time = re.compile(_STEP_TIME.pattern.replace(r"\s", space))  # within one line, as on the line alone
+    return _Template(re.compile("".join(pieces)), captured, stamped, re.compile(head_text), step_time,
                      re.compile(rf"{space}*(?:{'|'.join(map(re.escape, fields))}){space}*:[^\n]*\|{space}*\Z"))
 
 
@@ -401,7 +403,7 @@ def _pipe_log_fast(
     tflops: dict[int, float] = {}
     record_lines = set(lines)
     line_of = LineCounter(text).at
-    for start, end in _lines_with(text, _MISC, set()):
+    for start, end in _lines_with(text, _MISC[1:], set()):  # pauses and evaluations (few): line by line
         number = line_of(start)
         if number in record_lines:
             return None
@@ -413,13 +415,22 @@ def _pipe_log_fast(
                 pause[after] += float(matched.group(1))
         if after < count and "validation loss at" in raw and _UNTIMED.search(raw) is not None:
             untimed[after] = True
-        if "Step Time" in raw and after:
-            timing = _STEP_TIME.search(raw)
-            if timing is not None:
-                throughput = _floats(timing.groups())
-                if throughput is None:
-                    return None
-                tflops[after - 1] = throughput[1]
+    if "Step Time" in text:  # a throughput line after each record (Megatron-Bridge): all at once
+        timings = list(template.step_time.finditer(text))
+        if timings:
+            between = map(text.count, itertools.repeat("\n"), [0, *map(re.Match.start, timings[:-1])],
+                          map(re.Match.start, timings))
+            numbers = list(itertools.accumulate(between, initial=1))[1:]
+            if not record_lines.isdisjoint(numbers) or len(set(numbers)) != len(numbers):
+                return None  # on a record's line, or two on one line (the first counts): line by line
+            texts = list(zip(*map(re.Match.groups, timings), strict=True))
+            if _floats(texts[0]) is None:  # the seconds must be a number too
+                return None
+            throughputs = _floats(texts[1])
+            if throughputs is None:
+                return None
+            afters = map(bisect.bisect_left, itertools.repeat(lines), numbers)  # the records before each
+            tflops = {after - 1: value for after, value in zip(afters, throughputs, strict=True) if after}
     if tflops:
         amended = values.get("tflops_per_gpu", [None] * count)
         for index, value in tflops.items():

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (log lines as the tools print them)
 """The bulk readings of issue 13 (a record template over the whole text, numbers converted column by column)
 read what the line-by-line reading reads: values and lines counted by hand, and every file the template cannot
 read alike (a bad number in the middle, a record of another shape, a wrapped record) still read by the
@@ -117,3 +118,39 @@ def test_the_text_after_the_last_record_is_not_searched_again_and_again(tmp_path
     text = megatron_log(3) + "[" * 40 + "\n" + ("[x] iteration of the data loader [y]\n" * 200_000)
     log = parse_megatron(write(tmp_path, text), "m.log")
     assert [s.iteration for s in log.steps] == [1, 2, 3] and log.line_count == 200_008
+
+
+def test_throughput_lines_read_all_at_once_keep_the_line_by_line_rules(tmp_path: Path) -> None:
+    # a Step Time line before any record is ignored, its bad number too; of two on one line the first counts; the
+    # last of two after one record wins
+    text = megatron_log(4).replace(
+        megatron_record(1), "Step Time : xs GPU utilization: yMODEL_TFLOP/s/GPU\n" + megatron_record(1)
+    ).replace(
+        "Step Time : 0.752s GPU utilization: 602.5MODEL_TFLOP/s/GPU\n",
+        "Step Time : 0.752s GPU utilization: 602.5MODEL_TFLOP/s/GPU Step Time : 1s GPU utilization: 1MODEL_TFLOP/s/GPU\n",
+    ).replace(
+        "Step Time : 0.753s GPU utilization: 603.5MODEL_TFLOP/s/GPU\n",
+        "Step Time : 0.753s GPU utilization: 603.5MODEL_TFLOP/s/GPU\nStep Time : 0.7s GPU utilization: 333.0MODEL_TFLOP/s/GPU\n",
+    )
+    log = parse_megatron(write(tmp_path, text), "m.log")
+    assert [s.tflops_per_gpu for s in log.steps] == [601.5, 602.5, 333.0, 604.5]
+    assert [s.line for s in log.steps] == [3, 5, 7, 10]
+
+
+def test_a_bad_throughput_number_after_a_record_is_named_with_its_line(tmp_path: Path) -> None:
+    text = megatron_log(4).replace("GPU utilization: 603.5MODEL", "GPU utilization: 6o3.5MODEL")
+    with pytest.raises(EvidenceError) as caught:
+        parse_megatron(write(tmp_path, text), "m.log")
+    assert (caught.value.line, caught.value.field) == (7, "GPU utilization")
+
+
+def test_of_two_throughput_lines_after_one_record_the_last_wins(tmp_path: Path) -> None:
+    text = megatron_log(4).replace(
+        "Step Time : 0.753s GPU utilization: 603.5MODEL_TFLOP/s/GPU\n",
+        "Step Time : 0.753s GPU utilization: 603.5MODEL_TFLOP/s/GPU\nStep Time : 0.7s GPU utilization: 333.0MODEL_TFLOP/s/GPU\n",
+    )
+    path = write(tmp_path, text)
+    fast = megatron._pipe_log_fast(read_text(path, "m.log", limit=1 << 30), "m.log", fmt="megatron",
+                                   fields=MEGATRON_FIELDS, wrapped=False)
+    assert fast is not None and fast == parse_megatron(path, "m.log")
+    assert [s.tflops_per_gpu for s in fast.steps] == [601.5, 602.5, 333.0, 604.5]
