@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,9 +13,11 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.training import (
     NAN_VALUE,
+    STEP_DEFAULTS,
     LineCounter,
     NanMark,
     TrainingLog,
+    TrainingStep,
     line_total,
     make_step,
     parse_number,
@@ -64,6 +68,9 @@ def parse_pipe_log(
     that stays cut short is read as far as it goes, with a warning naming its line.
     """
     text = read_text(path, display, limit=limit)
+    fast = _pipe_log_fast(text, display, fmt=fmt, fields=fields, wrapped=wrapped)
+    if fast is not None:
+        return fast
     steps: list[dict[str, object]] = []  # built as TrainingSteps at the end (a Step Time line amends the last)
     nans: list[NanMark] = []
     warnings: list[str] = []
@@ -247,3 +254,225 @@ def _record(
 def parse_megatron(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
     """Every Megatron-LM / Megatron-Bridge iteration record, with `Step Time` throughput attached."""
     return parse_pipe_log(path, display, fmt=FORMAT, fields=MEGATRON_FIELDS, what="Megatron", limit=limit)
+
+
+# The fast reading (issue 13). A log prints the same keys in the same order on every record: the first record's
+# parts make one pattern for a whole record line (a template), found over the whole text by one compiled pattern
+# (C speed) that also returns the text before each record (its newlines give the record's line), its values
+# converted column by column. The template is used only where it reads what the line-by-line steps above read:
+# every record head in the text (`iteration N/ M |`) starts one of the template's records (no record of another
+# shape, none run into another on one line, none after a word character), no nan or inf value, no
+# throughput/pause/evaluation line on a record line, no print time before a record unless the template has one
+# before each, no wrapped record (with `wrapped`), every number converts and every step time is non-negative.
+# Any other file, and any file with an error, is read by those steps, which give its warnings and its located error.
+_STAMPED = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\]\s*$")
+_MISC = ("Step Time", "save-checkpoint", "validation loss at")
+_PAIR_ALONE: dict[int, tuple[dict[str, tuple[str, float]], re.Pattern[str]]] = {}  # _pairs() without its '|'
+
+
+class _Template:
+    """The pattern of a log's first record line, with what it captures."""
+
+    __slots__ = ("continued", "fields", "heads", "pattern", "stamped", "step_time")
+
+    def __init__(self, pattern: re.Pattern[str], fields: list[tuple[str, float]], stamped: bool,
+                 heads: re.Pattern[str], step_time: re.Pattern[str], continued: re.Pattern[str]) -> None:
+        self.pattern = pattern  # groups: [day, time,] iteration, max, each value
+        self.fields = fields  # (TrainingStep field, divisor) of each captured value, in order
+        self.stamped = stamped  # the record starts with Megatron's `[day time]`
+        self.heads = heads  # every record head of the text, as _ITER_FROM_LITERAL finds them within a line
+        self.step_time = step_time  # _STEP_TIME over the whole text, never across a line break
+        self.continued = continued  # a line that finishes a wrapped record: a key's part ending with '|'
+
+
+def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) -> _Template | None:
+    """The template of the first record line, or None when that line is not one a template reads alike (more
+    than one record, cut short, a part without a colon)."""
+    if any(":" in key for key in fields):
+        return None  # a part is a key's exactly when its text before the first ':' is the key
+    first = _ITER_FROM_LITERAL.search(text)  # the first record head (after no word character)
+    while first is not None and first.start() and _WORD.match(text, first.start() - 1) is not None:
+        first = _ITER_FROM_LITERAL.search(text, first.start() + 1)
+    if first is None:
+        return None
+    at = first.start()
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    line = text[start:end if end >= 0 else len(text)]
+    matches = _records(line)
+    if len(matches) != 1 or not line.rstrip().endswith("|"):
+        return None
+    head = matches[0]
+    parts = line[head.end():].rstrip()[:-1].split("|")
+    known = _PAIR_ALONE.get(id(fields))
+    if known is None or known[0] is not fields:
+        known = _PAIR_ALONE[id(fields)] = (fields, re.compile(_pairs(fields).pattern[2:]))
+    pair = known[1]
+    stamped = _STAMPED.search(line, 0, head.start()) is not None
+    # \s within one line of read_text()'s text (whose only line break is "\n"); in ASCII text a space or a tab
+    space = "[ \t]" if text.isascii() else r"[^\S\n]"
+    head_text = f"iteration{space}+(\\d+){space}*/{space}*(\\d+){space}*\\|"
+    pieces = [rf"\[(\d{{4}}-\d{{2}}-\d{{2}}) (\d{{2}}:\d{{2}}:\d{{2}})\]{space}*" if stamped else "",
+              head_text]
+    captured: list[tuple[str, float]] = []
+    for part in parts:
+        found = pair.match(part)
+        label = found.group(1) if found is not None else part.partition(":")[0].strip()
+        if found is None and (":" not in part or not label):
+            return None
+        pieces.append(f"{space}*{re.escape(label)}{space}*:" + ("([^|\n]*)" if found else "[^|\n]*") + r"\|")
+        if found is not None:
+            captured.append(fields[label])
+    pieces.append(f"{space}*")
+    if wrapped:  # the next line must not finish this record (a part of a key ending with '|')
+        keys = "|".join(re.escape(key) for key in sorted(fields, key=len, reverse=True))
+        pieces.append(rf"(?=\n(?!{space}*(?:{keys}){space}*:[^\n]*\|{space}*(?:\n|\Z))|\Z)")
+    else:
+        pieces.append(r"(?=\n|\Z)")
+    step_time = re.compile(_STEP_TIME.pattern.replace(r"\s", space))  # within one line, as on the line alone
+    return _Template(re.compile("".join(pieces)), captured, stamped, re.compile(head_text), step_time,
+                     re.compile(rf"{space}*(?:{'|'.join(map(re.escape, fields))}){space}*:[^\n]*\|{space}*\Z"))
+
+
+_STAMP_BEFORE_HEAD = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\]\s*iteration")
+
+
+def _floats(texts: tuple[str, ...] | list[str]) -> list[float] | None:
+    """float() of each text (what the line-by-line reading does), or None when one is not a number."""
+    try:
+        return list(map(float, texts))
+    except ValueError:
+        return None
+
+
+def _pipe_log_fast(
+    text: str, display: str, *, fmt: str, fields: dict[str, tuple[str, float]], wrapped: bool
+) -> TrainingLog | None:
+    """What parse_pipe_log() reads from `text`, read by a template (above); None when the template does not
+    apply, and the line-by-line reading must."""
+    lowered = text.lower() if text.isascii() else None  # no nan or inf value without those letters
+    if (lowered is None or "nan" in lowered or "inf" in lowered) and NAN_VALUE.search(text) is not None:
+        return None
+    template = _template(text, fields, wrapped)
+    if template is None:
+        return None
+    # Searched up to the end of the last record head's line: a search that fails is tried again from each later
+    # offset, to the end (quadratic time on the text after the last record)
+    last = _last_head(text, template.heads)
+    if last < 0:
+        return None
+    end = text.find("\n", last)
+    end = len(text) if end < 0 else end
+    if wrapped and end < len(text):  # the line after the last record does not finish it (what the pattern checks
+        following = text.find("\n", end + 1)  # for the others)
+        if template.continued.match(text, end + 1, following if following >= 0 else len(text)):
+            return None
+    found = list(template.pattern.finditer(text, 0, end))
+    if not found or len(template.heads.findall(text)) != len(found):
+        return None
+    if not template.stamped and _STAMP_BEFORE_HEAD.search(text) is not None:
+        return None
+    starts = list(map(re.Match.start, found))
+    if not template.stamped:  # a record after a word character (`preiteration`) is none
+        before = "".join(map(text.__getitem__, [at - 1 for at in starts if at]))
+        if _WORD.search(before) is not None:
+            return None
+    columns = list(zip(*map(re.Match.groups, found), strict=True))
+    del found
+    offset = 2 if template.stamped else 0
+    values: dict[str, list[Any]] = {}
+    for index, (name, factor) in enumerate(template.fields):
+        floats = _floats(columns[offset + 2 + index])
+        if floats is None:
+            return None
+        if factor != 1.0:
+            floats = [value / factor for value in floats]
+        if name in _INTS:
+            values[name] = (list(map(int, floats)) if all(map(float.is_integer, floats))
+                            else [int(value) if value.is_integer() else value for value in floats])
+        else:
+            values[name] = floats
+    step_times = values.pop("step_time_s", None)
+    if step_times is None or any(map((0.0).__gt__, step_times)):  # none, or one below 0
+        return None
+    count = len(starts)
+    newlines = map(text.count, itertools.repeat("\n"), [0, *starts[:-1]], starts)  # between one record and the next
+    lines = list(itertools.accumulate(newlines, initial=1))[1:]
+    pause = [0.0] * count
+    untimed = [False] * count
+    tflops: dict[int, float] = {}
+    record_lines = set(lines)
+    line_of = LineCounter(text).at
+    for start, end in _lines_with(text, _MISC[1:], set()):  # pauses and evaluations (few): line by line
+        number = line_of(start)
+        if number in record_lines:
+            return None
+        raw = text[start:end]
+        after = bisect.bisect_left(lines, number)  # how many records come before this line
+        if "save-checkpoint" in raw:
+            matched = _PAUSE.match(raw)
+            if matched is not None and after < count:
+                pause[after] += float(matched.group(1))
+        if after < count and "validation loss at" in raw and _UNTIMED.search(raw) is not None:
+            untimed[after] = True
+    if "Step Time" in text:  # a throughput line after each record (Megatron-Bridge): all at once
+        timings = list(template.step_time.finditer(text))
+        if timings:
+            between = map(text.count, itertools.repeat("\n"), [0, *map(re.Match.start, timings[:-1])],
+                          map(re.Match.start, timings))
+            numbers = list(itertools.accumulate(between, initial=1))[1:]
+            if not record_lines.isdisjoint(numbers) or len(set(numbers)) != len(numbers):
+                return None  # on a record's line, or two on one line (the first counts): line by line
+            texts = list(zip(*map(re.Match.groups, timings), strict=True))
+            if _floats(texts[0]) is None:  # the seconds must be a number too
+                return None
+            throughputs = _floats(texts[1])
+            if throughputs is None:
+                return None
+            afters = map(bisect.bisect_left, itertools.repeat(lines), numbers)  # the records before each
+            tflops = {after - 1: value for after, value in zip(afters, throughputs, strict=True) if after}
+    if tflops:
+        amended = values.get("tflops_per_gpu", [None] * count)
+        for index, value in tflops.items():
+            amended[index] = value
+        values["tflops_per_gpu"] = amended
+    timestamps: list[float | None]
+    if template.stamped:
+        stamps: dict[tuple[str, str], float | None] = {}
+        for day_time in zip(columns[0], columns[1], strict=True):
+            if day_time not in stamps:
+                stamps[day_time] = _epoch_of(*day_time)
+        timestamps = [stamps[day_time] for day_time in zip(columns[0], columns[1], strict=True)]
+    else:
+        timestamps = [None] * count
+    names = ["iteration", "max_iteration", "step_time_s", "line", "timestamp_s", "pause_s", "untimed_pause",
+             *values]
+    table = zip(map(int, columns[offset]), map(int, columns[offset + 1]), map(float, step_times), lines,
+                timestamps, [ms / 1000.0 for ms in pause], untimed, *values.values(), strict=True)
+    new = object.__new__
+    steps = []
+    for row in table:  # make_step(), inlined
+        step = new(TrainingStep)
+        state = step.__dict__
+        state.update(STEP_DEFAULTS)
+        state.update(zip(names, row, strict=True))
+        steps.append(step)
+    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=[], line_count=line_total(text),
+                       warnings=[])
+
+
+def _last_head(text: str, heads: re.Pattern[str]) -> int:
+    """The offset of the text's last record head (`iteration N/ M |`), or -1."""
+    at = len(text)
+    while True:
+        at = text.rfind("iteration", 0, at)
+        if at < 0 or heads.match(text, at) is not None:
+            return at
+
+
+def _epoch_of(day: str, clock: str) -> float | None:
+    """_epoch() of a stamp's two groups."""
+    try:
+        return datetime.fromisoformat(f"{day}T{clock}").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
