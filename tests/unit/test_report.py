@@ -15,7 +15,7 @@ import pytest
 
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.report.charts import step_time_charts
-from clustercert.report.render import APPENDIX_CAP, local_only_fetcher
+from clustercert.report.render import APPENDIX_CAP, _phase_context, local_only_fetcher
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -211,23 +211,24 @@ def test_the_redacted_copy_redraws_only_the_charts_redaction_changes(monkeypatch
     png = charts._png
     monkeypatch.setattr(charts, "_png", lambda fig: drawn.append("x") or png(fig))
 
-    def uris(context: dict[str, Any]) -> dict[str, str]:
-        return {c.id: c.uri for phase in context["phases"] for c in phase["charts"]}
+    def uris(source: dict[str, Any]) -> dict[str, str]:
+        """The resilience phase's charts (goodput, straggler map, event timeline): one shared, one naming hosts."""
+        return {c.id: c.uri for c in _phase_context("resilience", source["results"], [])["charts"]}
 
-    alone = uris(_context(data)), uris(_context(redacted, redacted=True))
+    alone = uris(data), uris(redacted)
     every = len(drawn)
     assert every == len(alone[0]) + len(alone[1])
     drawn.clear()
     with charts.shared_charts():
-        together = uris(_context(data)), uris(_context(redacted, redacted=True))
+        together = uris(data), uris(redacted)
     assert together == alone  # the same bytes as drawn apart
-    # The charts that name hosts (pair heat map, straggler map) differ between the copies; every other is shared.
+    # The charts that name hosts (the straggler map) differ between the copies; every other is shared.
     differing = [k for k in alone[0] if alone[0][k] != alone[1].get(k)]
     assert differing and len(differing) < len(alone[0])
     # drawn once each, and again only where redaction changed a chart's data (every differing image among them)
     assert len(alone[0]) + len(differing) <= len(drawn) < every
     drawn.clear()
-    _context(data)
+    uris(data)
     assert len(drawn) == len(alone[0])  # outside shared_charts() nothing is kept
 
 
