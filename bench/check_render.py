@@ -58,14 +58,39 @@ def check_html(html: Path, chromium: str, width: int) -> dict[str, Any]:
     return dict(found)
 
 
+def _image_digests(reader: Any) -> set[str]:
+    """The sha256 of every image XObject's stream (pages and forms may share one: distinct images, not
+    references). The streams are hashed as stored, decompressed; pypdf's `page.images` would decode and re-encode
+    each image with Pillow (18 s for the sample's 21 charts, against under 2 s this way)."""
+    digests: set[str] = set()
+    visited: set[int] = set()
+
+    def walk(resources: Any) -> None:
+        xobjects = resources.get_object().get("/XObject") if resources is not None else None
+        for ref in (xobjects.get_object().values() if xobjects is not None else []):
+            number = getattr(ref, "idnum", None)
+            if number is not None:
+                if number in visited:
+                    continue
+                visited.add(number)
+            obj = ref.get_object()
+            if obj.get("/Subtype") == "/Image":
+                digests.add(hashlib.sha256(obj.get_data()).hexdigest())
+            elif obj.get("/Subtype") == "/Form":
+                walk(obj.get("/Resources"))
+
+    for page in reader.pages:
+        walk(page.get("/Resources"))
+    return digests
+
+
 def check_pdf(pdf: Path, pdftoppm: str, dpi: int) -> dict[str, Any]:
     """Blank pages, ink in the right margin (an overflowing table or figure), and the images the PDF holds."""
     from PIL import Image
     from pypdf import PdfReader
 
     reader = PdfReader(pdf)
-    # Pages may share one resource dictionary: count distinct images, not references.
-    images = {hashlib.sha256(img.data).hexdigest() for page in reader.pages for img in page.images}
+    images = _image_digests(reader)
     blank, overflow = [], []
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([pdftoppm, "-r", str(dpi), "-gray", "-png", str(pdf), f"{tmp}/p"], check=True, timeout=300)

@@ -277,3 +277,20 @@ def test_goodput_kinds_get_distinct_colours_and_productive_keeps_green() -> None
     assert len(set(colours.values())) == len(kinds)
     assert colours["productive"] == BADPUT_COLORS["productive"]
     assert BADPUT_COLORS["productive"] not in _distinct_colors(["resume", "reschedule"]).values()
+
+
+def test_the_render_check_counts_each_chart_the_pdf_embeds_once(html: str, pdf: bytes, tmp_path: Path) -> None:
+    """bench/check_render.py's image count (hashing the image streams as stored) equals the distinct charts of
+    the HTML the PDF was laid out from."""
+    import sys
+
+    from pypdf import PdfReader
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from check_render import _image_digests
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    charts = set(re.findall(r'src="(data:image/png;base64,[^"]+)"', html))
+    assert len(charts) == 11
+    assert len(_image_digests(PdfReader(io.BytesIO(pdf)))) == len(charts)
