@@ -252,25 +252,24 @@ def measure_floor(root: Path) -> dict[str, Any]:
     return floor
 
 
-def stage_floors(floor: dict[str, Any]) -> dict[str, float]:
-    """The floor of the files each analysis stage reads (validate reads every table)."""
-    f = {k: float(v["seconds"]) for k, v in floor.items()}
+def _per_stage(totals: dict[str, float]) -> dict[str, float]:
+    """What each analysis stage reads, summed from the floor's per-kind figures (validate reads every table)."""
     return {
-        "efficiency": f["training_efficiency"],
-        "scaling": f["training_scaling"] + f["nccl"],
-        "resilience": f["telemetry"] + f["rank_timings"] + f["resilience_log"],
-        "validate": sum(f.values()),
+        "efficiency": totals["training_efficiency"],
+        "scaling": totals["training_scaling"] + totals["nccl"],
+        "resilience": totals["telemetry"] + totals["rank_timings"] + totals["resilience_log"],
+        "validate": sum(totals.values()),
     }
+
+
+def stage_floors(floor: dict[str, Any]) -> dict[str, float]:
+    """The floor of the files each analysis stage reads."""
+    return _per_stage({k: float(v["seconds"]) for k, v in floor.items()})
 
 
 def stage_rows(floor: dict[str, Any]) -> dict[str, int]:
-    r = {k: int(v["rows"]) for k, v in floor.items()}
-    return {
-        "efficiency": r["training_efficiency"],
-        "scaling": r["training_scaling"] + r["nccl"],
-        "resilience": r["telemetry"] + r["rank_timings"] + r["resilience_log"],
-        "validate": sum(r.values()),
-    }
+    """The rows of the files each analysis stage reads."""
+    return {k: int(v) for k, v in _per_stage({k: float(v["rows"]) for k, v in floor.items()}).items()}
 
 
 # --------------------------------------------------------------------------------------------- the guarded child
