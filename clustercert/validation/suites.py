@@ -403,27 +403,130 @@ def _resolved(kwargs: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[
     return out
 
 
+# Expectations whose outcome on tables stacked together decides each table's (with no `mostly`, for rows): a row-wise
+# map passes on the stack iff it passes on every table (Great Expectations counts unexpected rows and passes
+# vacuously where none are considered); a schema check sees the same columns in every table of a stack.
+_ROW_WISE = frozenset({
+    "expect_column_values_to_not_be_null", "expect_column_values_to_be_null", "expect_column_values_to_be_between",
+    "expect_column_values_to_be_in_set", "expect_column_values_to_not_be_in_set",
+    "expect_column_values_to_match_regex", "expect_column_values_to_not_match_regex",
+    "expect_column_pair_values_a_to_be_greater_than_b", "expect_column_pair_values_to_be_equal",
+})
+_SCHEMA = frozenset({
+    "expect_table_columns_to_match_set", "expect_table_columns_to_match_ordered_list", "expect_column_to_exist",
+    "expect_table_column_count_to_equal",
+})
+# a column type check decides each table of a stack where the stack keeps the column's (one, non-object) dtype
+_DTYPE = frozenset({"expect_column_values_to_be_of_type", "expect_column_values_to_be_in_type_list"})
+
+
+def _stackable(spec: ExpectationSpec, dtypes: Mapping[str, str]) -> bool:
+    if spec.type in _ROW_WISE:
+        return "mostly" not in spec.kwargs
+    if spec.type in _SCHEMA:
+        return True
+    return spec.type in _DTYPE and dtypes.get(str(spec.kwargs.get("column")), "object") not in ("object", "category")
+
+
+def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput],
+                    runnable: Sequence[Sequence[ExpectationSpec]]) -> list[dict[str, bool]]:
+    """Per table, the expectations decided by one validation of its stack, with whether they count rows.
+
+    Small tables of one kind whose columns, dtypes and resolved kwargs agree are stacked into one frame and
+    validated once: Great Expectations' cost is per expectation and validation, not per row, and a sweep has a
+    table per file (41 in the sample, thousands on a cluster). An expectation that passes on the stack passes on
+    each table with no unexpected row, which is all validation.json records of a pass. Where a row-wise one fails,
+    the stack's unexpected rows name the tables that hold them; those tables (all of them, for any other
+    expectation that does not pass or cannot run) validate it on their own, so its counts, samples and messages
+    are each table's own.
+    """
+    import numpy as np
+    import pandas as pd
+
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    frames: dict[int, Any] = {}
+    stacked_specs: dict[int, list[ExpectationSpec]] = {}
+    for number, table in enumerate(tables):
+        if table.batched or table.rows == 0:
+            continue
+        frame = next(iter(table.batches()))
+        dtypes = {str(c): str(t) for c, t in frame.dtypes.items()}
+        specs = [s for s in runnable[number] if _stackable(s, dtypes)]
+        if not specs:
+            continue
+        key = (table.suite, table.table, tuple(dtypes.items()),
+               tuple((s.id, json.dumps(_resolved(s.kwargs, table.parameters), sort_keys=True)) for s in specs))
+        groups.setdefault(key, []).append(number)
+        frames[number], stacked_specs[number] = frame, specs
+    passes: list[dict[str, bool]] = [{} for _ in tables]
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        first = tables[members[0]]
+        stack = pd.concat([frames[n] for n in members], ignore_index=True)
+        if [str(t) for t in stack.dtypes] != [str(t) for t in frames[members[0]].dtypes]:
+            continue  # the stack changed a dtype: each table is validated on its own
+        starts = np.cumsum([0] + [len(frames[n]) for n in members[:-1]])
+        specs = stacked_specs[members[0]]
+        try:
+            outcome = batch_definition.get_batch(batch_parameters={"dataframe": stack}).validate(
+                _gx_suite(gx, f"{first.suite}.{first.table}", specs), expectation_parameters=first.parameters,
+                result_format={"result_format": "COMPLETE"})
+        except Exception:  # each table's own validation says what went wrong
+            continue
+        for item in outcome.results:
+            eid = (item.expectation_config.meta or {}).get("id")
+            data = item.result or {}
+            if not isinstance(eid, str) or _raised(item.exception_info) is not None:
+                continue
+            if item.success:
+                failing: set[int] = set()
+            elif item.expectation_config.type in _ROW_WISE and isinstance(data.get("unexpected_index_list"), list):
+                # the stack's row numbers of the unexpected rows name the tables that hold them
+                try:
+                    rows = np.asarray([int(i) for i in data["unexpected_index_list"]], dtype=np.int64)
+                except (TypeError, ValueError):
+                    continue
+                failing = {members[i] for i in np.unique(np.searchsorted(starts, rows, side="right") - 1)}
+            else:
+                continue
+            for number in members:
+                if number not in failing:
+                    passes[number][eid] = "unexpected_count" in data
+    return passes
+
+
 def run_tables(
-    tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec], *, data_docs: Path | None = None
+    tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec], *, data_docs: Path | None = None,
+    stack: bool = True,
 ) -> ValidationReport:
     """Run each table's suite with Great Expectations (batch by batch for large tables) and type the results.
 
-    With `data_docs`, Great Expectations' own Data Docs are also built into that folder (they load remote
-    scripts and styles: keep them out of signed run folders).
+    Small tables of one kind are first validated stacked (`_stacked_passes`; `stack=False` validates every
+    table on its own, as `data_docs` does: the same report). With `data_docs`, Great Expectations' own Data Docs
+    are also built into that folder (they load remote scripts and styles: keep them out of signed run folders).
     """
     gx, context, batch_definition = _context(data_docs)
+    tables = list(tables)
     reports: list[TableReport] = []
     cross: list[TableReport] = []
     kept: list[tuple[str, str, Any]] = []
+    applicable: list[list[ExpectationSpec]] = []
+    for table in tables:
+        specs = [s for s in suites[table.suite].expectations if s.table == table.table]
+        applicable.append([s for s in specs if all(p in table.parameters for p in s.parameters)])
+    passed = (_stacked_passes(gx, batch_definition, tables, applicable) if stack and data_docs is None
+              else [{} for _ in tables])
     for number, table in enumerate(tables):
         suite = suites[table.suite]
         specs = [s for s in suite.expectations if s.table == table.table]
-        runnable = [s for s in specs if all(p in table.parameters for p in s.parameters)]
+        runnable = applicable[number]
         skipped = tuple(s.id for s in specs if s not in runnable)
-        tallies = {s.id: _Tally(s) for s in runnable}
-        gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", runnable)
+        tallies = {s.id: _Tally(s, has_counts=passed[number].get(s.id, False)) for s in runnable}
+        own = [s for s in runnable if s.id not in passed[number]]
+        gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", own)
         index = ["_file", "_line", "_run"]
-        for part, frame in enumerate(table.batches()):
+        for part, frame in enumerate(table.batches() if own else ()):
             batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
             result_format = {
                 "result_format": "SUMMARY",

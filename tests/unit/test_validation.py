@@ -675,3 +675,58 @@ def test_parse_warnings_become_one_advisory_warn_check_per_run() -> None:
     assert check.message == ("s.txt lines 4-5: expected 26 fields as the field list names, got 25; the last 1 "
                              "(Partition) read as empty; s.txt line 9: another caveat")
     assert report.to_json()["parse_warnings"][0]["run"] == "sched"
+
+
+def _validations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts Great Expectations validations (one per batch validated) made while the test runs."""
+    from great_expectations.datasource.fluent.interfaces import Batch
+
+    made = [0]
+    validate = Batch.validate
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        made[0] += 1
+        return validate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Batch, "validate", counted)
+    return made
+
+
+def test_stacked_tables_get_the_reports_they_get_on_their_own(monkeypatch: pytest.MonkeyPatch,
+                                                             suites: dict[str, SuiteSpec]) -> None:
+    """Tables of one kind are validated stacked; every case's good and bad table (failures, nulls, changed and
+    missing columns, an ERROR, an empty table), with two tables whose ceiling differs, reports exactly as when
+    each table is validated on its own, and each bad table still fails its own expectation."""
+    cases = [(key, good, bad) for key, (good, bad, _) in sorted(CASES.items()) if not suites[key[0]].batched]
+    tables = [t for _, good, bad in cases for t in (good(), bad())]
+    tables += [frame_change(training(), _drop("counter_increase")),
+               dataclasses.replace(collective({"busbw_oop": 1700.0}), parameters={"busbw_ceiling_gbps": 1600.0}),
+               dataclasses.replace(collective(), parameters={"busbw_ceiling_gbps": 1600.0})]
+    made = _validations(monkeypatch)
+    own = run_tables(tables, suites, stack=False)
+    alone = made[0]
+    stacked = run_tables(tables, suites)
+    assert made[0] - alone < alone  # stacking validated fewer batches than one per table
+    assert stacked.to_json() == own.to_json()
+    for index, ((suite, expectation), _, _) in enumerate(cases):
+        bad = stacked.tables[2 * index + 1]
+        assert bad.suite == suite
+        assert next(r for r in bad.results if r.expectation == expectation).status is not ResultStatus.PASS
+    ceiling = stacked.tables[-2]
+    assert [r.status for r in ceiling.results if r.expectation == "busbw_oop_below_ceiling"] == [ResultStatus.FAIL]
+
+
+def test_a_sweep_of_good_collective_tables_is_one_validation(monkeypatch: pytest.MonkeyPatch,
+                                                             suites: dict[str, SuiteSpec]) -> None:
+    """Forty collective tables that pass: one validation of their stack decides every expectation of each."""
+    tables = [collective() for _ in range(40)]
+    made = _validations(monkeypatch)
+    report = run_tables(tables, suites)
+    assert made[0] == 1
+    assert len(report.tables) == 40
+    assert all(r.status is ResultStatus.PASS for t in report.tables for r in t.results)
+    assert [len(t.results) for t in report.tables] == [len(suites["collective_results"].expectations)] * 40
+    counted = [r for r in report.tables[7].results if r.expectation == "busbw_oop_below_ceiling"]
+    assert counted[0].unexpected_count == 0 and counted[0].unexpected_percent == 0.0
+    typed = [r for r in report.tables[7].results if r.expectation == "size_is_integer"]
+    assert typed[0].unexpected_count is None
