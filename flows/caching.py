@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from prefect.cache_policies import CacheKeyFnPolicy
+from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
+from prefect.tasks import Task
 
 from clustercert.evidence.bundle import BUNDLE_FILE
 from clustercert.runs.folder import Inputs, file_digest
 
-__all__ = ["CACHED", "certify_cache_key", "code_version", "evidence_digest"]
+__all__ = ["CACHED", "PERSIST_MAX_BYTES", "certify_cache_key", "code_version", "evidence_digest", "persisted"]
 
 _CODE_ROOTS = ("clustercert", "flows")
 
@@ -63,3 +66,25 @@ def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> st
 # Task options for every cached task: results are persisted in Prefect's local storage (PREFECT_HOME/storage by
 # default, or PREFECT_LOCAL_STORAGE_PATH) so a run interrupted by a crash resumes from them.
 CACHED: dict[str, Any] = {"cache_policy": CacheKeyFnPolicy(cache_key_fn=certify_cache_key), "persist_result": True}
+
+# Parsed evidence of more files than this is neither persisted nor looked up: Prefect pickles a result and writes
+# it base64 in JSON, several copies of the parsed columns in memory at once (a 24-hour run's 1 Hz telemetry, 1.6 GB
+# of columns, took the certification past 6 GiB), and reading it back costs about what parsing it again does.
+PERSIST_MAX_BYTES = 256 * 1024**2
+
+_T = TypeVar("_T", bound=Task[Any, Any])
+
+
+def persisted(task: _T, inputs: Inputs, run_ids: Iterable[str], max_bytes: int = PERSIST_MAX_BYTES) -> _T:
+    """`task` as declared (cached, its result persisted) when the runs' files add up to at most `max_bytes`, else
+    the same task without a cache (its result kept in memory only, for this run)."""
+    wanted = set(run_ids)
+    total = 0
+    for run in inputs.bundle.spec.runs:
+        if run.id in wanted:
+            for rel in inputs.bundle.run_files(run):
+                with contextlib.suppress(OSError):  # a missing file is the parser's finding, not the cache's
+                    total += (inputs.bundle.root / rel).stat().st_size
+    if total <= max_bytes:
+        return task
+    return task.with_options(cache_policy=NO_CACHE, persist_result=False)  # type: ignore[return-value]

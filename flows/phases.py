@@ -18,7 +18,7 @@ from clustercert.phases.evidence import parse_run
 from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import Inputs
-from flows.caching import CACHED
+from flows.caching import CACHED, persisted
 from flows.progress import current_stage, report
 from flows.runners import bulky
 from flows.tasks import load_task, parse_training_task
@@ -49,10 +49,11 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
     # Submitted, so that the flow's task runner (threads, or Dask with `certify --dask`) runs them in parallel.
-    futures = {run_id: parse_training_task.submit(bulky(inputs), run_id, limit) for run_id in runs}
+    futures = {run_id: persisted(parse_training_task, inputs, [run_id]).submit(bulky(inputs), run_id, limit)
+               for run_id in runs}
     logs = {run_id: future.result() for run_id, future in futures.items()}
     mlperf_runs = [r.id for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF]
-    mlperf = parse_runs_task(bulky(inputs), mlperf_runs, limit) if mlperf_runs else {}
+    mlperf = persisted(parse_runs_task, inputs, mlperf_runs)(bulky(inputs), mlperf_runs, limit) if mlperf_runs else {}
     result = judge_efficiency_task(bulky(inputs), bulky(logs), bulky(mlperf))
     return {"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
             "section": result.section()}
@@ -75,7 +76,7 @@ def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None, lim
     runs = [r.id for r in inputs.bundle.spec.runs
             if (r.kind is RunKind.TRAINING and r.phase in (Phase.SCALING, Phase.EFFICIENCY))
             or (r.kind is RunKind.COLLECTIVE)]
-    parsed = parse_runs_task(bulky(inputs), runs, limit)
+    parsed = persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit)
     result = judge_scaling_task(bulky(inputs), bulky(parsed))
     return {"checks": result.checks, "section": result.section}
 
@@ -85,6 +86,6 @@ def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry."""
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.RESILIENCE]
-    parsed = parse_runs_task(bulky(inputs), runs, limit)
+    parsed = persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit)
     result = judge_resilience_task(bulky(inputs), bulky(parsed))
     return {"checks": result.checks, "section": result.section}

@@ -52,3 +52,26 @@ def test_an_interrupted_run_resumes_from_cached_results(prefect_server: PrefectS
     assert refreshed.returncode == 0
     third = asyncio.run(_latest_efficiency_tasks(prefect_server))
     assert set(third["parse-training-log"]) == {"Completed"} and third["judge-efficiency"] == ["Completed"]
+
+
+def test_parsed_evidence_of_large_files_is_not_persisted() -> None:
+    """Parse tasks keep their cache for files up to PERSIST_MAX_BYTES; beyond it (a cluster's telemetry) their
+    result is neither persisted nor looked up: pickling it took a 512-GPU certification past 6 GiB."""
+    from prefect.cache_policies import NO_CACHE
+
+    from clustercert.runs.folder import load_inputs
+    from flows.caching import PERSIST_MAX_BYTES, persisted
+    from flows.phases import parse_runs_task
+
+    root = Path(__file__).resolve().parents[2]
+    inputs = load_inputs(root / "evidence" / "gb200-seed", root / "references", None)
+    runs = [r.id for r in inputs.bundle.spec.runs if r.phase.value == "resilience"]
+    size = sum((inputs.bundle.root / rel).stat().st_size
+               for r in inputs.bundle.spec.runs if r.id in runs for rel in inputs.bundle.run_files(r))
+    assert 0 < size <= PERSIST_MAX_BYTES
+    assert persisted(parse_runs_task, inputs, runs) is parse_runs_task
+    assert persisted(parse_runs_task, inputs, runs, max_bytes=size) is parse_runs_task
+    large = persisted(parse_runs_task, inputs, runs, max_bytes=size - 1)
+    assert large.cache_policy is NO_CACHE and large.persist_result is False
+    assert large.name == parse_runs_task.name and large.retries == parse_runs_task.retries
+    assert persisted(parse_runs_task, inputs, []) is parse_runs_task
