@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import flow
 
-from clustercert.evidence.parse import forget_parsed
+from clustercert.evidence.parse import holding_parsed
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
@@ -34,11 +34,9 @@ def certify_flow(
     """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths.
 
     With `dask_address` (a running Dask scheduler) each phase subflow runs its tasks on that cluster."""
-    try:
+    with holding_parsed():  # each file is parsed once for the phases and the validation; nothing is kept after
         return _certify(bundle_path, run_dir, run_meta, key_dir, references_dir, templates_dir, catalog, limit,
                         dask_address, redact)
-    finally:
-        forget_parsed()  # each file was parsed once for the phases and the validation; nothing is kept after
 
 
 def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: str, references_dir: str,

@@ -2,7 +2,8 @@
 
 Every parse of an evidence file goes through `read_evidence`: within one certification a file is parsed once and the
 phases and the validation suites read the same parsed object (it is parsed again only when the file changed on disk,
-or after `forget_parsed`, which the certify flow calls at its end).
+or after `forget_parsed`). Within `holding_parsed()` (the certify flow) every parse is kept, whatever the number of
+files, and all are dropped at its end; outside it the memo keeps the latest 512.
 
 What a parse read is recorded (`clustercert.evidence.guards`: the sha256 of the bytes each guarded read delivered),
 and the memo keeps those records with the parse: serving a remembered parse records them again, since it is the
@@ -12,10 +13,11 @@ that what it parses is what was recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -28,12 +30,14 @@ from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.mlperf import parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog
 
-__all__ = ["ParsedBundle", "ParsedFile", "forget_parsed", "parse_bundle", "parse_run", "read_evidence"]
+__all__ = ["ParsedBundle", "ParsedFile", "forget_parsed", "holding_parsed", "parse_bundle", "parse_run",
+           "read_evidence"]
 
 T = TypeVar("T")
 _MEMO_SIZE = 512
 _MEMO: OrderedDict[tuple[Any, ...], tuple[Any, tuple[tuple[str, Read], ...]]] = OrderedDict()
 _MEMO_LOCK = threading.Lock()
+_HOLDING = [0]  # certifications in progress in this process: while any is, the memo is not trimmed
 # Parsers that open the file by path through a library (not through the guards): they parse a private copy.
 _PATH_READERS = (FORMATS["rank-timings"],)
 
@@ -79,9 +83,26 @@ def read_evidence(parser: Callable[..., T], path: Path, display: str, *args: Any
             result = parser(path, display, *args, **options)
     with _MEMO_LOCK:
         _MEMO[key] = (result, tuple(reads))
-        while len(_MEMO) > _MEMO_SIZE:
+        while not _HOLDING[0] and len(_MEMO) > _MEMO_SIZE:
             _MEMO.popitem(last=False)
     return result
+
+
+@contextlib.contextmanager
+def holding_parsed() -> Iterator[None]:
+    """Within it every parse is remembered (a cluster's bundle has thousands of files: a bounded memo dropped the
+    telemetry parsed by the resilience phase before the validation read it, which parsed it again, a second copy
+    of its columns in memory); at its end, when no other holder is left, everything is forgotten."""
+    with _MEMO_LOCK:
+        _HOLDING[0] += 1
+    try:
+        yield
+    finally:
+        with _MEMO_LOCK:
+            _HOLDING[0] -= 1
+            last = not _HOLDING[0]
+        if last:
+            forget_parsed()
 
 
 def forget_parsed() -> None:

@@ -50,3 +50,25 @@ def test_a_changed_file_is_parsed_again_and_the_end_of_a_run_forgets(bundle: Pat
     forget_parsed()
     assert not evidence_parse._MEMO
     assert parse_run(inputs.bundle, run, LIMIT) is not again
+
+
+def test_a_certification_keeps_every_parse_past_the_memo_bound(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster's bundle has thousands of files: within `holding_parsed` (the certify flow) none is dropped, so
+    the validation reads the telemetry the resilience phase parsed even after every other file; outside it the
+    memo keeps its bound; the holder's end forgets everything."""
+    monkeypatch.setattr(evidence_parse, "_MEMO_SIZE", 3)
+    inputs = load_inputs(bundle, ROOT / "references")
+    runs = inputs.bundle.spec.runs
+    assert len(runs) > 3
+    with evidence_parse.holding_parsed():
+        telemetry = next(r for r in runs if r.kind is RunKind.TELEMETRY)
+        first = parse_run(inputs.bundle, telemetry, LIMIT)
+        for r in runs:
+            parse_run(inputs.bundle, r, LIMIT)
+        assert len(evidence_parse._MEMO) > 3
+        assert parse_bundle(inputs.bundle, LIMIT)[telemetry.id][0].result is first
+    assert not evidence_parse._MEMO
+    for r in runs:
+        parse_run(inputs.bundle, r, LIMIT)
+    assert len(evidence_parse._MEMO) == 3
+    forget_parsed()
