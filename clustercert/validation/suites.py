@@ -301,6 +301,14 @@ def _context(data_docs: Path | None = None) -> tuple[Any, Any, Any]:
     return gx, context, asset.add_batch_definition_whole_dataframe("whole")
 
 
+def _release(batch_definition: Any) -> None:
+    """Drop the batches Great Expectations keeps: its execution engine holds the data of every batch it loaded (the
+    batch manager's cache) for the context's life, where the validation needs only the batch in hand."""
+    manager = batch_definition.data_asset.datasource.get_execution_engine().batch_manager
+    manager.batch_data_cache.clear()
+    manager.reset_batch_cache()
+
+
 def _raised(info: object) -> str | None:
     """The exception message when Great Expectations could not run the expectation, else None."""
     if not isinstance(info, dict):
@@ -474,6 +482,8 @@ def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput]
                 result_format={"result_format": "COMPLETE"})
         except Exception:  # each table's own validation says what went wrong
             continue
+        finally:
+            _release(batch_definition)
         for item in outcome.results:
             eid = (item.expectation_config.meta or {}).get("id")
             data = item.result or {}
@@ -540,6 +550,9 @@ def run_tables(
                 for tally in tallies.values():
                     tally.error = tally.error or f"{exc.__class__.__name__}: {exc}"
                 break
+            finally:
+                if data_docs is None:  # Data Docs are built from the batches at the end
+                    _release(batch_definition)
             if data_docs is not None:
                 kept.append((gx_suite.name, f"{number:03d}-{table.run}-{part}", outcome))
             for item in outcome.results:

@@ -730,3 +730,32 @@ def test_a_sweep_of_good_collective_tables_is_one_validation(monkeypatch: pytest
     assert counted[0].unexpected_count == 0 and counted[0].unexpected_percent == 0.0
     typed = [r for r in report.tables[7].results if r.expectation == "size_is_integer"]
     assert typed[0].unexpected_count is None
+
+
+def test_validated_batches_are_not_kept(monkeypatch: pytest.MonkeyPatch, suites: dict[str, SuiteSpec]) -> None:
+    """Great Expectations keeps each loaded batch's data for its context's life; the validation drops them, so a
+    cluster's telemetry in 44 row-group batches is never resident at once."""
+    from clustercert.validation import suites as validation_suites
+
+    kept: list[int] = []
+    context = validation_suites._context
+
+    def watched(data_docs: Path | None = None) -> tuple[Any, Any, Any]:
+        gx, ctx, batch_definition = context(data_docs)
+        manager = batch_definition.data_asset.datasource.get_execution_engine().batch_manager
+        original = type(manager).save_batch_data
+
+        def save(self: Any, batch_id: str, batch_data: Any) -> None:
+            kept.append(len(self.batch_data_cache))
+            original(self, batch_id=batch_id, batch_data=batch_data)
+
+        monkeypatch.setattr(type(manager), "save_batch_data", save)
+        return gx, ctx, batch_definition
+
+    monkeypatch.setattr(validation_suites, "_context", watched)
+    monkeypatch.setattr("clustercert.validation.tables.BATCH_ROWS", 16)
+    tables = [rank_timings(), telemetry(), training(), collective(), collective()]
+    assert len(list(tables[0].batches())) == 5
+    report = run_tables(tables, suites)
+    assert len(kept) >= 5 + 2 and set(kept) == {0}  # every batch loaded into an empty cache
+    assert all(r.status is ResultStatus.PASS for t in report.tables for r in t.results)
