@@ -191,12 +191,11 @@ class LoadedBundle:
 
     def evidence_files(self) -> list[str]:
         """Every file named by a run (a folder's files), relative to the bundle, in bundle order without repeats."""
-        out: list[str] = []
+        out: dict[str, None] = {}  # ordered, and a lookup per file (a cluster's bundle lists thousands)
         for run in self.spec.runs:
             for rel in self.run_files(run):
-                if rel not in out:
-                    out.append(rel)
-        return out
+                out.setdefault(rel, None)
+        return list(out)
 
 
 def resolve_inside(root: Path, rel: str, *, entry: str) -> Path:
