@@ -136,11 +136,16 @@ class Telemetry:
 
     def host_first_lines(self) -> list[tuple[str, int]]:
         """Each host named by a Hostname label, with its first line, in the order of first appearance."""
-        named = np.flatnonzero(self.host >= 0)
-        if not named.size:
-            return []
-        groups, first, _ = _first_rows(self.host[named].astype(np.int64), len(self.hosts))
-        return [(self.hosts[int(g)], int(self.line[named[i]])) for g, i in zip(groups, first, strict=True)]
+        first: dict[int, int] = {}  # host code -> first row, found piece by piece: a cluster's hosts all report in
+        step = _HOST_SCAN_ROWS      # the first seconds, so the scan stops early and never copies the whole column
+        for at in range(0, len(self.host), step):
+            codes, rows = np.unique(self.host[at:at + step], return_index=True)
+            for code, row in zip(codes.tolist(), rows.tolist(), strict=True):
+                if code >= 0 and code not in first:
+                    first[code] = at + row
+            if len(first) == len(self.hosts):
+                break
+        return [(self.hosts[code], int(self.line[row])) for code, row in sorted(first.items(), key=lambda kv: kv[1])]
 
     def series(self) -> list[dict[str, object]]:
         """Per (metric, gpu, host) in the order of first appearance: count, first and last time and line, and
@@ -210,6 +215,7 @@ class Telemetry:
 
 # a dense table of one slot per possible key up to this many slots; beyond, the keys are sorted
 _DENSE_KEYS = 1 << 24
+_HOST_SCAN_ROWS = 1 << 20  # rows per piece of the scan for each host's first line
 
 
 def _distinct(key: Ints, bound: int) -> tuple[Ints, Ints]:

@@ -390,3 +390,19 @@ def test_evidence_parse_names_a_bad_table_path(tmp_path: Path) -> None:
                                    "Unset it (the columnar path) or set it to rows (the per-line path).")
     proc = run_cli("evidence", "parse", str(path), env={"CLUSTERCERT_TABLE_PATH": "rows"})
     assert proc.returncode == 0 and "samples: 8" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 1 << 20])
+def test_each_hosts_first_line_across_scan_pieces(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    """The scan for each host's first line goes piece by piece and stops once every host was seen: the same
+    hosts, lines and order of first appearance as reading the samples one by one, at any piece size."""
+    monkeypatch.setattr(dcgm, "_HOST_SCAN_ROWS", rows)
+    hosts = [None, "n9", None, "n9", "n2", None, "n5", "n2", "n0", "n5"]
+    samples = [DcgmSample("DCGM_FI_DEV_POWER_USAGE", "0", h, 700.0, 1_000 * i, 10 + 2 * i)
+               for i, h in enumerate(hosts)]
+    expected: dict[str, int] = {}
+    for s in samples:
+        if s.host is not None:
+            expected.setdefault(s.host, s.line)
+    t = Telemetry.from_samples("t.prom", "prometheus", samples)
+    assert t.host_first_lines() == list(expected.items()) == [("n9", 12), ("n2", 18), ("n5", 22), ("n0", 26)]
