@@ -190,24 +190,18 @@ def collective_table(parsed: ParsedFile, ceiling_gbps: float | None) -> TableInp
     """collective_results: one row per message size of every test that ran to the end."""
     result = parsed.result
     assert isinstance(result, NcclTestsResult)
+    import pandas as pd
+
     rows = [(t, r) for t in result.tests for r in t.rows]
-    frame = _frame(
-        {
-            "collective": [t.collective for t, _ in rows],
-            "ranks": [t.ranks for t, _ in rows],
-            "size_bytes": [r.size_bytes for _, r in rows],
-            "time_us_oop": [r.time_us_oop for _, r in rows],
-            "time_us_ip": [r.time_us_ip for _, r in rows],
-            "busbw_oop": [r.busbw_oop for _, r in rows],
-            "busbw_ip": [r.busbw_ip for _, r in rows],
-            "wrong_oop": [r.wrong_oop for _, r in rows],
-            "wrong_ip": [r.wrong_ip for _, r in rows],
-            "_line": [r.line for _, r in rows],
-        },
-        {"collective": "str", "ranks": "float64", "size_bytes": "int64", "time_us_oop": "float64",
-         "time_us_ip": "float64", "busbw_oop": "float64", "busbw_ip": "float64", "wrong_oop": "float64",
-         "wrong_ip": "float64", "_line": "int64"},
-    )
+    floats = ("time_us_oop", "time_us_ip", "busbw_oop", "busbw_ip", "wrong_oop", "wrong_ip")
+    # built as typed arrays (a sweep has a table per file: thousands on a cluster); None reads as NaN
+    frame = pd.DataFrame({
+        "collective": np.array([str(t.collective) for t, _ in rows], dtype=object),
+        "ranks": np.array([np.nan if t.ranks is None else t.ranks for t, _ in rows], dtype=np.float64),
+        "size_bytes": np.array([r.size_bytes for _, r in rows], dtype=np.int64),
+        **{name: np.array([getattr(r, name) for _, r in rows], dtype=np.float64) for name in floats},
+        "_line": np.array([r.line for _, r in rows], dtype=np.int64),
+    }, copy=False)
     parameters = {} if ceiling_gbps is None else {"busbw_ceiling_gbps": ceiling_gbps}
     return TableInput("collective_results", "collective_results", parsed.run, parsed.display, len(frame),
                       _single(frame), parameters)
@@ -543,8 +537,11 @@ def build_tables(bundle: LoadedBundle, facts: BundleFacts, parsed: ParsedBundle)
     """Every usable file's table, then the cross-source tables (unusable files are findings, not tables)."""
     tables: list[TableInput] = []
     ceiling = facts.busbw_ceiling_gbps
+    spans: dict[str, tuple[float, float] | None] = {}
     for run in bundle.spec.runs:
-        span = phase_span(bundle, parsed, run.phase.value)
+        if run.phase.value not in spans:  # once per phase, not per run: a sweep is thousands of runs
+            spans[run.phase.value] = phase_span(bundle, parsed, run.phase.value)
+        span = spans[run.phase.value]
         for pf in parsed.get(run.id, []):
             result = pf.result
             if result is None:
