@@ -26,6 +26,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 _SANDBOX = Path(tempfile.mkdtemp(prefix="clustercert-tests-"))
+# One signing key folder for the whole test run: pytest-xdist's workers inherit it from the controller (set here at
+# the controller's import of this file, before it starts them), so a run folder one worker certified verifies on
+# another (`seed_certified` is certified once per test run). The first certification creates the development key.
+_KEYS = os.environ.setdefault("CLUSTERCERT_TEST_KEY_DIR", str(_SANDBOX / "keys"))
 
 # Set at import of this conftest, before any test module imports prefect.
 ISOLATED_ENV = {
@@ -36,7 +40,7 @@ ISOLATED_ENV = {
     "PREFECT_LOGGING_TO_API_ENABLED": "false",
     # The temporary Prefect server misses its 20 s default start on a loaded 2-core machine.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-    "CLUSTERCERT_KEY_DIR": str(_SANDBOX / "keys"),
+    "CLUSTERCERT_KEY_DIR": _KEYS,
     "CLUSTERCERT_REPORTS_DIR": str(_SANDBOX / "reports"),
 }
 for _k, _v in ISOLATED_ENV.items():
@@ -160,8 +164,30 @@ def prefect_server() -> PrefectServer:
 @pytest.fixture(scope="session")
 def seed_certified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`certify --redact --verbose` of a copy of evidence/gb200-seed as a person runs it at an 80-column terminal:
-    exit code, the printed summary, run folder, results (and `out`, what `--json` prints, from results.json)."""
-    work = tmp_path_factory.mktemp("seed")
+    exit code, the printed summary, run folder, results (and `out`, what `--json` prints, from results.json).
+
+    Certified once per test run: under pytest-xdist the first worker that needs it certifies it, under a lock in
+    the run's shared temporary folder, and the others read what it recorded (the tests only read the folder)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return _certify_seed(tmp_path_factory.mktemp("seed"))
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent / "seed-certified"  # the workers' common basetemp
+    shared.mkdir(exist_ok=True)
+    record = shared / "record.json"
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the certification fails
+        if record.is_file():
+            done = json.loads(record.read_text())
+            return {**done, "bundle": Path(done["bundle"]),
+                    "run_dir": None if done["run_dir"] is None else Path(done["run_dir"])}
+        found = _certify_seed(Path(tempfile.mkdtemp(prefix="seed-", dir=shared)))
+        record.write_text(json.dumps({**found, "bundle": str(found["bundle"]),
+                                      "run_dir": None if found["run_dir"] is None else str(found["run_dir"])}))
+        return found
+
+
+def _certify_seed(work: Path) -> dict[str, Any]:
     bundle = work / "bundle"
     shutil.copytree(ROOT / "evidence" / "gb200-seed", bundle)
     reports = work / "reports"

@@ -63,12 +63,10 @@ def _previous_run(reports: Path) -> None:
     (folder / "results.json").write_text(json.dumps(results))
     # Signed like a real run folder: only a folder that verifies is history (issue 14 item 7).
     from clustercert.attest.manifest import write_manifest
-    from clustercert.attest.signing import MANIFEST_KEY, init_keys, load_signing_key
+    from clustercert.attest.signing import ensure_dev_key, load_signing_key
 
-    keys = Path(os.environ["CLUSTERCERT_KEY_DIR"])
-    if not (keys / MANIFEST_KEY).exists():
-        init_keys(keys, passphrase=None, common_name="clustercert development key", dev=True,
-                  now=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
+    keys = Path(os.environ["CLUSTERCERT_KEY_DIR"])  # the test run's key folder (another worker may be creating it)
+    ensure_dev_key(keys, passphrase=None, now=dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
     write_manifest(folder, reports, [], {"run": {"bundle_path": "/b/previous"}}, load_signing_key(keys, None),
                    run_files=["results.json"])
 
