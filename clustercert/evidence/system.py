@@ -61,7 +61,7 @@ def describe_system(bundle: LoadedBundle) -> SystemFacts:
     declared["nodes"] = len(spec.nodes)
     declared["nvlink_domains"] = len(spec.nvlink_domains)
     declared["recipe_version"] = bundle.spec.recipe_version
-    printed: dict[str, dict[str, list[str]]] = {}
+    found: dict[str, dict[str, dict[str, None]]] = {}  # field -> value -> run ids, ordered, one lookup each
     for run in bundle.spec.runs:
         for rel in run.files:
             path = bundle.root / rel
@@ -72,9 +72,8 @@ def describe_system(bundle: LoadedBundle) -> SystemFacts:
                 with file.open("rb") as handle:
                     text = handle.read(_HEAD).decode("utf-8", errors="replace")
                 for name, value in facts_in(text).items():
-                    runs = printed.setdefault(name, {}).setdefault(value, [])
-                    if run.id not in runs:
-                        runs.append(run.id)
+                    found.setdefault(name, {}).setdefault(value, {}).setdefault(run.id, None)
+    printed = {name: {value: list(runs) for value, runs in values.items()} for name, values in found.items()}
     disagreements = []
     for name, values in printed.items():
         if len(values) > 1:
