@@ -8,6 +8,8 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
+from flows.caching import UNCACHED
+
 __all__ = ["ARTIFACT_KEYS", "publish_artifacts_task"]
 
 # Artifact keys group a cluster's runs in the Prefect UI (lower-case letters, digits and dashes only).
@@ -44,7 +46,7 @@ def summary_markdown(results: dict[str, Any], paths: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@task(name="publish-artifacts")
+@task(name="publish-artifacts", **UNCACHED)
 def publish_artifacts_task(results: dict[str, Any], paths: dict[str, str]) -> list[str]:
     """Create the three artifacts in the current run; returns their keys."""
     cluster = results["cluster"]["name"]

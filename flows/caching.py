@@ -17,7 +17,8 @@ from prefect.tasks import Task
 from clustercert.evidence.bundle import BUNDLE_FILE
 from clustercert.runs.folder import Inputs, file_digest
 
-__all__ = ["CACHED", "PERSIST_MAX_BYTES", "certify_cache_key", "code_version", "evidence_digest", "persisted"]
+__all__ = ["CACHED", "PERSIST_MAX_BYTES", "UNCACHED", "certify_cache_key", "code_version", "evidence_digest",
+           "persisted"]
 
 _CODE_ROOTS = ("clustercert", "flows")
 
@@ -66,6 +67,10 @@ def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> st
 # Task options for every cached task: results are persisted in Prefect's local storage (PREFECT_HOME/storage by
 # default, or PREFECT_LOCAL_STORAGE_PATH) so a run interrupted by a crash resumes from them.
 CACHED: dict[str, Any] = {"cache_policy": CacheKeyFnPolicy(cache_key_fn=certify_cache_key), "persist_result": True}
+# Task options for every other task. Prefect's default policy hashes a task's inputs for a cache key even where no
+# result is persisted (so nothing can be found under it): the judge of a 512-GPU resilience run serialised its
+# 1.6 GB of telemetry for a key nobody used (1.8 GB more memory for seconds, and CPU on every certification).
+UNCACHED: dict[str, Any] = {"cache_policy": NO_CACHE}
 
 # Parsed evidence of more files than this is neither persisted nor looked up: Prefect pickles a result and writes
 # it base64 in JSON, several copies of the parsed columns in memory at once (a 24-hour run's 1 Hz telemetry, 1.6 GB

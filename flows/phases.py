@@ -18,7 +18,7 @@ from clustercert.phases.evidence import parse_run
 from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import Inputs
-from flows.caching import CACHED, persisted
+from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
 from flows.runners import bulky
 from flows.tasks import load_task, parse_training_task
@@ -59,12 +59,12 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, 
             "section": result.section()}
 
 
-@task(name="judge-scaling")
+@task(name="judge-scaling", **UNCACHED)
 def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
     return judge_scaling(inputs.bundle, inputs.catalog, parsed)
 
 
-@task(name="judge-resilience")
+@task(name="judge-resilience", **UNCACHED)
 def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
     return judge_resilience(inputs.bundle, inputs.catalog, parsed)
 

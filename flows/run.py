@@ -12,6 +12,7 @@ from clustercert.evidence.bundle import load_bundle, seal_bundle
 from clustercert.runner.execute import Runner, expand_jobs, write_bundle
 from clustercert.runner.plan import load_plan
 from clustercert.runner.slurm import Slurm
+from flows.caching import UNCACHED
 
 __all__ = ["run_flow"]
 
@@ -23,19 +24,19 @@ def _runner(plan_path: str, bundle_dir: str, log: bool = True) -> Runner:
                   (lambda m: print(f"run: {m}", flush=True)) if log else (lambda m: None))
 
 
-@task(name="cluster-nodes", retries=2, retry_delay_seconds=2)
+@task(name="cluster-nodes", retries=2, retry_delay_seconds=2, **UNCACHED)
 def nodes_task(plan_path: str, bundle_dir: str) -> list[str]:
     return _runner(plan_path, bundle_dir).slurm.nodes()
 
 
-@task(name="slurm-job")
+@task(name="slurm-job", **UNCACHED)
 def job_task(plan_path: str, bundle_dir: str, job_id: str, nodelist: list[str] | None, run_id: str) -> dict[str, Any]:
     runner = _runner(plan_path, bundle_dir)
     job = next(j for j in runner.plan.jobs if j.id == job_id)
     return runner.run_job(job, nodelist, run_id).to_json()
 
 
-@task(name="write-bundle")
+@task(name="write-bundle", **UNCACHED)
 def bundle_task(plan_path: str, bundle_dir: str, records: list[dict[str, Any]], nodes: list[str]) -> str:
     runner = _runner(plan_path, bundle_dir)
     by_id = {j.id: j for j in runner.plan.jobs}

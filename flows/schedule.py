@@ -15,6 +15,7 @@ from clustercert.runs.alerts import alert_payload, post_webhook
 from clustercert.runs.meta import new_run_meta
 from clustercert.runs.sources import resolve_source
 from clustercert.settings import load_settings
+from flows.caching import UNCACHED
 from flows.certify import certify_flow
 
 __all__ = ["ALERT_EVENT", "alert_task", "scheduled_certify_flow", "serve_schedule"]
@@ -22,12 +23,12 @@ __all__ = ["ALERT_EVENT", "alert_task", "scheduled_certify_flow", "serve_schedul
 ALERT_EVENT = "clustercert.run.alert"
 
 
-@task(name="resolve-source", retries=2, retry_delay_seconds=1)
+@task(name="resolve-source", retries=2, retry_delay_seconds=1, **UNCACHED)
 def resolve_source_task(source: str) -> str:
     return str(resolve_source(Path(source)))
 
 
-@task(name="post-webhook", retries=2, retry_delay_seconds=2)
+@task(name="post-webhook", retries=2, retry_delay_seconds=2, **UNCACHED)
 def post_webhook_task(url: str, payload: dict[str, Any]) -> int:
     status = post_webhook(url, payload)
     if status >= 400:
@@ -35,7 +36,7 @@ def post_webhook_task(url: str, payload: dict[str, Any]) -> int:
     return status
 
 
-@task(name="alert")
+@task(name="alert", **UNCACHED)
 def alert_task(results: dict[str, Any], run_dir: str) -> dict[str, Any] | None:
     """Emit a Prefect event and POST the webhook (CLUSTERCERT_ALERT_WEBHOOK) when an alert is due."""
     payload = alert_payload(results, run_dir)

@@ -15,13 +15,13 @@ from clustercert.runs.results import RunMeta, build_results
 from clustercert.settings import load_settings
 from clustercert.validation.suites import ValidationReport, apply_gating, validate_bundle
 from clustercert.verdicts import Check
-from flows.caching import CACHED
+from flows.caching import CACHED, UNCACHED
 from flows.progress import current_stage, report
 
 __all__ = ["gate_task", "judge_task", "load_task", "parse_training_task", "validate_task", "write_task"]
 
 
-@task(name="load-inputs", retries=2, retry_delay_seconds=1)
+@task(name="load-inputs", retries=2, retry_delay_seconds=1, **UNCACHED)
 def load_task(bundle_path: str, references_dir: str, catalog: str | None) -> Inputs:
     inputs = load_inputs(Path(bundle_path), Path(references_dir), catalog)  # once per process (see load_inputs)
     check_seal(inputs.bundle, inputs.digests)
@@ -35,7 +35,7 @@ def parse_training_task(inputs: Inputs, run_id: str, limit: int) -> TrainingLog 
     return parse_training_run(inputs.bundle, run, limit)
 
 
-@task(name="validate")
+@task(name="validate", **UNCACHED)
 def validate_task(inputs: Inputs, limit: int) -> ValidationReport:
     from clustercert.evidence.parse import parse_bundle
 
@@ -43,7 +43,7 @@ def validate_task(inputs: Inputs, limit: int) -> ValidationReport:
     return validate_bundle(inputs.bundle, inputs.facts, parsed, checks_dir=load_settings().checks_dir)
 
 
-@task(name="gate")
+@task(name="gate", **UNCACHED)
 def gate_task(checks: list[Check], report: ValidationReport) -> list[Check]:
     return apply_gating(checks, report)
 
@@ -56,7 +56,7 @@ def judge_task(
     return build_results(meta, inputs.bundle, inputs.catalog, checks, workloads, sections)
 
 
-@task(name="render-and-sign")
+@task(name="render-and-sign", **UNCACHED)
 def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
                templates_dir: str, validation: ValidationReport | None = None, redact: bool = False) -> dict[str, str]:
     # The passphrase is read here, never passed as a parameter (Prefect records parameters).
