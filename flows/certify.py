@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import flow
 
-from clustercert.evidence.parse import holding_parsed
+from clustercert.evidence.parse import holding_parsed, release_parsed
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
@@ -53,6 +53,7 @@ def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: 
     resilience = on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit)
     report("validate", "expectation suites over every table")
     validation = validate_task(bulky(inputs), limit)
+    release_parsed()  # every reader of the parsed evidence is done; what was read stays recorded for the last check
     checks = gate_task(bulky([*efficiency["checks"], *scaling["checks"], *resilience["checks"]]), bulky(validation))
     report("judge", f"{len(checks)} checks")
     results = judge_task(meta, bulky(inputs), bulky(checks), bulky(efficiency["workloads"]), bulky({

@@ -31,7 +31,7 @@ from clustercert.parsers.mlperf import parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog
 
 __all__ = ["ParsedBundle", "ParsedFile", "forget_parsed", "holding_parsed", "parse_bundle", "parse_run",
-           "read_evidence"]
+           "read_evidence", "release_parsed"]
 
 T = TypeVar("T")
 _MEMO_SIZE = 512
@@ -105,11 +105,18 @@ def holding_parsed() -> Iterator[None]:
             forget_parsed()
 
 
+def release_parsed() -> None:
+    """Drop every remembered parse but keep the records of what was read: the phases and the validation are done,
+    the run folder's last check still compares those records with the files (a cluster's telemetry columns are
+    not kept through the rendering)."""
+    with _MEMO_LOCK:
+        _MEMO.clear()
+
+
 def forget_parsed() -> None:
     """Drop every remembered parse and every record of what was read (the end of a certification: a long-lived
     process keeps no evidence, and the next certification compares only its own reads)."""
-    with _MEMO_LOCK:
-        _MEMO.clear()
+    release_parsed()
     forget_reads()
 
 

@@ -72,3 +72,21 @@ def test_a_certification_keeps_every_parse_past_the_memo_bound(bundle: Path, mon
         parse_run(inputs.bundle, r, LIMIT)
     assert len(evidence_parse._MEMO) == 3
     forget_parsed()
+
+
+def test_releasing_the_parses_keeps_the_record_of_what_was_read(bundle: Path) -> None:
+    """After the validation the certify flow drops the parses (a cluster's telemetry columns are not kept through
+    the rendering) but not the records of the bytes read, which the run folder's last check compares."""
+    from clustercert.evidence.guards import digests_read
+
+    inputs = load_inputs(bundle, ROOT / "references")
+    run = next(r for r in inputs.bundle.spec.runs if r.kind is RunKind.TELEMETRY)
+    with evidence_parse.holding_parsed():
+        first = parse_run(inputs.bundle, run, LIMIT)
+        path = bundle / run.files[0]
+        read = digests_read(path)
+        assert len(read) == 1 and evidence_parse._MEMO
+        evidence_parse.release_parsed()
+        assert not evidence_parse._MEMO and digests_read(path) == read
+        assert parse_run(inputs.bundle, run, LIMIT) is not first  # parsed again if asked again
+    assert not evidence_parse._MEMO and digests_read(path) == set()
