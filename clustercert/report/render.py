@@ -122,6 +122,29 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
     return phase
 
 
+def _validation_rows(validation: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the validation table: every table, up to APPENDIX_CAP of them. Beyond (a cluster's pairwise
+    sweep is a table per file, thousands), the first APPENDIX_CAP tables with an expectation that did not pass,
+    and one row per suite counting the others (each is in validation.json; every finding is in the table of
+    expectations that did not pass)."""
+    tables = [] if validation is None else list(validation.get("tables", []))
+    if len(tables) <= APPENDIX_CAP:
+        return tables, []
+    listed = [t for t in tables if any(r["status"] != "PASS" for r in t["results"])][:APPENDIX_CAP]
+    shown = {id(t) for t in listed}
+    folded: dict[str, dict[str, Any]] = {}
+    for t in tables:
+        if id(t) in shown:
+            continue
+        row = folded.setdefault(t["suite"], {"suite": t["suite"], "tables": 0, "rows": 0, "results": 0,
+                                             "passed": 0})
+        row["tables"] += 1
+        row["rows"] += int(t["rows"])
+        row["results"] += len(t["results"])
+        row["passed"] += sum(1 for r in t["results"] if r["status"] == "PASS")
+    return listed, list(folded.values())
+
+
 def _records(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """A list of flat records as a table: columns in first-seen order with readable headings, values as text."""
     keys: list[str] = []
@@ -214,6 +237,7 @@ def build_context(
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
         "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}")
     reasons = results.get("reasons", [])
+    validation_tables, validation_folded = _validation_rows(validation)
     return {
         "mlp_term": _mlp_term(mlps, [str(w["workload"]) for w in results["workloads"]]),
         "r": _with_defaults(results),
@@ -222,11 +246,14 @@ def build_context(
         "system": system,
         "models": models,
         "sources": sources,
-        "inventory": inventory,
+        "inventory": inventory[:APPENDIX_CAP],  # every file with its sha256 is in the signed manifest.json
+        "inventory_total": len(inventory),
         "software": software,
         "notices": notices,
         "phases": phases,
         "validation": validation,
+        "validation_tables": validation_tables,
+        "validation_folded": validation_folded,
         "window_text": ", ".join(windows) or "of each baseline's window",
         "appendix": appendix,
         "appendix_omitted": omitted,

@@ -294,3 +294,45 @@ def test_the_render_check_counts_each_chart_the_pdf_embeds_once(html: str, pdf: 
     charts = set(re.findall(r'src="(data:image/png;base64,[^"]+)"', html))
     assert len(charts) == 11
     assert len(_image_digests(PdfReader(io.BytesIO(pdf)))) == len(charts)
+
+
+def test_a_cluster_scale_run_folds_the_per_file_tables() -> None:
+    """A cluster's sweep is a table and a file per pair (8,168 files at 512 GPUs): past APPENDIX_CAP the
+    validation table lists the tables with a finding and one row per suite for the others, and the inventory
+    the first files, pointing to manifest.json; every finding is still in the table of what did not pass."""
+    import copy
+    import re
+
+    from clustercert.report.render import APPENDIX_CAP
+
+    data = _input()
+    others = data["validation"]["tables"]  # the golden run's one table, with a finding
+    assert [t["suite"] for t in others] == ["training_steps.v1"]
+    assert any(r["status"] != "PASS" for r in others[0]["results"])
+    many = []
+    for i in range(APPENDIX_CAP + 50):
+        t = {**copy.deepcopy(others[0]), "suite": "collective_results", "table": "collective_results",
+             "run": f"nccl-pair-{i:04d}", "file": f"collectives/pair/{i:04d}.log", "rows": 20}
+        for r in t["results"]:
+            r["status"] = "FAIL" if i in (7, 99, 230) and r is t["results"][-1] else "PASS"
+        many.append(t)
+    data["validation"]["tables"] = others + many
+    collective = many[0]
+    data["inventory"] = [{"path": f"collectives/pair/{i:04d}.log", "bytes": 100 + i, "sha256": f"{i:064x}"}
+                         for i in range(APPENDIX_CAP + 100)]
+    html = render_html(_context(data), TEMPLATES)
+    section = html[html.index('<section id="validation">'):html.index('<section id="reproducibility">')]
+    listing = section[:section.index("</table>")]
+    rows = re.findall(r"<tr(?: class=\"compact\")?><td>([a-z_.0-9]+)</td>", listing)
+    # the four tables with a finding, each on its own row, then one row for the others of the suite
+    assert rows == ["training_steps.v1"] + ["collective_results"] * 3 + ["collective_results"]
+    folded = re.search(r'<tr class="compact"><td>collective_results</td><td>(\d+) more tables</td><td>each in '
+                       r'validation.json</td><td class="num">(\d+)</td><td class="num">(\d+) of (\d+)</td>', listing)
+    assert folded is not None
+    n = len(collective["results"])
+    assert folded.groups() == (str(APPENDIX_CAP + 47), str(20 * (APPENDIX_CAP + 47)), str(n * (APPENDIX_CAP + 47)),
+                               str(n * (APPENDIX_CAP + 47)))
+    assert section.count("nccl-pair-0007") >= 2 and "nccl-pair-0230" in section  # listed and in the findings
+    assert f"The first {APPENDIX_CAP} of the {APPENDIX_CAP + 100} evidence files" in section
+    assert section.count('<code class="hash">') == APPENDIX_CAP
+    assert f"{APPENDIX_CAP - 1:064x}" in section and f"{APPENDIX_CAP:064x}" not in section
