@@ -291,6 +291,9 @@ def _collective_runs(out: Path, sc: Scenario, topo: Topology) -> list[dict[str, 
     counts: dict[str, int] = {}
     for index, (scope, nodes, gpn) in enumerate(_collective_groups(sc, topo)):
         peaks = dict(_BUSBW[topo.system][scope])
+        nvlink = scope == "nvlink-domain" or len({topo.domain_of(n) for n in nodes}) == 1
+        if scope == "pair" and nvlink:  # two nodes of one NVLink domain (a full sweep's pairs in a rack) talk over
+            peaks = {k: _BUSBW[topo.system]["nvlink-domain"][k] for k in peaks}  # NVLink, not InfiniBand
         if scope != "nvlink-domain":
             for f in links:
                 if f.node in nodes and f.peer in nodes:
@@ -301,7 +304,7 @@ def _collective_runs(out: Path, sc: Scenario, topo: Topology) -> list[dict[str, 
         rel = f"collectives/{scope}/{label}.log"
         text = render_nccl_tests(NcclRun(
             nodes=nodes, gpus_per_node=gpn, device_name=topo.device_name, peak_busbw=peaks,
-            half_size=4e7 if scope == "nvlink-domain" else 1.2e8, seed=sc.seed * 100000 + index,
+            half_size=4e7 if nvlink else 1.2e8, seed=sc.seed * 100000 + index,
         ))
         _write(out, rel, text)
         runs.append({
