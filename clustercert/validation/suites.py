@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -518,6 +519,19 @@ def run_tables(
     """
     gx, context, batch_definition = _context(data_docs)
     tables = list(tables)
+    # What exists now (the parsed evidence: millions of objects at cluster scale) lives on: frozen, it is left out
+    # of the collections below, which free the cyclic garbage each batch's validation leaves (Great Expectations'
+    # objects; with such a heap Python's own full collections are rare, and a 512-GPU run's 44 telemetry
+    # batches grew the process by 1.8 GB before one came).
+    gc.freeze()
+    try:
+        return _run_tables(gx, context, batch_definition, tables, suites, data_docs, stack)
+    finally:
+        gc.unfreeze()
+
+
+def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[TableInput],
+                suites: Mapping[str, SuiteSpec], data_docs: Path | None, stack: bool) -> ValidationReport:
     reports: list[TableReport] = []
     cross: list[TableReport] = []
     kept: list[tuple[str, str, Any]] = []
@@ -553,6 +567,8 @@ def run_tables(
             finally:
                 if data_docs is None:  # Data Docs are built from the batches at the end
                     _release(batch_definition)
+                    if table.batched:
+                        gc.collect()
             if data_docs is not None:
                 kept.append((gx_suite.name, f"{number:03d}-{table.run}-{part}", outcome))
             for item in outcome.results:
