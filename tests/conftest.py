@@ -115,6 +115,20 @@ def shared_prefect_server() -> PrefectServer:
     return server
 
 
+# The unit files that take tens of seconds (each whole, on one pytest-xdist worker: --dist loadfile) run first among
+# the unit files: dispatched last, as their names sort, one kept a worker busy for half a minute while the other,
+# out of files, waited.
+LONG_UNIT_FILES = ("tests/unit/test_report.py", "tests/unit/test_validation.py")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def group(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return 0 if not path.startswith("tests/unit/") else 1 if path in LONG_UNIT_FILES else 2
+
+    items[:] = sorted(items, key=group)  # stable: collection order within each group
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     while _SERVER:
         stop(_SERVER.pop()[1])
