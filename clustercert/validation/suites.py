@@ -535,16 +535,14 @@ def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[Table
     reports: list[TableReport] = []
     cross: list[TableReport] = []
     kept: list[tuple[str, str, Any]] = []
-    applicable: list[list[ExpectationSpec]] = []
-    for table in tables:
-        specs = [s for s in suites[table.suite].expectations if s.table == table.table]
-        applicable.append([s for s in specs if all(p in table.parameters for p in s.parameters)])
+    declared = [[s for s in suites[t.suite].expectations if s.table == t.table] for t in tables]
+    applicable = [[s for s in specs if all(p in t.parameters for p in s.parameters)]
+                  for t, specs in zip(tables, declared, strict=True)]
     passed = (_stacked_passes(gx, batch_definition, tables, applicable) if stack and data_docs is None
               else [{} for _ in tables])
     for number, table in enumerate(tables):
         suite = suites[table.suite]
-        specs = [s for s in suite.expectations if s.table == table.table]
-        runnable = applicable[number]
+        specs, runnable = declared[number], applicable[number]
         skipped = tuple(s.id for s in specs if s not in runnable)
         tallies = {s.id: _Tally(s, has_counts=passed[number].get(s.id, False)) for s in runnable}
         own = [s for s in runnable if s.id not in passed[number]]
