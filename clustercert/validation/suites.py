@@ -507,15 +507,79 @@ def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput]
     return passes
 
 
+def _witnessed_passes(gx: Any, batch_definition: Any, table: TableInput,
+                      runnable: Sequence[ExpectationSpec]) -> dict[str, bool]:
+    """The expectations of a batched table decided by one validation of its batches' witness rows (see
+    `clustercert.validation.witness`), with whether they count rows.
+
+    Each batch is reduced with numpy to the rows that decide its row-wise ranges and null checks, its schema and
+    its column dtypes; the witness rows of every batch are validated together (per set of dtypes the batches
+    have), so Great Expectations runs once per table instead of once per million rows. An expectation that passes
+    there passes on every batch with no unexpected row; one that fails, raises or cannot be decided that way is
+    left to the batch-by-batch validation, whose counts, samples and messages are the whole table's.
+    """
+    import pandas as pd
+
+    from clustercert.validation.witness import witness_rows, witnessed
+
+    candidates = {s.id: s for s in runnable}
+    frames: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+    for frame in table.batches():
+        columns = [str(c) for c in frame.columns]
+        dtypes = {str(c): str(t) for c, t in frame.dtypes.items()}
+        rowwise: list[tuple[str, tuple[str, str, tuple[str, ...]]]] = []
+        for spec in list(candidates.values()):
+            if not _stackable(spec, dtypes):
+                del candidates[spec.id]
+            elif spec.type in _ROW_WISE:
+                found = witnessed(spec.type, _resolved(spec.kwargs, table.parameters), columns)
+                if found is None:
+                    del candidates[spec.id]
+                else:
+                    rowwise.append((spec.id, (spec.type, *found)))
+        if not candidates:
+            return {}
+        rows, undecided = witness_rows(frame, [w for _, w in rowwise])
+        for position in undecided:
+            candidates.pop(rowwise[position][0], None)
+        signature = tuple(dtypes.items())
+        frames.setdefault(signature, []).append(frame.iloc[rows])
+        del frame
+    decided: dict[str, bool] = {}
+    specs = list(candidates.values())
+    for parts in frames.values():
+        if not specs:
+            break
+        witnesses = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+        try:
+            outcome = batch_definition.get_batch(batch_parameters={"dataframe": witnesses}).validate(
+                _gx_suite(gx, f"{table.suite}.{table.table}", specs), expectation_parameters=table.parameters,
+                result_format={"result_format": "BASIC"})
+        except Exception:  # the batch-by-batch validation says what went wrong
+            return {}
+        finally:
+            _release(batch_definition)
+        passing: set[str] = set()
+        for item in outcome.results:
+            eid = (item.expectation_config.meta or {}).get("id")
+            if isinstance(eid, str) and item.success and _raised(item.exception_info) is None:
+                passing.add(eid)
+                decided.setdefault(eid, "unexpected_count" in (item.result or {}))
+        specs = [s for s in specs if s.id in passing]
+    return {s.id: decided[s.id] for s in specs}
+
+
 def run_tables(
     tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec], *, data_docs: Path | None = None,
     stack: bool = True,
 ) -> ValidationReport:
     """Run each table's suite with Great Expectations (batch by batch for large tables) and type the results.
 
-    Small tables of one kind are first validated stacked (`_stacked_passes`; `stack=False` validates every
-    table on its own, as `data_docs` does: the same report). With `data_docs`, Great Expectations' own Data Docs
-    are also built into that folder (they load remote scripts and styles: keep them out of signed run folders).
+    Small tables of one kind are first validated stacked (`_stacked_passes`), large ones on their batches'
+    witness rows (`_witnessed_passes`); what these do not pass is validated table by table, batch by batch.
+    `stack=False` validates everything that way, as `data_docs` does: the same report. With `data_docs`, Great
+    Expectations' own Data Docs are also built into that folder (they load remote scripts and styles: keep them
+    out of signed run folders).
     """
     gx, context, batch_definition = _context(data_docs)
     tables = list(tables)
@@ -538,8 +602,13 @@ def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[Table
     declared = [[s for s in suites[t.suite].expectations if s.table == t.table] for t in tables]
     applicable = [[s for s in specs if all(p in t.parameters for p in s.parameters)]
                   for t, specs in zip(tables, declared, strict=True)]
-    passed = (_stacked_passes(gx, batch_definition, tables, applicable) if stack and data_docs is None
-              else [{} for _ in tables])
+    passed: list[dict[str, bool]] = [{} for _ in tables]
+    if stack and data_docs is None:
+        passed = _stacked_passes(gx, batch_definition, tables, applicable)
+        for number, table in enumerate(tables):
+            if table.batched and table.rows and applicable[number]:
+                passed[number] = _witnessed_passes(gx, batch_definition, table, applicable[number])
+                gc.collect()
     for number, table in enumerate(tables):
         suite = suites[table.suite]
         specs, runnable = declared[number], applicable[number]

@@ -732,6 +732,53 @@ def test_a_sweep_of_good_collective_tables_is_one_validation(monkeypatch: pytest
     assert typed[0].unexpected_count is None
 
 
+def _null_rank(c: dict[str, list[Any]]) -> None:
+    c["gpu"][40] = None  # an int column with a null in one batch: that batch's frame has it as float64
+
+
+def test_large_tables_get_on_their_witness_rows_the_reports_they_get_batch_by_batch(
+        monkeypatch: pytest.MonkeyPatch, suites: dict[str, SuiteSpec]) -> None:
+    """Batched tables are first validated on their batches' witness rows; every case's bad table (each case's good
+    table is its suite's good table, validated both ways in the test below), a null that changes a batch's dtype,
+    a metric missing under a row condition, a range over text and a NaN, in batches of 16 rows, reports exactly
+    as when each batch is validated, and each bad table still fails its own expectation."""
+    monkeypatch.setattr("clustercert.validation.tables.BATCH_ROWS", 16)
+    cases = [(key, bad) for key, (_, bad, _) in sorted(CASES.items()) if suites[key[0]].batched]
+    tables = [bad() for _, bad in cases]
+    tables += [rank_timings(_null_rank),
+               frame_change(telemetry(), _set("metric", 5, None)),
+               frame_change(telemetry(), _set("value", 2, "n/a", "object")),
+               telemetry(DcgmSample("DCGM_FI_DEV_GPU_TEMP", "0", None, float("nan"), BASE + 90_000, 99))]
+    whole = run_tables(tables, suites, stack=False)
+    witnessed = run_tables(tables, suites)
+    assert witnessed.to_json() == whole.to_json()
+    for index, ((suite, expectation), _) in enumerate(cases):
+        bad = witnessed.tables[index]
+        assert bad.suite == suite
+        assert next(r for r in bad.results if r.expectation == expectation).status is not ResultStatus.PASS
+    # the batch with the null GPU index has the column as floats (validated apart): a null index is missing, not out
+    # of range
+    assert all(r.status is ResultStatus.PASS for r in witnessed.tables[-4].results)
+    assert all(r.status is ResultStatus.PASS for r in witnessed.tables[-1].results)
+
+
+def test_a_passing_telemetry_table_is_one_validation(monkeypatch: pytest.MonkeyPatch,
+                                                     suites: dict[str, SuiteSpec]) -> None:
+    """Telemetry in six batches that passes: one validation of its witness rows decides every expectation, with
+    the row counts of a pass (no unexpected row) where the expectation counts rows; so do the rank timings."""
+    monkeypatch.setattr("clustercert.validation.tables.BATCH_ROWS", 7)
+    table, ranks = telemetry(), rank_timings()
+    assert len(list(table.batches())) == 6
+    made = _validations(monkeypatch)
+    report = run_tables([table, ranks], suites)
+    assert made[0] == 2
+    assert report.to_json() == run_tables([table, ranks], suites, stack=False).to_json()
+    results = {r.expectation: r for r in report.tables[0].results}
+    assert all(r.status is ResultStatus.PASS for r in results.values())
+    assert results["temperature_physical"].unexpected_count == 0
+    assert results["columns_present"].unexpected_count is None
+
+
 def test_validated_batches_are_not_kept(monkeypatch: pytest.MonkeyPatch, suites: dict[str, SuiteSpec]) -> None:
     """Great Expectations keeps each loaded batch's data for its context's life; the validation drops them, so a
     cluster's telemetry in 44 row-group batches is never resident at once."""
@@ -754,11 +801,14 @@ def test_validated_batches_are_not_kept(monkeypatch: pytest.MonkeyPatch, suites:
 
     monkeypatch.setattr(validation_suites, "_context", watched)
     monkeypatch.setattr("clustercert.validation.tables.BATCH_ROWS", 16)
-    tables = [rank_timings(), telemetry(), training(), collective(), collective()]
+    # the failing rank timings are validated batch by batch after their witness rows; the telemetry passes on its
+    # witness rows; the collectives are stacked
+    tables = [rank_timings(_rank_set("compute_s", 0.0)), telemetry(), training(), collective(), collective()]
     assert len(list(tables[0].batches())) == 5
     report = run_tables(tables, suites)
-    assert len(kept) >= 5 + 2 and set(kept) == {0}  # every batch loaded into an empty cache
-    assert all(r.status is ResultStatus.PASS for t in report.tables for r in t.results)
+    assert len(kept) == 1 + 5 + 1 + 2 and set(kept) == {0}  # every batch loaded into an empty cache
+    assert [r.expectation for t in report.tables for r in t.results
+            if r.status is not ResultStatus.PASS] == ["compute_time_positive"]
 
 
 def test_each_batch_of_a_large_table_leaves_no_garbage(monkeypatch: pytest.MonkeyPatch,
@@ -779,8 +829,10 @@ def test_each_batch_of_a_large_table_leaves_no_garbage(monkeypatch: pytest.Monke
         return collect(generation)
 
     monkeypatch.setattr(validation_suites.gc, "collect", counted)
-    tables = [rank_timings(), training(), frame_change(training(), _drop("counter_increase"))]
+    tables = [rank_timings(), rank_timings(_rank_set("compute_s", 0.0)), training(),
+              frame_change(training(), _drop("counter_increase"))]
     before = gc.get_freeze_count()
     run_tables(tables, suites)
-    assert len(frozen) == len(list(tables[0].batches())) == 5  # once per batch of the batched table
+    # once after each batched table's witness rows, and after each batch of the one validated batch by batch
+    assert len(frozen) == 2 + len(list(tables[1].batches())) == 2 + 5
     assert all(n > before for n in frozen) and gc.get_freeze_count() == before
