@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
+from prefect.utilities.annotations import opaque
 
 from clustercert.evidence.parse import holding_parsed, release_parsed
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
 from flows.progress import report
-from flows.runners import bulky, on_runner
+from flows.runners import bulky, handed_back, on_runner, received
 from flows.tasks import gate_task, judge_task, load_task, validate_task, write_task
 
 __all__ = ["certify_flow"]
@@ -30,8 +31,9 @@ def certify_flow(
     limit: int = 2 * 1024**3,
     dask_address: str | None = None,
     redact: bool = False,
-) -> dict[str, Any]:
-    """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths.
+) -> opaque:
+    """Certify the bundle at `bundle_path` into `run_dir`; returns the outcome, results and report paths (through
+    `flows.runners.handed_back`: take them out with `flows.runners.received`).
 
     With `dask_address` (a running Dask scheduler) each phase subflow runs its tasks on that cluster."""
     with holding_parsed():  # each file is parsed once for the phases and the validation; nothing is kept after
@@ -41,16 +43,16 @@ def certify_flow(
 
 def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: str, references_dir: str,
              templates_dir: str, catalog: str | None, limit: int, dask_address: str | None,
-             redact: bool) -> dict[str, Any]:
+             redact: bool) -> opaque:
     meta = RunMeta.from_json(run_meta)
     report("load", bundle_path)
     inputs = load_task(bundle_path, references_dir, catalog)
     report("efficiency", "training logs")
-    efficiency = on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    efficiency = received(on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit))
     report("scaling", "training runs and collectives")
-    scaling = on_runner(scaling_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    scaling = received(on_runner(scaling_flow, dask_address)(bundle_path, references_dir, catalog, limit))
     report("resilience", "the long run")
-    resilience = on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit)
+    resilience = received(on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit))
     report("validate", "expectation suites over every table")
     validation = validate_task(bulky(inputs), limit)
     release_parsed()  # every reader of the parsed evidence is done; what was read stays recorded for the last check
@@ -63,4 +65,4 @@ def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: 
                        redact=redact)
     report("publish", "Prefect artifacts")
     publish_artifacts_task(bulky(results), paths)
-    return {"outcome": results["outcome"], "results": results, "paths": paths}
+    return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})

@@ -5,9 +5,8 @@ Prefect does not walk them looking for futures (none of them is one)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import flow, task
+from prefect.utilities.annotations import opaque
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
@@ -20,7 +19,7 @@ from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import Inputs
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
-from flows.runners import bulky
+from flows.runners import bulky, handed_back
 from flows.tasks import load_task, parse_training_task
 
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
@@ -45,7 +44,8 @@ def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | Evidence
 
 
 @flow(name="efficiency")
-def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, limit: int) -> dict[str, Any]:
+def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None,
+                    limit: int) -> opaque:
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
     # Submitted, so that the flow's task runner (threads, or Dask with `certify --dask`) runs them in parallel.
@@ -55,8 +55,8 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None, 
     mlperf_runs = [r.id for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF]
     mlperf = persisted(parse_runs_task, inputs, mlperf_runs)(bulky(inputs), mlperf_runs, limit) if mlperf_runs else {}
     result = judge_efficiency_task(bulky(inputs), bulky(logs), bulky(mlperf))
-    return {"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
-            "section": result.section()}
+    return handed_back({"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
+                        "section": result.section()})
 
 
 @task(name="judge-scaling", **UNCACHED)
@@ -70,7 +70,8 @@ def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseRes
 
 
 @flow(name="scaling")
-def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None, limit: int) -> dict[str, Any]:
+def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None,
+                 limit: int) -> opaque:
     """Weak scaling from the training runs at every GPU count, collective bandwidth per scope, degraded pairs."""
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs
@@ -78,14 +79,15 @@ def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None, lim
             or (r.kind is RunKind.COLLECTIVE)]
     parsed = persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit)
     result = judge_scaling_task(bulky(inputs), bulky(parsed))
-    return {"checks": result.checks, "section": result.section}
+    return handed_back({"checks": result.checks, "section": result.section})
 
 
 @flow(name="resilience")
-def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None, limit: int) -> dict[str, Any]:
+def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None,
+                    limit: int) -> opaque:
     """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry."""
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.RESILIENCE]
     parsed = persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit)
     result = judge_resilience_task(bulky(inputs), bulky(parsed))
-    return {"checks": result.checks, "section": result.section}
+    return handed_back({"checks": result.checks, "section": result.section})

@@ -127,6 +127,7 @@ def certify(
         from clustercert.cli.progress import Progress
         from flows.certify import certify_flow
         from flows.progress import listening
+        from flows.runners import received
         from flows.runtime import prefect_runtime
 
         safety.own_prefect_sigterm()
@@ -135,11 +136,11 @@ def certify(
         progress("start", "Prefect API")
         with safety.running(run_dir), progress, listening(progress), prefect_runtime(), \
                 cli_ops.dask_address(workers, settings.dask_address) as address:
-            summary = certify_flow(
+            summary = received(certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
                 references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
                 catalog=catalog, limit=settings.max_evidence_bytes, dask_address=address, redact=redact,
-            )
+            ))
     except ClusterCertError:
         raise
     except Exception as exc:  # an internal error: one line here, the traceback in the run folder

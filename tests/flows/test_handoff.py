@@ -1,0 +1,31 @@
+"""What a flow returns reaches its caller without Prefect walking it (the visit the flow engine makes on success)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.futures import resolve_futures_to_states
+from prefect.utilities.collections import visit_collection
+
+from flows.runners import handed_back, received
+
+
+def _visits(value: Any) -> int:
+    seen = [0]
+
+    def count(expr: Any, context: dict[str, Any]) -> Any:
+        seen[0] += 1
+        return expr
+
+    visit_collection(value, visit_fn=count, return_data=False, context={})
+    return seen[0]
+
+
+def test_a_returned_value_is_not_walked_and_comes_back_whole() -> None:
+    results = {"phases": {"scaling": {"collectives": [{"busbw": float(i), "ranks": [i, i + 1]} for i in range(1000)]}}}
+    assert _visits(results) > 3000  # what the flow engine's future search visits in a plain return value
+    wrapped = handed_back(results)
+    assert _visits(wrapped) <= 2  # the annotation and its value, not its contents
+    resolved = resolve_futures_to_states(wrapped)  # as Prefect's handle_success does with a flow's return value
+    assert received(resolved) is results
+    assert received({"outcome": "CERTIFIED"}) == {"outcome": "CERTIFIED"}  # a plain return passes through
