@@ -230,6 +230,11 @@ class _HashingReader(io.RawIOBase):
             self._pos += n
         return n
 
+    def whole_digest(self) -> str | None:
+        """The sha256 of the file as read, once it was read from its start to its end without a seek (else None):
+        what a caller that hashes the whole file would compute again from the same bytes."""
+        return self._hash.hexdigest() if self._start == 0 and self._ended else None
+
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         position = os.lseek(self._fd, offset, whence)
         if position != self._pos:
@@ -257,6 +262,22 @@ class _HashingReader(io.RawIOBase):
         finally:
             os.close(self._fd)
             super().close()
+
+
+def whole_sha256(handle: BinaryIO) -> str:
+    """Read to its end a handle of `open_regular` read so far only from its start (or not at all) and return the
+    file's sha256 as read: the hash the handle keeps of every byte it delivers (its buffer's read-ahead included),
+    not a second one."""
+    raw = getattr(handle, "raw", None)
+    if not isinstance(raw, _HashingReader):
+        raise TypeError("whole_sha256: expected a handle of open_regular")
+    block = memoryview(bytearray(1 << 20))
+    while raw.readinto(block):
+        pass
+    digest = raw.whole_digest()
+    if digest is None:
+        raise ValueError("whole_sha256: the handle was not read from the file's start")
+    return digest
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from clustercert.evidence.guards import open_regular
+from clustercert.evidence.guards import open_regular, whole_sha256
 
 __all__ = ["sha256_bytes", "sha256_file"]
 
@@ -15,11 +15,8 @@ _HASH_LIMIT = 1 << 50
 
 def sha256_file(path: Path, display: str | None = None) -> str:
     """The sha256 of a regular file; anything else is an EvidenceError naming it."""
-    digest = hashlib.sha256()
     with open_regular(path, display, limit=_HASH_LIMIT) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return whole_sha256(handle)  # the hash the guarded handle keeps anyway: one pass of sha256, not two
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -25,6 +25,7 @@ from clustercert.evidence.guards import (
     parts_read,
     read_mark,
     read_regular,
+    whole_sha256,
 )
 from clustercert.evidence.hashing import sha256_bytes, sha256_file
 from clustercert.evidence.parse import read_evidence
@@ -144,21 +145,20 @@ _UNTOUCHED = "Leave the bundle untouched while certifying and certify again"
 def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -> None:
     """The parts read of `path` are the bytes at their offsets of the file as loaded: one pass over the file now
     hashes the whole (it must be the load's) and each part from the same bytes."""
-    whole = hashlib.sha256()
     hashers = [hashlib.sha256() for _ in pieces]
     at = 0
     with open_regular(path, limit=1 << 50) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
-            whole.update(block)
             end = at + len(block)
             for (offset, length, _), hasher in zip(pieces, hashers, strict=True):
                 lo, hi = max(offset, at), min(offset + length, end)
                 if lo < hi:
                     hasher.update(block[lo - at:hi - at])
             at = end
-    if whole.hexdigest() != loaded:
+        whole = whole_sha256(handle)  # the guarded handle's own hash of the bytes just read
+    if whole != loaded:
         raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, now "
-                            f"{whole.hexdigest()}. {_UNTOUCHED}")
+                            f"{whole}. {_UNTOUCHED}")
     for (offset, length, digest), hasher in zip(pieces, hashers, strict=True):
         if offset + length > at or hasher.hexdigest() != digest:
             raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, but bytes "

@@ -34,7 +34,9 @@ from clustercert.evidence.guards import (
     parts_read,
     read_mark,
     read_regular,
+    whole_sha256,
 )
+from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import forget_parsed, read_evidence
 from clustercert.evidence.window import collection_window
 from clustercert.parsers import FORMATS, parse_training_log
@@ -76,6 +78,27 @@ def test_a_whole_read_records_its_bytes_and_a_peek_records_the_part_it_read(tmp_
     assert parts_read(path, since=mark) >= {(len(data) - 100, 100, _sha(data[-100:]))}
     assert read_regular(path, limit=1 << 30) == data
     assert digests_read(path, since=mark) == {_sha(data)}
+    hostile(1)
+
+
+def test_a_files_sha256_is_the_hash_its_guarded_read_keeps(tmp_path: Path, hostile: Count) -> None:
+    """sha256_file and the as-read check hash a file once, through the guarded handle's own hash: the file's
+    sha256 after a head read, a whole read, and none for a handle that seeked."""
+    path = tmp_path / "a.log"
+    data = bytes(range(256)) * 12_000 + b"tail"  # past 1 MiB blocks and the 64 KiB buffer
+    path.write_bytes(data)
+    mark = read_mark()
+    assert sha256_file(path) == _sha(data)
+    assert digests_read(path, since=mark) == {_sha(data)}
+    with open_regular(path, limit=1 << 30) as handle:
+        assert handle.read(10) == data[:10]  # the buffer read ahead; the hash holds what it read
+        assert whole_sha256(handle) == _sha(data)
+    with open_regular(path, limit=1 << 30) as handle:
+        handle.seek(5)
+        with pytest.raises(ValueError, match="not read from the file's start"):
+            whole_sha256(handle)
+    with path.open("rb") as plain, pytest.raises(TypeError):
+        whole_sha256(plain)
     hostile(1)
 
 
