@@ -132,7 +132,14 @@ def witness_rows(frame: pd.DataFrame,
             taken.append(np.asarray([int(np.argmax(nulls))], dtype=np.int64))
     cache: dict[tuple[str, ...], Any] = {}
     undecided: set[int] = set()
+    done: dict[tuple[bool, str, tuple[str, ...]], bool] = {}  # ranges (or null checks) of one column by one grouping
     for position, (kind, column, by) in enumerate(specs):
+        again = (kind in _NULLS, column, by)
+        if again in done:
+            if not done[again]:
+                undecided.add(position)
+            continue
+        done[again] = False
         grouped = _groups(frame, by, cache)
         if grouped is None:
             undecided.add(position)
@@ -143,6 +150,7 @@ def witness_rows(frame: pd.DataFrame,
         taken.append(_firsts(codes, count, nulls))
         if kind in _NULLS:
             taken.append(_firsts(codes, count, ~nulls))
+            done[again] = True
             continue
         if not pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
             undecided.add(position)
@@ -151,7 +159,11 @@ def witness_rows(frame: pd.DataFrame,
         present = ~np.isnan(values)
         for fill, extreme in ((np.inf, np.minimum), (-np.inf, np.maximum)):
             filled = np.where(present, values, fill)
+            if count == 1:  # one group: its extreme directly
+                taken.append(np.asarray([int(np.argmin(filled) if fill > 0 else np.argmax(filled))]))
+                continue
             best = np.full(count, fill)
             extreme.at(best, codes, filled)
             taken.append(_firsts(codes, count, present & (filled == best[codes])))
+        done[again] = True
     return np.unique(np.concatenate(taken)), undecided
