@@ -5,16 +5,20 @@ With PREFECT_API_URL set, that server is used as it is. Without it Prefect start
 first API call and gives up after PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS (20 s by default): on a loaded
 2-core machine the server's imports and database migrations alone take longer, and the run ended in "Timed out while
 attempting to connect to ephemeral Prefect API server" (exit 4). Here the temporary server is started before the
-flow, with a bound that holds under load (STARTUP_TIMEOUT_S unless the user set Prefect's variable) and a few tries;
-the flow's own client then reuses it (Prefect keeps one temporary server per process).
+flow (`certify` spawns it as soon as the bundle is known to be readable and goes on with its own start-up while the
+server starts), with a bound that holds under load (STARTUP_TIMEOUT_S unless the user set Prefect's variable) and a
+few tries; the flow's own client is then pointed at it.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +26,8 @@ from typing import Any
 
 from clustercert.errors import ClusterCertError
 
-__all__ = ["STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "prefect_runtime", "server_log", "start_api"]
+__all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
+           "prefect_runtime", "server_log", "spawn_api", "start_api"]
 
 STARTUP_TIMEOUT_S = 300
 STARTUP_ATTEMPTS = 3
@@ -47,26 +52,6 @@ def startup_timeout() -> int:
             from None
 
 
-@contextmanager
-def _child_output_to(log: Path) -> Iterator[None]:
-    """Point this process' stdout and stderr (file descriptors 1 and 2) at `log` while a child is spawned, so that
-    the child writes there; they are restored at once (the window is the fork and exec of one process)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = (os.dup(1), os.dup(2))
-    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.dup2(target, 1)
-        os.dup2(target, 2)
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, target):
-            os.close(fd)
-
-
 def server_log() -> Path:
     """Where the temporary server's own output goes: PREFECT_HOME/clustercert-temporary-server.log."""
     from prefect.settings import PREFECT_HOME
@@ -74,54 +59,149 @@ def server_log() -> Path:
     return Path(PREFECT_HOME.value()) / "clustercert-temporary-server.log"
 
 
-def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS) -> str | None:
-    """Start Prefect's temporary server for this process when no PREFECT_API_URL is set; returns its API URL (None
-    when a configured server is used). A failed start is stopped and tried again, `attempts` times in all.
+# The temporary servers this process started and has not stopped (`clustercert.cli.safety` stops them on a signal).
+RUNNING: list[subprocess.Popen[bytes]] = []
+_PORT_IN_USE = 3  # uvicorn's exit status when its port was taken between our choice and its bind
 
-    The server's own output (its errors, and the tracebacks it prints when it is stopped mid-request, as on SIGTERM)
-    goes to `server_log()`, never to the user's terminal: it is Prefect's, not the certification's."""
-    from prefect.server.api.server import SubprocessASGIServer
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TemporaryServer:
+    """Prefect's server app for this process alone, as Prefect's own temporary server runs it (uvicorn on a free
+    local port, the UI off, ephemeral mode, this process' Prefect settings), started without importing the server
+    in this process (about 3 s of imports the child makes anyway) and with its output in `log`.
+
+    `spawn` starts it and returns at once, so a certification goes on with its own work while the server starts
+    on the other core; `wait` then waits for its health endpoint, up to a deadline on the wall clock."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def spawn(self) -> None:
+        import prefect
+        from prefect.settings import get_current_settings
+
+        self.stop()
+        self.port = _free_port()
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT__SERVER_FINAL": "1", **get_current_settings().to_environment_variables(exclude_unset=True)}
+        command = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+                   "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--log-level", "error", "--lifespan", "on"]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd)
+        finally:
+            os.close(fd)
+        RUNNING.append(self.process)
+
+    def wait(self, timeout_s: float) -> str:
+        """The API URL once the server answers its health check; RuntimeError when it exits or `timeout_s` passes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            process = self.process
+            if process is None:
+                raise RuntimeError("the server was not started")
+            code = process.poll()
+            if code == _PORT_IN_USE:  # its port was taken meanwhile: another port, same deadline
+                self.spawn()
+                continue
+            if code is not None:
+                raise RuntimeError(f"the server process exited with code {code}")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=5) as response:
+                    if response.status == 200:
+                        return self.api_url
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"it did not answer within {timeout_s:g} s")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process in RUNNING:
+            RUNNING.remove(process)
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def spawn_api() -> TemporaryServer | None:
+    """The temporary server started now (see `TemporaryServer`) when no PREFECT_API_URL is set, else None; hand it
+    to `prefect_runtime`, which waits for it."""
     from prefect.settings import PREFECT_API_URL
 
     if PREFECT_API_URL.value():
         return None
-    log = server_log()
+    server = TemporaryServer(server_log())
+    server.spawn()
+    atexit.register(server.stop)
+    return server
 
-    class LoggedServer(SubprocessASGIServer):
-        # Prefect keeps its temporary servers by port in a dict of the base class, so the flow's own client
-        # (`SubprocessASGIServer()`) finds this one.
-        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-            with _child_output_to(log):
-                return super()._run_uvicorn_command()
 
+def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS,
+              server: TemporaryServer | None = None) -> str | None:
+    """The API URL of this process' temporary server (`server` if one was spawned, else one started now) when no
+    PREFECT_API_URL is set, else None. A start that fails (the server exits, or does not answer within the bound)
+    is stopped and tried again, `attempts` times in all; then PrefectStartError says so in one line.
+
+    The server's own output (its errors, and the tracebacks it prints when it is stopped mid-request, as on SIGTERM)
+    goes to `server_log()`, never to the user's terminal: it is Prefect's, not the certification's."""
+    if server is None:
+        server = spawn_api()
+        if server is None:
+            return None
     bound = startup_timeout() if timeout_s is None else timeout_s
     problem = ""
     for attempt in range(1, attempts + 1):
-        server = LoggedServer()
+        if attempt > 1:
+            time.sleep(1.0)
+            server.spawn()
         try:
-            server.start(timeout=bound)
-        except RuntimeError as exc:  # Prefect raises RuntimeError for a start that timed out or died
+            return server.wait(bound)
+        except RuntimeError as exc:
             problem = str(exc).splitlines()[0][:300]
             server.stop()
-            if attempt < attempts:
-                time.sleep(1.0)
-            continue
-        return str(server.api_url)
     raise PrefectStartError(
         f"Prefect's temporary API server did not start in {attempts} tries of up to {bound} s each ({problem}; its "
-        f"output: {log}). Raise {_TIMEOUT_VAR}, or start a server (`prefect server start`) and set PREFECT_API_URL")
+        f"output: {server.log}). Raise {_TIMEOUT_VAR}, or start a server (`prefect server start`) and set "
+        "PREFECT_API_URL")
 
 
 @contextmanager
-def prefect_runtime() -> Iterator[str | None]:
-    """The API started (see `start_api`) and, unless the user set PREFECT_FLOWS_HEARTBEAT_FREQUENCY, flow-run
-    heartbeats off: a certification is a short local process, and each flow's heartbeat thread costs up to a second
-    at its end (four flows per certification). Yields the temporary server's API URL, or None."""
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+def prefect_runtime(server: TemporaryServer | None = None) -> Iterator[str | None]:
+    """The API started (see `start_api`; `server`, one `spawn_api` started earlier, is waited for) and the flows'
+    client pointed at it; unless the user set PREFECT_FLOWS_HEARTBEAT_FREQUENCY, flow-run heartbeats off: a
+    certification is a short local process, and each flow's heartbeat thread costs up to a second at its end (four
+    flows per certification). Yields the temporary server's API URL, or None; the server is stopped after."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    url = start_api()
-    if _HEARTBEAT_VAR in os.environ:
-        yield url
-        return
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield url
+    if server is None:
+        server = spawn_api()
+    url = start_api(server=server) if server is not None else None
+    updates: dict[Any, Any] = {} if _HEARTBEAT_VAR in os.environ else {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    if url is not None:
+        updates[PREFECT_API_URL] = url
+    try:
+        with temporary_settings(updates=updates):
+            yield url
+    finally:
+        if server is not None:
+            server.stop()

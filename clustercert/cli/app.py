@@ -113,6 +113,10 @@ def certify(
     inputs = load_inputs(bundle, settings.references_dir, catalog)
     check_seal(inputs.bundle, inputs.digests)
     loaded = inputs.bundle
+    _quiet_prefect()
+    from flows.runtime import spawn_api
+
+    server = spawn_api()  # the temporary Prefect server starts on the other core while the run gets ready
     _ensure_key(settings, now)
     from clustercert.attest.signing import load_pdf_signer, load_signing_key
     from clustercert.runs.meta import new_run_meta
@@ -122,7 +126,6 @@ def certify(
     meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports, catalog, key_dir=settings.key_dir)
     run_id = meta["run_id"]
     run_dir = reports / run_id
-    _quiet_prefect()
     try:
         from clustercert.cli.progress import Progress
         from flows.certify import certify_flow
@@ -134,7 +137,7 @@ def certify(
         workers = (settings.dask_workers or 2) if dask else settings.dask_workers
         progress = Progress(err, enabled=not as_json, started=started)
         progress("start", "Prefect API")
-        with safety.running(run_dir), progress, listening(progress), prefect_runtime(), \
+        with safety.running(run_dir), progress, listening(progress), prefect_runtime(server), \
                 cli_ops.dask_address(workers, settings.dask_address) as address:
             summary = received(certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),

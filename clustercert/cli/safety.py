@@ -85,8 +85,9 @@ def _stop_children() -> None:
                 child.terminate()
     server = sys.modules.get("prefect.server.api.server")
     instances = getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {})
-    for instance in list(instances.values()):
-        process = getattr(instance, "server_process", None)
+    processes = [getattr(instance, "server_process", None) for instance in list(instances.values())]
+    processes += list(getattr(sys.modules.get("flows.runtime"), "RUNNING", []))  # our temporary server
+    for process in processes:
         if process is None:
             continue
         with contextlib.suppress(Exception):

@@ -32,10 +32,29 @@ def _start(timeout_s: int, attempts: int, **env: str) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=600, check=False)
 
 
-def test_the_temporary_server_starts_and_answers() -> None:
-    proc = _start(300, 3)
+_EARLY = """
+import urllib.request
+from prefect.settings import PREFECT_API_URL
+from flows.runtime import RUNNING, prefect_runtime, spawn_api
+server = spawn_api()  # as certify does once the bundle is readable: the server starts while the run gets ready
+process = server.process
+import flows.certify  # the run's own imports meanwhile
+with prefect_runtime(server) as url:
+    assert PREFECT_API_URL.value() == url and RUNNING == [process], (PREFECT_API_URL.value(), url, RUNNING)
+    with urllib.request.urlopen(url + "/health", timeout=10) as response:
+        print("health", response.status, url)
+assert process.poll() is not None and RUNNING == [], "the server outlived its run"
+print("stopped")
+"""
+
+
+def test_the_temporary_server_spawned_early_answers_the_flows_client_and_stops_after() -> None:
+    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.run([sys.executable, "-c", _EARLY], cwd=ROOT, env={**full, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("health 200 http://127.0.0.1:")
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("health 200 http://127.0.0.1:") and lines[1] == "stopped", proc.stdout
 
 
 def test_a_start_that_cannot_meet_its_bound_is_tried_again_then_refused_in_one_line() -> None:
