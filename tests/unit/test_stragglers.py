@@ -103,3 +103,19 @@ def test_rank_slowed_by_x_scores_one_over_one_plus_x(x: float, slow: int, seed: 
     compute[slow] *= 1.0 + x
     report = score_stragglers(_grid(8, 30, compute), {})
     assert report.ranks[slow].relative_score == pytest.approx(1.0 / (1.0 + x), rel=3e-3)
+
+
+@pytest.mark.parametrize("high", [7, 70_000, 5_000_000_000, -3])
+def test_rows_sorted_by_key_then_value_as_lexsort_sorts_them(high: int) -> None:
+    """The radix order of (key, value) gives lexsort's sequence of keys and values: small keys, keys past 16 bits,
+    and keys radix passes cannot take (past 32 bits, negative), with ties."""
+    from clustercert.metrics.stragglers import _by_key_then_value, _group_median
+
+    rng = np.random.default_rng(7)
+    keys = rng.integers(min(high, 0), max(high, 1), 20_000).astype(np.int64)
+    values = rng.integers(0, 50, 20_000).astype(np.float64) / 7  # ties within keys
+    order, want = _by_key_then_value(keys, values), np.lexsort((values, keys))
+    assert np.array_equal(keys[order], keys[want]) and np.array_equal(values[order], values[want])
+    uniq, med, _ = _group_median(keys, values)
+    first = int(uniq[0])
+    assert med[0] == float(np.median(values[keys == first]))
