@@ -126,8 +126,8 @@ def witness_rows(frame: pd.DataFrame,
     import pandas as pd
 
     taken: list[np.ndarray] = [np.zeros(1 if len(frame) else 0, dtype=np.int64)]
-    for name in frame.columns:  # the first null of each column keeps the column's dtype
-        nulls = frame[name].isna().to_numpy()
+    missing = {str(name): frame[name].isna().to_numpy() for name in frame.columns}
+    for nulls in missing.values():  # the first null of each column keeps the column's dtype
         if nulls.any():
             taken.append(np.asarray([int(np.argmax(nulls))], dtype=np.int64))
     cache: dict[tuple[str, ...], Any] = {}
@@ -145,8 +145,7 @@ def witness_rows(frame: pd.DataFrame,
             undecided.add(position)
             continue
         codes, count = grouped
-        series = frame[column]
-        nulls = series.isna().to_numpy()
+        series, nulls = frame[column], missing[column]
         taken.append(_firsts(codes, count, nulls))
         if kind in _NULLS:
             taken.append(_firsts(codes, count, ~nulls))
