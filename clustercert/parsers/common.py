@@ -38,6 +38,10 @@ def read_json(path: Path, display: str, *, limit: int) -> object:
         raise EvidenceError(
             display, f"expected valid JSON, got {exc.msg}. Re-export the file", line=exc.lineno
         ) from None
+    except ValueError:  # an integer of more digits than Python reads (sys.get_int_max_str_digits(): 4,300)
+        raise EvidenceError(
+            display, "expected valid JSON, got a number too long to read. Re-export the file"
+        ) from None
     except RecursionError:
         raise EvidenceError(
             display, "expected JSON of reasonable depth, got a too deeply nested document"
@@ -51,7 +55,12 @@ def to_float(
     if isinstance(value, bool):
         raise EvidenceError(file, f"expected a number, got {value!r}. {hint}", line=line, field=field)
     if isinstance(value, int | float):
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an integer past float's range
+            raise EvidenceError(
+                file, f"expected a number, got an integer too large for a float. {hint}", line=line, field=field
+            ) from None
     elif isinstance(value, str):
         try:
             out = float(value.strip())

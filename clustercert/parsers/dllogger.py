@@ -10,10 +10,12 @@ from clustercert.parsers.common import DEFAULT_LIMIT, to_float, to_int
 from clustercert.parsers.training import (
     JSON_DECODER,
     LINE_SPACE,
+    NOT_DECODED,
     STEP_DEFAULTS,
     NanMark,
     TrainingLog,
     TrainingStep,
+    fast_record,
     line_total,
     read_text,
 )
@@ -40,7 +42,9 @@ _NAN_FIELDS = {"loss", "grad_norm"}
 def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
     """Every DLLogger step record that carries `train_step_timing in s`, with its line.
 
-    Lines are found by their `DLLL ` mark in the whole text and each record is decoded where it lies."""
+    Lines are found by their `DLLL ` mark in the whole text; each record is decoded by fast_record(), or where it
+    lies by json when that leaves it to json or gives the step as a float (it could be an integer past 64 bits;
+    the values are read with float(), which reads both the same)."""
     text = read_text(path, display, limit=limit)
     steps: list[TrainingStep] = []
     nans: list[NanMark] = []
@@ -55,17 +59,21 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
             line_end = len(text)
         number += count("\n", counted, at)
         counted = at
-        try:  # json.loads(text[at + 5:line_end]), decoded in place
-            record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
-            if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
-                raise json.JSONDecodeError("Extra data", text, end)
-        except (json.JSONDecodeError, RecursionError):
-            raise EvidenceError(
-                display,
-                f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
-                line=number,
-                field="DLLL",
-            ) from None
+        record = fast_record(text[at + len(_MARK):line_end])
+        if record is not NOT_DECODED and type(record) is dict and _float_step(record.get("step")):
+            record = NOT_DECODED
+        if record is NOT_DECODED:
+            try:  # json.loads(text[at + 5:line_end]), decoded in place
+                record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
+                if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
+                    raise json.JSONDecodeError("Extra data", text, end)
+            except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
+                raise EvidenceError(
+                    display,
+                    f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
+                    line=number,
+                    field="DLLL",
+                ) from None
         at = text.find(_MARK, line_end)
         if not isinstance(record, dict):
             raise EvidenceError(
@@ -90,8 +98,11 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
             if key not in data:
                 continue
             raw = data[key]
-            value = float(raw) if type(raw) is float or type(raw) is int else to_float(
-                raw, file=display, line=number, field=key, hint=_HINT, allow_nan=True)
+            try:
+                value = float(raw) if type(raw) is float or type(raw) is int else to_float(
+                    raw, file=display, line=number, field=key, hint=_HINT, allow_nan=True)
+            except OverflowError:  # an integer past float's range: to_float() names it
+                value = to_float(raw, file=display, line=number, field=key, hint=_HINT, allow_nan=True)
             if value != value and name in _NAN_FIELDS:
                 nans.append(NanMark(number, key))
             values[name] = int(value) if name in _INTS and value.is_integer() else value
@@ -112,3 +123,8 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
             display, f"expected 'DLLL {{...}}' step lines with 'train_step_timing in s', found none. {_HINT}"
         )
     return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=line_total(text))
+
+
+def _float_step(step: object) -> bool:
+    """Whether a DLLogger step as fast_record() read it holds a float (json may read it as an integer)."""
+    return type(step) is float or (type(step) is list and any(type(part) is float for part in step))

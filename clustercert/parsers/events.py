@@ -116,7 +116,7 @@ def parse_events(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> Eve
             record, end = decode(text)
             if end != len(text):
                 raise json.JSONDecodeError("Extra data", text, end)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
             raise EvidenceError(
                 display, f"expected one JSON object per line, got invalid JSON. {_HINT}", line=number
             ) from None

@@ -20,6 +20,7 @@ from clustercert.parsers.training import (
     TrainingStep,
     line_total,
     make_step,
+    may_hold_nan_value,
     parse_number,
     read_text,
 )
@@ -162,6 +163,8 @@ def _records(line: str) -> list[re.Match[str]]:
 def _nan_lines(text: str) -> set[int]:
     """The start of every line of `text` with a `: nan` or `: inf` value (NAN_VALUE)."""
     starts: set[int] = set()
+    if not may_hold_nan_value(text):
+        return starts
     line_end = -1
     for hint in NAN_VALUE.finditer(text):
         at = hint.start()
@@ -350,8 +353,7 @@ def _pipe_log_fast(
 ) -> TrainingLog | None:
     """What parse_pipe_log() reads from `text`, read by a template (above); None when the template does not
     apply, and the line-by-line reading must."""
-    lowered = text.lower() if text.isascii() else None  # no nan or inf value without those letters
-    if (lowered is None or "nan" in lowered or "inf" in lowered) and NAN_VALUE.search(text) is not None:
+    if may_hold_nan_value(text) and NAN_VALUE.search(text) is not None:
         return None
     template = _template(text, fields, wrapped)
     if template is None:

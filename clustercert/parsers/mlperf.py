@@ -9,13 +9,15 @@ from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float
-from clustercert.parsers.training import JSON_DECODER, LINE_SPACE, read_text
+from clustercert.parsers.training import JSON_DECODER, LINE_SPACE, NOT_DECODED, fast_record, read_text
 
 __all__ = ["MlperfResult", "MlperfRun", "olympic_score", "parse_mlperf", "parse_mlperf_files"]
 
 FORMAT = "mlperf"
 _HINT = "Use the submission's results folder as MLCommons publishes it."
 _MARK = ":::MLLOG"
+_LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: a time past it is no time in ms since the epoch
+_SCORED = ("run_start", "run_stop", "submission_benchmark", "seed")  # the records a run's score reads
 
 
 @dataclass(frozen=True)
@@ -186,23 +188,29 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
         number += count("\n", counted, at)
         counted = at
         seen = True
-        try:  # json.loads(text[at + 8:line_end]), decoded in place
-            record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
-            if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
-                raise json.JSONDecodeError("Extra data", text, end)
-        except (json.JSONDecodeError, RecursionError):
-            raise EvidenceError(
-                display,
-                f"expected a JSON object after ':::MLLOG', got invalid JSON. {_HINT}",
-                line=number,
-                field="MLLOG",
-            ) from None
+        # every record is decoded by fast_record() (or json, where it leaves the record to json); the few a run's
+        # score reads, by json (their values must be read exactly as json reads them: integers past 64 bits)
+        record = fast_record(text[at + len(_MARK):line_end])
+        if record is not NOT_DECODED and type(record) is dict and record.get("key") in _SCORED:
+            record = NOT_DECODED
+        if record is NOT_DECODED:
+            try:  # json.loads(text[at + 8:line_end]), decoded in place
+                record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
+                if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
+                    raise json.JSONDecodeError("Extra data", text, end)
+            except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
+                raise EvidenceError(
+                    display,
+                    f"expected a JSON object after ':::MLLOG', got invalid JSON. {_HINT}",
+                    line=number,
+                    field="MLLOG",
+                ) from None
         if not isinstance(record, dict):
             raise EvidenceError(
                 display, f"expected a JSON object after ':::MLLOG'. {_HINT}", line=number, field="MLLOG"
             )
         key = record.get("key")
-        if key not in ("run_start", "run_stop", "submission_benchmark", "seed"):
+        if key not in _SCORED:
             continue
         if key == "submission_benchmark":
             benchmark = str(record.get("value"))
@@ -212,10 +220,11 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
             seed = value if isinstance(value, int) and not isinstance(value, bool) else None
             continue
         time_ms = record.get("time_ms")
-        if not isinstance(time_ms, int | float) or isinstance(time_ms, bool) or not math.isfinite(time_ms):
+        if (not isinstance(time_ms, int | float) or isinstance(time_ms, bool)
+                or not -_LAST_MS <= time_ms <= _LAST_MS):  # NaN and inf fail the range too
             raise EvidenceError(
                 display,
-                f"expected a numeric 'time_ms', got {str(time_ms)[:40]!r}. {_HINT}",
+                f"expected a numeric 'time_ms' (ms since the epoch), got {str(time_ms)[:40]!r}. {_HINT}",
                 line=number,
                 field="time_ms",
             )
