@@ -34,13 +34,25 @@ def code_version() -> str:
     return digest.hexdigest()
 
 
+# The last Inputs evidence_digest() was asked for, and its digest: every cached task of a run asks for the same one.
+_last_digest: tuple[Inputs, str] | None = None
+
+
 def evidence_digest(inputs: Inputs) -> str:
-    """sha256 over bundle.yaml and every evidence file's sha256 (by relative path), as the run read them."""
+    """sha256 over bundle.yaml and every evidence file's sha256 (by relative path), as the run read them.
+
+    Computed once per Inputs (the object the load made; the last one asked for is remembered): listing a cluster's
+    bundle, thousands of files, for the key of each of its dozens of cached tasks took 8 s of a 512-GPU run."""
+    global _last_digest
+    last = _last_digest
+    if last is not None and last[0] is inputs:
+        return last[1]
     digest = hashlib.sha256()
     for rel in [BUNDLE_FILE, *inputs.bundle.evidence_files()]:
         value = inputs.digests.get(rel) or file_digest(inputs.bundle.root / rel)
         digest.update(f"{rel}\0{value}\n".encode())
-    return digest.hexdigest()
+    _last_digest = (inputs, digest.hexdigest())
+    return _last_digest[1]
 
 
 def _stable(value: Any) -> Any:

@@ -97,3 +97,40 @@ def test_every_task_is_cached_by_our_key_or_not_at_all() -> None:
         assert cached or value.cache_policy is NO_CACHE, name
     assert {n for n, t in tasks.items() if t.cache_policy is not NO_CACHE} == {
         "parse-runs", "parse-training-log", "judge-efficiency", "judge"}
+
+
+def test_the_evidence_digest_is_computed_once_per_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cached task's key holds the evidence digest; a cluster's bundle lists thousands of files, so it is
+    listed and hashed once per load (8 s of a 512-GPU certification), and another load gets its own digest."""
+    import hashlib
+    import shutil
+
+    from clustercert.evidence.bundle import LoadedBundle
+    from clustercert.runs.folder import Inputs, load_inputs
+    from flows.caching import evidence_digest
+
+    root = Path(__file__).resolve().parents[2]
+    seed = load_inputs(root / "evidence" / "gb200-seed", root / "references", None)
+    want = hashlib.sha256()  # bundle.yaml, then each evidence file in bundle order, by the sha256 of its bytes
+    for rel in ["bundle.yaml", *seed.bundle.evidence_files()]:
+        want.update(f"{rel}\0{hashlib.sha256((seed.bundle.root / rel).read_bytes()).hexdigest()}\n".encode())
+    listed: list[Path] = []
+    real = LoadedBundle.evidence_files
+    monkeypatch.setattr(LoadedBundle, "evidence_files", lambda self: listed.append(self.root) or real(self))
+
+    def digest(inputs: Inputs) -> tuple[str, int]:  # the digest, and how many times the bundle was listed for it
+        before = len(listed)
+        return evidence_digest(inputs), len(listed) - before
+
+    assert digest(seed) == (want.hexdigest(), 1)
+    assert digest(seed) == (want.hexdigest(), 0)
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(seed.bundle.root, copy)
+    log = next(rel for rel in seed.bundle.evidence_files() if rel.endswith(".log"))
+    (copy / log).write_text((copy / log).read_text() + "one more line\n")
+    (copy / "MANIFEST.sha256").unlink(missing_ok=True)
+    other = load_inputs(copy, root / "references", None)
+    changed, times = digest(other)
+    assert changed != want.hexdigest() and times == 1
+    assert digest(seed) == (want.hexdigest(), 1)  # the last load's digest is the one kept
