@@ -9,6 +9,7 @@ from prefect import flow
 from prefect.utilities.annotations import opaque
 
 from clustercert.evidence.parse import holding_parsed, release_parsed
+from clustercert.heap import settle, settling
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
@@ -36,7 +37,8 @@ def certify_flow(
     `flows.runners.handed_back`: take them out with `flows.runners.received`).
 
     With `dask_address` (a running Dask scheduler) each phase subflow runs its tasks on that cluster."""
-    with holding_parsed():  # each file is parsed once for the phases and the validation; nothing is kept after
+    # each file is parsed once for the phases and the validation, nothing is kept after; each stage's objects settle
+    with holding_parsed(), settling():
         return _certify(bundle_path, run_dir, run_meta, key_dir, references_dir, templates_dir, catalog, limit,
                         dask_address, redact)
 
@@ -51,15 +53,19 @@ def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: 
     efficiency = received(on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit))
     report("scaling", "training runs and collectives")
     scaling = received(on_runner(scaling_flow, dask_address)(bundle_path, references_dir, catalog, limit))
+    settle()
     report("resilience", "the long run")
     resilience = received(on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit))
+    settle()
     report("validate", "expectation suites over every table")
     validation = validate_task(bulky(inputs), limit)
     release_parsed()  # every reader of the parsed evidence is done; what was read stays recorded for the last check
     checks = gate_task(bulky([*efficiency["checks"], *scaling["checks"], *resilience["checks"]]), bulky(validation))
+    settle()
     report("judge", f"{len(checks)} checks")
     results = judge_task(meta, bulky(inputs), bulky(checks), bulky(efficiency["workloads"]), bulky({
         "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]}))
+    settle()
     report("report", f"render and sign into {run_dir}")
     paths = write_task(run_dir, bulky(inputs), bulky(results), meta, key_dir, templates_dir, bulky(validation),
                        redact=redact)

@@ -10,6 +10,7 @@ from prefect.utilities.annotations import opaque
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
+from clustercert.heap import paused
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
@@ -30,10 +31,11 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> dict[str,
     """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect)."""
     wanted = set(run_ids)
     out: dict[str, object] = {}
-    for r in inputs.bundle.spec.runs:
-        if r.id in wanted:
-            report(current_stage(r.phase.value), f"parse {r.id} ({r.files[0]})")
-            out[r.id] = parse_run(inputs.bundle, r, limit)
+    with paused():  # what is parsed is kept, and acyclic: no collection traverses it again file after file
+        for r in inputs.bundle.spec.runs:
+            if r.id in wanted:
+                report(current_stage(r.phase.value), f"parse {r.id} ({r.files[0]})")
+                out[r.id] = parse_run(inputs.bundle, r, limit)
     return out
 
 

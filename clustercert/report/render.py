@@ -13,6 +13,7 @@ import jinja2
 import markupsafe
 
 from clustercert.errors import RenderError
+from clustercert.heap import paused
 
 __all__ = [
     "APPENDIX_CAP",
@@ -354,8 +355,13 @@ def render_pdf(html: str, base_dir: Path) -> bytes:
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     buffer = io.BytesIO()
+    # No cyclic garbage collection while WeasyPrint lays the document out: the layout tree it builds (millions of
+    # objects, alive until the PDF is written) sets off full collections that traverse it and every other object
+    # of the run, again and again, and find nothing to free (2.9 s of the sample's report stage, timed with
+    # gc.callbacks); the peak RSS of a render is the same without them (259 vs 251 MiB).
     try:
-        HTML(string=html, base_url=str(root) + "/", url_fetcher=local_only_fetcher(root)).write_pdf(buffer)
+        with paused():
+            HTML(string=html, base_url=str(root) + "/", url_fetcher=local_only_fetcher(root)).write_pdf(buffer)
     except Exception as exc:  # WeasyPrint raises many kinds; the user needs one line
         raise RenderError(f"{base_dir}: cannot write the PDF ({exc.__class__.__name__}: {exc})") from None
     return buffer.getvalue()

@@ -1,0 +1,84 @@
+"""The garbage collector around what a certification builds to keep (clustercert/heap.py)."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from clustercert.heap import paused, settle, settling
+
+
+def test_no_collection_runs_while_paused_and_it_resumes_as_it_was() -> None:
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        with paused():
+            assert not gc.isenabled()
+            kept = [[i] for i in range(100_000)]  # far past the 700 allocations that set off a collection
+            with paused():
+                pass
+            assert not gc.isenabled()  # an inner pause does not end the outer one
+            inside = list(collections)
+        assert inside == [] and len(kept) == 100_000
+        assert gc.isenabled()
+        with pytest.raises(ValueError), paused():
+            raise ValueError("inside")
+        assert gc.isenabled()
+        gc.disable()
+        with paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
+        gc.callbacks.remove(count)
+
+
+def test_settled_objects_are_frozen_until_the_run_ends_and_dropped_ones_still_freed() -> None:
+    class Held:
+        pass
+
+    import weakref
+
+    with settling():
+        held = Held()
+        ref = weakref.ref(held)
+        settle()
+        assert gc.get_freeze_count() > 0 and gc.is_tracked(held)
+        del held
+        assert ref() is None  # reference counting still frees a settled object that is dropped
+        cycle: list[object] = []
+        cycle.append(cycle)
+        settle()
+        frozen = gc.get_freeze_count()
+        del cycle
+        gc.collect()
+        assert gc.get_freeze_count() == frozen  # a frozen cycle waits for the run's end
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(ValueError), settling():
+        settle()
+        raise ValueError("inside")
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_pdf_is_laid_out_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import weasyprint
+
+    from clustercert.report import render_pdf
+
+    seen: list[bool] = []
+    real = weasyprint.HTML.write_pdf
+
+    def write_pdf(self: weasyprint.HTML, *args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(weasyprint.HTML, "write_pdf", write_pdf)
+    assert render_pdf("<html><body><p>x</p></body></html>", Path("/nonexistent")).startswith(b"%PDF")
+    assert seen == [False] and gc.isenabled()
