@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from clustercert.cli import safety
 from clustercert.cli.evidence import evidence_app
 from clustercert.errors import ClusterCertError, SigningError, UsageError
 from clustercert.settings import PROJECT_ROOT, Settings, load_settings
+
+if TYPE_CHECKING:
+    from flows.runtime import TemporaryServer
 
 __all__ = ["app", "main"]
 
@@ -109,14 +112,20 @@ def certify(
     safety.check_key_dir(settings.key_dir)
     from clustercert.runs.folder import check_seal, load_inputs
 
-    # Unreadable input is refused here, with one line, before any flow starts.
-    inputs = load_inputs(bundle, settings.references_dir, catalog)
+    spawned: list[TemporaryServer | None] = []
+
+    def spawn() -> None:  # the temporary Prefect server starts on the other core while the run gets ready
+        _quiet_prefect()
+        from flows.runtime import spawn_api
+
+        spawned.append(spawn_api())
+
+    # Unreadable input is refused here, with one line, before any flow starts (and before the server starts when
+    # bundle.yaml or the catalog is the problem; one that is started is stopped at exit).
+    inputs = load_inputs(bundle, settings.references_dir, catalog, described=spawn)
     check_seal(inputs.bundle, inputs.digests)
     loaded = inputs.bundle
-    _quiet_prefect()
-    from flows.runtime import spawn_api
-
-    server = spawn_api()  # the temporary Prefect server starts on the other core while the run gets ready
+    server = spawned[0]
     _ensure_key(settings, now)
     from clustercert.attest.signing import load_pdf_signer, load_signing_key
     from clustercert.runs.meta import new_run_meta

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,13 @@ def file_digest(path: Path) -> str:
 _LOADED: dict[tuple[str, str, str | None], tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
 
 
-def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None) -> Inputs:
+def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None, *,
+                described: Callable[[], object] | None = None) -> Inputs:
     """The bundle and catalog, loaded once per process: a certification's flow and its phase subflows share one
-    load (it is repeated only when bundle.yaml, the catalog or an evidence file changed on disk)."""
+    load (it is repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
+
+    `described` is called once bundle.yaml and the catalog are read and agree, before the evidence files are
+    hashed (the load's longest part at cluster scale: 3 GB): certify starts Prefect's server then."""
     key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override)
     known = _LOADED.get(key)
     if known is not None:
@@ -86,11 +91,15 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
         except OSError:
             current = ()
         if current == signatures:
+            if described is not None:
+                described()
             return inputs
     mark = read_mark()
     bundle = load_bundle(bundle_path)
     catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
     check_bundle_ids(bundle.spec, catalog, str(bundle.root / BUNDLE_FILE))
+    if described is not None:
+        described()
     files = [BUNDLE_FILE, *bundle.evidence_files()]
     digests = {rel: file_digest(bundle.root / rel) for rel in files if (bundle.root / rel).is_file()}
     inputs = Inputs(bundle, catalog, digests, mark)

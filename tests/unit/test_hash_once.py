@@ -96,3 +96,27 @@ def test_unchanged_evidence_is_signed_and_the_manifest_lists_it(bundle: Path, tm
     statement = json.loads((run_dir / MANIFEST).read_text())
     signed = {s["name"]: s["digest"]["sha256"] for s in statement["subject"] if s["name"].startswith("evidence/")}
     assert signed == {f"evidence/{rel}": _sha(bundle / rel) for rel in files}
+
+
+def test_the_load_says_when_the_description_is_read_before_hashing_the_evidence(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """certify starts Prefect's server at `described`: once bundle.yaml and the catalog are read and agree, before
+    the evidence is hashed (3 GB at cluster scale), and never for a bundle.yaml it cannot use."""
+    import clustercert.runs.folder as folder
+
+    hashed: list[str] = []
+    real = folder.sha256_file
+    monkeypatch.setattr(folder, "sha256_file", lambda path: hashed.append(path.name) or real(path))
+    told: list[int] = []
+    inputs = load_inputs(bundle, ROOT / "references", described=lambda: told.append(len(hashed)))
+    assert told == [0] and len(hashed) == len(inputs.digests) > 1
+    assert load_inputs(bundle, ROOT / "references", described=lambda: told.append(len(hashed))) is inputs
+    assert told == [0, len(hashed)]  # the same load, unchanged on disk: said at once, nothing hashed again
+
+    broken = bundle.parent / "broken"
+    shutil.copytree(bundle, broken)
+    (broken / "bundle.yaml").write_text("runs: [\n")
+    with pytest.raises(EvidenceError):
+        load_inputs(broken, ROOT / "references", described=lambda: told.append(-1))
+    assert told == [0, len(hashed)]
