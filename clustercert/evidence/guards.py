@@ -30,6 +30,7 @@ import reprlib
 import stat
 import threading
 from collections.abc import Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -333,13 +334,18 @@ def read_chunks(path: Path, display: str | None = None, *, limit: int, chunk_byt
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
     shown = display or str(path)
-    with open_regular(path, shown, limit=limit, fix=fix) as handle:
+    # The next block is read (and hashed: both release the GIL) on a thread of its own while the caller works on
+    # this one; stopped early, the read in flight is waited for before the file is closed.
+    with open_regular(path, shown, limit=limit, fix=fix) as handle, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="clustercert-read-ahead") as reader:
         carried: list[bytes] = []  # the start of a line that did not end in the pieces read so far
         total = 0
+        ahead = reader.submit(handle.read, chunk_bytes)
         while True:
-            block = handle.read(chunk_bytes)
+            block = ahead.result()
             if not block:
                 break
+            ahead = reader.submit(handle.read, chunk_bytes)
             total += len(block)
             _check_size(total, shown, limit, fix)  # a file that grows past the bound while read is refused
             cut = block.rfind(b"\n") + 1
