@@ -31,7 +31,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -57,6 +60,7 @@ _LABEL = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.
 _HEAD_LIMIT = 20
 # What is read at a time: the columns take 36 bytes per sample; a chunk costs about 16x its size while cut up
 CHUNK_BYTES = 8 * 1024**2
+_CHUNK_THREADS = 2  # chunks read at once (this machine's two cores); each costs about 16x its size while cut up
 # the numbers taken in bulk: exactly what float() reads the same way as Arrow's correctly rounded cast, and
 # timestamps short enough that int(float(text)) == int(text)
 _BULK_VALUE = r"^-?[0-9]{1,40}(\.[0-9]{1,40})?$"
@@ -270,6 +274,7 @@ class _Columns:
         self.codes: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
         self.arrays: list[Any] = [np.empty(reserve, dtype=dtype) for dtype in _DTYPES]
         self.filled = 0
+        self._coding = threading.Lock()  # chunks are read on two threads; each string gets one code
 
     def code(self, which: int, text: str | None) -> int:
         if text is None:
@@ -277,7 +282,10 @@ class _Columns:
         table = self.codes[which]
         found = table.get(text)
         if found is None:
-            found = table[text] = len(table)
+            with self._coding:
+                found = table.get(text)
+                if found is None:
+                    found = table[text] = len(table)
         return found
 
     def encode(self, rows: list[Row]) -> list[Any]:
@@ -515,28 +523,64 @@ def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int)
     codes: dict[bytes, tuple[int, int, int] | None] = {}
     number = 1  # the number of the next line
     content = False
-    for chunk in chunks:
-        if columns is None:
-            # as many samples as the first chunk has lines per byte, for the whole file, and a margin; never
-            # more than the file can hold (a sample line has at least _SHORTEST_SAMPLE bytes)
-            estimate = int(size * (chunk.count(b"\n") + 1) / len(chunk) * 1.25) + 1024
-            columns = _Columns(min(estimate, size // _SHORTEST_SAMPLE + 1))
-        content = content or bool(chunk.strip())
-        if bulk:
-            number = _bulk_chunk(chunk, number, display, columns, heads, codes)
-        else:
-            rows: list[Row] = []
-            for raw in chunk.decode("utf-8", errors="replace").splitlines():
-                row = _line_row(raw, number, display, heads)
-                if row is not None:
-                    rows.append(row)
-                number += 1
-            columns.add_rows(rows)
+    # Bulk chunks are read on two threads (numpy and Arrow release the GIL for most of the work) and added in file
+    # order: a chunk's first line number is known before the previous chunk is read, from its count of "\n",
+    # unless a line break of another kind may be in it (then the next chunk waits for it). An error is raised
+    # when its chunk's turn comes: an earlier chunk's error first.
+    with ThreadPoolExecutor(max_workers=_CHUNK_THREADS, thread_name_prefix="clustercert-dcgm") as pool:
+        reading: deque[Future[tuple[list[Any] | None, int]]] = deque()
+
+        def add_oldest() -> int:
+            part, after = reading.popleft().result()
+            if part is not None:
+                assert columns is not None
+                columns.add(part)
+            return after
+
+        for chunk in chunks:
+            if columns is None:
+                # as many samples as the first chunk has lines per byte, for the whole file, and a margin; never
+                # more than the file can hold (a sample line has at least _SHORTEST_SAMPLE bytes)
+                estimate = int(size * (chunk.count(b"\n") + 1) / len(chunk) * 1.25) + 1024
+                columns = _Columns(min(estimate, size // _SHORTEST_SAMPLE + 1))
+            content = content or bool(chunk.strip())
+            if bulk:
+                reading.append(pool.submit(_bulk_chunk, chunk, number, display, columns, heads, codes))
+                lines = _plain_lines(chunk)
+                if lines is None:
+                    while reading:
+                        number = add_oldest()
+                else:
+                    number += lines
+                while len(reading) >= _CHUNK_THREADS or (reading and reading[0].done()):
+                    add_oldest()
+            else:
+                rows: list[Row] = []
+                for raw in chunk.decode("utf-8", errors="replace").splitlines():
+                    row = _line_row(raw, number, display, heads)
+                    if row is not None:
+                        rows.append(row)
+                    number += 1
+                columns.add_rows(rows)
+        while reading:
+            add_oldest()
     if not content or columns is None:
         raise EvidenceError(display, "expected log text, got an empty file")
     if columns.empty():
         raise EvidenceError(display, f"expected DCGM samples, found none. {_HINT}")
     return columns.finish(display, "prometheus")
+
+
+# the line breaks str.splitlines() knows besides "\n" that are ASCII (CR, VT, FF, FS, GS, RS; NEL, LS and PS are not)
+_OTHER_BREAKS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
+
+
+def _plain_lines(chunk: bytes) -> int | None:
+    """How many lines _bulk_chunk() counts in `chunk`: its "\n" count, when it is ASCII without another line
+    break (else None: its lines are known once it is read)."""
+    if not chunk.isascii() or any(mark in chunk for mark in _OTHER_BREAKS):
+        return None
+    return chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
 
 
 def _arrow_ints(values: Ints) -> Any:
@@ -555,9 +599,10 @@ def _numpy(array: Any, dtype: Any) -> Any:
 
 
 def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, heads: Heads,
-                codes: dict[bytes, tuple[int, int, int] | None]) -> int:
+                codes: dict[bytes, tuple[int, int, int] | None]) -> tuple[list[Any] | None, int]:
     """Read one chunk (whole lines) whose first line is line `number`: the regular lines in bulk, every other
-    line by _line_row(); returns the number of the line after the chunk."""
+    line by _line_row(). Returns the chunk's columns in file order (None when it has no sample) for
+    `columns.add`, and the number of the line after the chunk."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -666,10 +711,8 @@ def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, head
             slow = columns.encode(slow_rows)
             order = np.argsort(np.concatenate([part[5], slow[5]]), kind="stable")
             part = [np.concatenate([a, b])[order] for a, b in zip(part, slow, strict=True)]
-        columns.add(part)
-    else:
-        columns.add_rows(slow_rows)
-    return number + count + extra
+        return part, number + count + extra
+    return (columns.encode(slow_rows) if slow_rows else None), number + count + extra
 
 
 def _dmon(lines: list[str], display: str, start_time: datetime | None, interval_s: float) -> Telemetry:

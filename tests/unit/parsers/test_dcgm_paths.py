@@ -102,6 +102,10 @@ VARIANTS: dict[str, str | bytes] = {
     "missing gpu middle": _mangled(MIDDLE, "no-gpu"),
     "missing gpu last": _mangled(len(LINES) - 1, "no-gpu"),
     "missing stamp": _mangled(MIDDLE, "no-stamp"),
+    # chunks are read two at a time: the earlier chunk's error is the one named, whichever is read first
+    "a bad value and a later bad stamp": "".join(
+        [*LINES[:3], _mangled(3, "value").splitlines(keepends=True)[3], *LINES[4:6],
+         _mangled(6, "stamp").splitlines(keepends=True)[6], *LINES[7:]]),
     "negative stamp": _mangled(MIDDLE, "negative-stamp"),
     # a head without a gpu label is refused at its first line, wherever later lines repeat it
     "missing gpu repeated": BASE + 'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-a"} 9 1700000002000\n' * 3,
