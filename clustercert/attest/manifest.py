@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import json
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,16 +39,18 @@ SIGNED_PDFS = ("report.pdf", "report.redacted.pdf")
 _NOT_SUBJECTS = {MANIFEST, ENVELOPE}
 
 
-def evidence_subjects(bundle_root: Path, evidence: list[str], digests: dict[str, str] | None) -> list[dict[str, Any]]:
+def evidence_subjects(bundle_root: Path, evidence: list[str], digests: dict[str, str] | None,
+                      hash_file: Callable[[Path], str] = sha256_file) -> list[dict[str, Any]]:
     """The evidence subjects of the manifest. Given `digests` (each file's sha256 as the run read it), those are
-    signed, after every file is hashed again: a file missing from them, missing on disk or changed since it was read
-    is a refusal naming the file (what is signed must be what was judged)."""
+    signed, after every file is hashed again (by `hash_file`, which may check more in the same pass and refuse): a
+    file missing from them, missing on disk or changed since it was read is a refusal naming the file (what is
+    signed must be what was judged)."""
     subjects = []
     for rel in evidence:
         path = bundle_root / rel
         if not path.is_file():
             raise EvidenceError(str(path), "was read by this run but is gone now. Restore it and certify again")
-        now = sha256_file(path)
+        now = hash_file(path)
         if digests is not None:
             read = digests.get(rel)
             if read is None:
@@ -65,11 +68,12 @@ def write_manifest(
     run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair,
     run_files: list[str] | None = None,
     digests: dict[str, str] | None = None,
+    hash_file: Callable[[Path], str] = sha256_file,
 ) -> Path:
     """Hash the run-folder files this run wrote (`run_files`; default every regular file there), take the evidence
     subjects (see `evidence_subjects`), write manifest.json, then its DSSE envelope last, each by an atomic rename:
     a folder without the envelope is unfinished and never verifies."""
-    evidence_part = evidence_subjects(bundle_root, evidence, digests)
+    evidence_part = evidence_subjects(bundle_root, evidence, digests, hash_file)
     names = sorted(run_files) if run_files is not None else sorted(
         p.name for p in run_dir.iterdir() if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
     subjects = [
