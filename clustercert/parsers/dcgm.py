@@ -12,8 +12,9 @@ caller
 A day of 1 Hz telemetry on 512 GPUs is 44 million samples per metric, so the result is columns, not one object
 per sample: `Telemetry` holds metric, gpu and host dictionary-encoded (sorted distinct strings + int32 codes),
 value (float64, NaN where not finite or N/A), time_ms and line (int64). The file is read in chunks cut at line
-ends (`clustercert.evidence.guards.read_chunks`, which records one whole read with the file's sha256), so what
-is resident is the columns and one chunk, never the file's text.
+ends (`clustercert.evidence.guards.read_chunks`, which records one whole read with the file's sha256 and reads
+the next chunk ahead on a thread), so what is resident is the columns and a few chunks, never the file's text;
+the columnar path reads two chunks at a time on threads and adds them in file order (`_prometheus`).
 
 Two ways through a Prometheus file, chosen by the environment variable `CLUSTERCERT_TABLE_PATH`:
 - `columnar` (the default, also when unset): the regular lines, `HEAD VALUE TIMESTAMP` in printable ASCII with
