@@ -529,10 +529,13 @@ def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int)
     # unless a line break of another kind may be in it (then the next chunk waits for it). An error is raised
     # when its chunk's turn comes: an earlier chunk's error first.
     with ThreadPoolExecutor(max_workers=_CHUNK_THREADS, thread_name_prefix="clustercert-dcgm") as pool:
-        reading: deque[Future[tuple[list[Any] | None, int]]] = deque()
+        # each chunk being read, with the number of the line after it when it was known before (else None)
+        reading: deque[tuple[Future[tuple[list[Any] | None, int]], int | None]] = deque()
 
         def add_oldest() -> int:
-            part, after = reading.popleft().result()
+            future, expected = reading.popleft()
+            part, after = future.result()
+            assert expected is None or after == expected, (after, expected)  # the lines the next chunk counted on
             if part is not None:
                 assert columns is not None
                 columns.add(part)
@@ -546,14 +549,15 @@ def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int)
                 columns = _Columns(min(estimate, size // _SHORTEST_SAMPLE + 1))
             content = content or bool(chunk.strip())
             if bulk:
-                reading.append(pool.submit(_bulk_chunk, chunk, number, display, columns, heads, codes))
+                future = pool.submit(_bulk_chunk, chunk, number, display, columns, heads, codes)
                 lines = _plain_lines(chunk)
+                reading.append((future, None if lines is None else number + lines))
                 if lines is None:
                     while reading:
                         number = add_oldest()
                 else:
                     number += lines
-                while len(reading) >= _CHUNK_THREADS or (reading and reading[0].done()):
+                while len(reading) >= _CHUNK_THREADS or (reading and reading[0][0].done()):
                     add_oldest()
             else:
                 rows: list[Row] = []
