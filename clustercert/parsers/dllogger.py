@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, to_float, to_int
 from clustercert.parsers.training import (
-    JSON_DECODER,
-    LINE_SPACE,
-    NOT_DECODED,
     STEP_DEFAULTS,
     NanMark,
     TrainingLog,
     TrainingStep,
-    fast_record,
+    line_record,
     line_total,
     read_text,
 )
@@ -42,14 +38,13 @@ _NAN_FIELDS = {"loss", "grad_norm"}
 def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> TrainingLog:
     """Every DLLogger step record that carries `train_step_timing in s`, with its line.
 
-    Lines are found by their `DLLL ` mark in the whole text; each record is decoded by fast_record(), or where it
-    lies by json when that leaves it to json or gives the step as a float (it could be an integer past 64 bits;
-    the values are read with float(), which reads both the same)."""
+    Lines are found by their `DLLL ` mark in the whole text; each record is decoded by line_record() (by json
+    where orjson's reading of its step could differ: `_exact_step`)."""
     text = read_text(path, display, limit=limit)
     steps: list[TrainingStep] = []
     nans: list[NanMark] = []
     fields = _FIELDS.items()
-    count, space, decode = text.count, LINE_SPACE.match, JSON_DECODER.raw_decode
+    count = text.count
     new, defaults = object.__new__, STEP_DEFAULTS
     number, counted = 1, 0  # the line at offset `counted`
     at = text.find(_MARK)
@@ -59,21 +54,15 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
             line_end = len(text)
         number += count("\n", counted, at)
         counted = at
-        record = fast_record(text[at + len(_MARK):line_end])
-        if record is not NOT_DECODED and type(record) is dict and _float_step(record.get("step")):
-            record = NOT_DECODED
-        if record is NOT_DECODED:
-            try:  # json.loads(text[at + 5:line_end]), decoded in place
-                record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
-                if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
-                    raise json.JSONDecodeError("Extra data", text, end)
-            except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
-                raise EvidenceError(
-                    display,
-                    f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
-                    line=number,
-                    field="DLLL",
-                ) from None
+        try:  # json.loads(text[at + 5:line_end])
+            record = line_record(text, at + len(_MARK), line_end, _exact_step)
+        except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
+            raise EvidenceError(
+                display,
+                f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
+                line=number,
+                field="DLLL",
+            ) from None
         at = text.find(_MARK, line_end)
         if not isinstance(record, dict):
             raise EvidenceError(
@@ -125,6 +114,8 @@ def parse_dllogger(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
     return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=line_total(text))
 
 
-def _float_step(step: object) -> bool:
-    """Whether a DLLogger step as fast_record() read it holds a float (json may read it as an integer)."""
-    return type(step) is float or (type(step) is list and any(type(part) is float for part in step))
+def _exact_step(record: object) -> bool:
+    """Whether fast_record() read a DLLogger record's step as json does: no float in it (json may read an integer
+    past 64 bits there; the values are read with float(), which reads both alike)."""
+    step = record.get("step") if type(record) is dict else None
+    return not (type(step) is float or (type(step) is list and any(type(part) is float for part in step)))

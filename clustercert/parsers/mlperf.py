@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float
-from clustercert.parsers.training import JSON_DECODER, LINE_SPACE, NOT_DECODED, fast_record, read_text
+from clustercert.parsers.training import line_record, read_text
 
 __all__ = ["MlperfResult", "MlperfRun", "olympic_score", "parse_mlperf", "parse_mlperf_files"]
 
@@ -164,6 +163,11 @@ def _scaling_factor(doc: object, shown: str) -> float:
     return scaling
 
 
+def _unscored(record: object) -> bool:
+    """Whether a record is none of those a run's score reads (fast_record()'s reading is then as good as json's)."""
+    return not (type(record) is dict and record.get("key") in _SCORED)
+
+
 def _run_order(file: Path) -> tuple[int, str]:
     digits = file.stem.removeprefix("result_")
     return (int(digits), file.name) if digits.isdigit() else (1 << 30, file.name)
@@ -176,7 +180,7 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
     benchmark: str | None = None
     seed: int | None = None
     seen = False
-    count, space, decode = text.count, LINE_SPACE.match, JSON_DECODER.raw_decode
+    count = text.count
     number, counted = 1, 0  # the line at offset `counted`
     next_at = text.find(_MARK)
     while next_at >= 0:  # each line's first ':::MLLOG', found in the whole text
@@ -188,23 +192,15 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
         number += count("\n", counted, at)
         counted = at
         seen = True
-        # every record is decoded by fast_record() (or json, where it leaves the record to json); the few a run's
-        # score reads, by json (their values must be read exactly as json reads them: integers past 64 bits)
-        record = fast_record(text[at + len(_MARK):line_end])
-        if record is not NOT_DECODED and type(record) is dict and record.get("key") in _SCORED:
-            record = NOT_DECODED
-        if record is NOT_DECODED:
-            try:  # json.loads(text[at + 8:line_end]), decoded in place
-                record, end = decode(text, space(text, at + len(_MARK)).end())  # type: ignore[union-attr]
-                if end > line_end or space(text, end).end() != line_end:  # type: ignore[union-attr]
-                    raise json.JSONDecodeError("Extra data", text, end)
-            except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
-                raise EvidenceError(
-                    display,
-                    f"expected a JSON object after ':::MLLOG', got invalid JSON. {_HINT}",
-                    line=number,
-                    field="MLLOG",
-                ) from None
+        try:  # json.loads(text[at + 8:line_end]); the records a run's score reads, exactly as json reads them
+            record = line_record(text, at + len(_MARK), line_end, _unscored)
+        except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
+            raise EvidenceError(
+                display,
+                f"expected a JSON object after ':::MLLOG', got invalid JSON. {_HINT}",
+                line=number,
+                field="MLLOG",
+            ) from None
         if not isinstance(record, dict):
             raise EvidenceError(
                 display, f"expected a JSON object after ':::MLLOG'. {_HINT}", line=number, field="MLLOG"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,8 @@ from clustercert.evidence.guards import read_regular
 
 __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "TrainingLog",
-    "TrainingStep", "fast_record", "line_total", "make_step", "may_hold_nan_value", "nan_marks", "parse_number",
-    "read_text", "read_text_lines",
+    "TrainingStep", "fast_record", "line_record", "line_total", "make_step", "may_hold_nan_value", "nan_marks",
+    "parse_number", "read_text", "read_text_lines",
 ]
 
 
@@ -217,6 +218,21 @@ def fast_record(piece: str) -> Any:
         return orjson.loads(piece)
     except orjson.JSONDecodeError:
         return NOT_DECODED
+
+
+def line_record(text: str, start: int, end: int, exact: Callable[[Any], bool] | None = None) -> Any:
+    """json.loads(text[start:end]) for the JSON document on one line of read_text()'s `text` (`end`: the line's
+    end): decoded by fast_record(), or where it lies by json when fast_record() leaves it to json or `exact(record)`
+    says its reading may differ for the caller (an integer past 64 bits). Raises what json raises for a line that
+    is not one JSON document (ValueError, of which json.JSONDecodeError is one, or RecursionError); callers name
+    the file and line."""
+    record = fast_record(text[start:end])
+    if record is not NOT_DECODED and (exact is None or exact(record)):
+        return record
+    record, stop = JSON_DECODER.raw_decode(text, LINE_SPACE.match(text, start).end())  # type: ignore[union-attr]
+    if stop > end or LINE_SPACE.match(text, stop).end() != end:  # type: ignore[union-attr]
+        raise json.JSONDecodeError("Extra data", text, stop)
+    return record
 
 
 def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
