@@ -227,7 +227,10 @@ class Runner:
                                   f"Reason={info.get('Reason', '')})")
                 self.log(f"{record.id}: Slurm requeued job {record.slurm_id} (restart {restarts})")
             started = self.slurm.when(info.get("StartTime"))
-            if state in ("RUNNING", "COMPLETING") or state in TERMINAL:
+            # A requeued job shows COMPLETING with Restarts already raised while its old incarnation is killed,
+            # its old NodeList and the requeue's time as StartTime (seen on Slurm 22.05): a COMPLETING job is
+            # an incarnation of its own only before any requeue; a later one is seen RUNNING or ended.
+            if state == "RUNNING" or state in TERMINAL or (state == "COMPLETING" and restarts == 0):
                 seen = {(i["restart"]) for i in record.incarnations}
                 if restarts not in seen and started is not None and info.get("NodeList"):
                     nodes = self.slurm.hostnames(info["NodeList"])

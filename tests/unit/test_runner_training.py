@@ -240,6 +240,47 @@ def test_job_finished_stays_inside_the_scheduler_span(tmp_path: Path, seen: str,
                                     "tasks": 1}]
 
 
+class _RequeuedSlurm(_SeenSlurm):
+    """`scontrol show job` through a requeue, state by state as Slurm 22.05 showed it (polled without pause)."""
+
+    def __init__(self) -> None:
+        super().__init__(UTC)
+        run0 = {"Restarts": "0", "StartTime": "2026-12-02T05:53:18", "NodeList": "cc-n[1-2]"}
+        # the old incarnation being killed: Restarts already 1, its NodeList, the requeue's time as StartTime
+        killing = {"JobState": "COMPLETING", "Restarts": "1", "StartTime": "2026-12-02T05:53:22",
+                   "NodeList": "cc-n[1-2]"}
+        run1 = {"Restarts": "1", "StartTime": "2026-12-02T05:55:23", "NodeList": "cc-n[1,3]"}
+        self.states = [{"JobState": "RUNNING", **run0}, killing, {**killing, "NodeList": "cc-n1"},
+                       {"JobState": "PENDING", "Restarts": "1", "StartTime": "2026-12-02T05:55:23",
+                        "NodeList": "(null)"},
+                       {"JobState": "RUNNING", **run1}, {"JobState": "COMPLETED", **run1}]
+
+    def job(self, job_id: str) -> dict[str, str] | None:
+        return {"JobId": job_id, "EndTime": "2026-12-02T05:56:00", "NumTasks": "2", **self.states.pop(0)}
+
+    def hostnames(self, nodelist: str) -> list[str]:
+        return {"cc-n[1-2]": ["cc-n1", "cc-n2"], "cc-n[1,3]": ["cc-n1", "cc-n3"]}.get(nodelist, [nodelist])
+
+
+def test_a_requeued_job_is_a_new_incarnation_only_once_it_runs(tmp_path: Path) -> None:
+    """The requeue's COMPLETING moment (old nodes, Restarts raised) is not the requeued job's start."""
+    plan = load_plan(_plan(tmp_path, "  - {id: r, kind: resilience, nodes: 2}\nslurm: {poll_s: 0.001}\n"))
+    slurm = _RequeuedSlurm()
+    runner = Runner(plan, tmp_path / "b", slurm, lambda: datetime(2026, 12, 2, 5, 56, tzinfo=UTC), lambda m: None)
+    (tmp_path / "b" / "resilience" / "r").mkdir(parents=True)
+    record = JobRecord("r", slurm_id="2")
+    runner._track(plan.jobs[0], record)
+    assert slurm.states == []
+    assert [(i["restart"], i["start"], i["nodes"]) for i in record.incarnations] == [
+        (0, "2026-12-02T05:53:18+00:00", ["cc-n1", "cc-n2"]), (1, "2026-12-02T05:55:23+00:00", ["cc-n1", "cc-n3"])]
+    events = [json.loads(line) for line in
+              (tmp_path / "b" / "resilience" / "r" / "runner-events.jsonl").read_text().splitlines()]
+    assert [(e["type"], e.get("node"), e.get("nodes")) for e in events] == [
+        ("job_started", None, ["cc-n1", "cc-n2"]), ("restart_started", None, None),
+        ("node_excluded", "cc-n2", None), ("node_added", "cc-n3", None),
+        ("job_started", None, ["cc-n1", "cc-n3"]), ("job_finished", None, None)]
+
+
 def test_plan_scopes_are_the_bundle_scopes_the_scaling_phase_judges(tmp_path: Path) -> None:
     from typing import get_args
 
