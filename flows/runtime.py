@@ -16,7 +16,6 @@ import atexit
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from typing import Any
 
 from clustercert.errors import ClusterCertError
 
-__all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
+__all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer", "free_port",
            "prefect_runtime", "server_log", "spawn_api", "start_api"]
 
 STARTUP_TIMEOUT_S = 300
@@ -64,7 +63,8 @@ RUNNING: list[subprocess.Popen[bytes]] = []
 _PORT_IN_USE = 3  # uvicorn's exit status when its port was taken between our choice and its bind
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now (the server may still find it taken: it then exits with _PORT_IN_USE)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -88,16 +88,20 @@ class TemporaryServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def spawn(self) -> None:
-        import prefect
         from prefect.settings import get_current_settings
 
+        from flows.prefect_db import seed_database, server_command
+
         self.stop()
-        self.port = _free_port()
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-               "PREFECT__SERVER_FINAL": "1", **get_current_settings().to_environment_variables(exclude_unset=True)}
-        command = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-                   "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--log-level", "error", "--lifespan", "on"]
+        self.port = free_port()
+        settings = get_current_settings()
+        seed_database(settings)  # a fresh home's database from the template: no 116 migrations at its first start
+        # Prefect's telemetry heartbeat is off unless the user turned it on: a certification does not phone home
+        # (on a closed network it only fails, into this log, while the server starts)
+        env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ, "PREFECT_UI_ENABLED": "0",
+               "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+               **settings.to_environment_variables(exclude_unset=True)}
+        command = server_command(self.port)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:

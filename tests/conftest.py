@@ -86,8 +86,13 @@ def shared_prefect_server() -> PrefectServer:
     """The session's Prefect server, started on first use (`prefect server start` on a free loopback port)."""
     if _SERVER:
         return _SERVER[0][0]
+    from prefect.settings import Settings
+
+    from flows.prefect_db import seed_database
+
     home = _SANDBOX / "prefect-server"
     home.mkdir(parents=True, exist_ok=True)
+    seed_database(Settings(home=home))  # as a certification's temporary server is: its database from the template
     port = _free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}

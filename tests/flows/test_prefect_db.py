@@ -1,0 +1,155 @@
+"""A fresh PREFECT_HOME's database from the template (flows/prefect_db.py): copied only where Prefect would create
+one, never over anything, and a server started on the copy answers from it.
+
+Oracles: Prefect's own migration scripts (their head revision, read by Alembic) and the template's own rows."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prefect.settings import Settings
+
+from flows import prefect_db
+from flows.prefect_db import seed_database, template_path
+from tests.conftest import ROOT
+
+
+def _rows(database: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(database) as db:
+        return db.execute(sql).fetchall()
+
+
+def _migration_head() -> str:
+    import prefect.server.database as database
+    from alembic.script import ScriptDirectory
+
+    versions = Path(database.__file__).parent / "_migrations" / "versions" / "sqlite"
+    head = ScriptDirectory(str(versions.parent.parent), version_locations=[str(versions)]).get_current_head()
+    assert head
+    return head
+
+
+def test_the_installed_template_is_prefects_schema_at_its_head_without_a_telemetry_session() -> None:
+    template = template_path()
+    assert template.is_file(), f"{template}: scripts/bootstrap makes it (python -m flows.prefect_db)"
+    assert template.name == f"prefect-{__import__('prefect').__version__}.db"
+    assert _rows(template, "SELECT version_num FROM alembic_version") == [(_migration_head(),)]
+    assert _rows(template, "SELECT count(*) FROM configuration WHERE key = 'TELEMETRY_SESSION'") == [(0,)]
+    assert _rows(template, "SELECT count(*) FROM flow_run") == [(0,)]
+    assert _rows(template, "SELECT count(*) FROM block_type")[0][0] > 0  # registered when it was made
+
+
+_SERVE = """
+import urllib.request
+from flows.runtime import start_api
+url = start_api(timeout_s=300, attempts=1)
+with urllib.request.urlopen(url + "/health", timeout=10) as response:
+    print("health", response.status)
+"""
+
+
+def test_a_server_in_a_fresh_home_starts_on_the_templates_copy(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.run([sys.executable, "-c", _SERVE], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT),
+                          "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600, check=False)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "health 200"), proc.stdout + proc.stderr
+    # block types got their ids when the template was made: a database migrated from nothing would have new ones
+    types = "SELECT id, slug FROM block_type ORDER BY slug"
+    assert _rows(tmp_path / "prefect.db", types) == _rows(template_path(), types)
+    assert _rows(tmp_path / "prefect.db", "SELECT version_num FROM alembic_version") == [(_migration_head(),)]
+
+
+@pytest.fixture
+def template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "share" / "prefect-x.db"
+    path.parent.mkdir()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (v TEXT)")
+        db.execute("INSERT INTO t VALUES ('template')")
+    monkeypatch.setattr(prefect_db, "template_path", lambda: path)
+    return path
+
+
+def test_a_fresh_home_gets_a_copy(tmp_path: Path, template: Path) -> None:
+    home = tmp_path / "home"
+    assert seed_database(Settings(home=home)) is True
+    assert (home / "prefect.db").read_bytes() == template.read_bytes()
+    assert sorted(p.name for p in home.iterdir()) == ["prefect.db"]  # no temporary copy left behind
+
+
+@pytest.mark.parametrize("present", ["prefect.db", "prefect.db-wal", "prefect.db-journal"])
+def test_nothing_is_copied_over_a_database_or_what_one_left(tmp_path: Path, template: Path, present: str) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / present).write_bytes(b"the user's")
+    assert seed_database(Settings(home=home)) is False
+    assert [(p.name, p.read_bytes()) for p in home.iterdir()] == [(present, b"the user's")]
+
+
+def test_a_link_where_the_database_goes_is_left_alone(tmp_path: Path, template: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "prefect.db").symlink_to(tmp_path / "elsewhere.db")  # dangling: lexists, not exists
+    assert seed_database(Settings(home=home)) is False
+    assert not (tmp_path / "elsewhere.db").exists()
+
+
+def test_a_database_that_appears_meanwhile_is_kept(tmp_path: Path, template: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    real_copy = shutil.copyfile
+
+    def racing_copy(source: Path, target: Path) -> object:  # another run's server creates it while we copy
+        (home / "prefect.db").write_bytes(b"the other run's")
+        return real_copy(source, target)
+
+    monkeypatch.setattr(shutil, "copyfile", racing_copy)
+    assert seed_database(Settings(home=home)) is False
+    assert [(p.name, p.read_bytes()) for p in home.iterdir()] == [("prefect.db", b"the other run's")]
+
+
+@pytest.mark.parametrize("url", ["postgresql+asyncpg://u:p@127.0.0.1/prefect", "sqlite+aiosqlite:///:memory:",
+                                 "sqlite+aiosqlite:///relative/prefect.db"])
+def test_a_database_elsewhere_than_a_local_sqlite_file_is_prefects_to_create(tmp_path: Path, template: Path,
+                                                                              url: str) -> None:
+    settings = Settings(home=tmp_path / "home", server={"database": {"connection_url": url}})
+    assert seed_database(settings) is False
+    assert not (tmp_path / "home").exists()
+
+
+def test_without_a_template_prefect_creates_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefect_db, "template_path", lambda: tmp_path / "none.db")
+    assert seed_database(Settings(home=tmp_path / "home")) is False
+    assert not (tmp_path / "home").exists()
+
+
+
+_SPAWN = """
+import subprocess, sys
+from flows import runtime
+
+def popen(command, env, **kwargs):
+    print(env["PREFECT_SERVER_ANALYTICS_ENABLED"])
+    raise SystemExit(0)
+
+runtime.subprocess.Popen = popen
+runtime.TemporaryServer(runtime.server_log()).spawn()
+"""
+
+
+@pytest.mark.parametrize(("user", "expected"), [(None, "false"), ("true", "True")])
+def test_the_temporary_servers_telemetry_is_off_unless_the_user_turned_it_on(tmp_path: Path, user: str | None,
+                                                                             expected: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_SERVER_ANALYTICS_ENABLED")}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path))
+    if user is not None:
+        env["PREFECT_SERVER_ANALYTICS_ENABLED"] = user
+    proc = subprocess.run([sys.executable, "-c", _SPAWN], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert (proc.returncode, proc.stdout.strip()) == (0, expected), proc.stdout + proc.stderr
