@@ -20,15 +20,16 @@ from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import Inputs
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
-from flows.runners import bulky, handed_back
+from flows.runners import Parcel, bulky, handed_back, received
 from flows.tasks import load_task, parse_training_task
 
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
 
 
 @task(name="parse-runs", retries=2, retry_delay_seconds=1, **CACHED)
-def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> dict[str, object]:
-    """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect)."""
+def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
+    """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect), in
+    a Parcel that Prefect does not walk (`received` takes it out)."""
     wanted = set(run_ids)
     out: dict[str, object] = {}
     with paused():  # what is parsed is kept, and acyclic: no collection traverses it again file after file
@@ -36,7 +37,7 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> dict[str,
             if r.id in wanted:
                 report(current_stage(r.phase.value), f"parse {r.id} ({r.files[0]})")
                 out[r.id] = parse_run(inputs.bundle, r, limit)
-    return out
+    return Parcel(out)
 
 
 @task(name="judge-efficiency", **CACHED)
@@ -55,7 +56,8 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None,
                for run_id in runs}
     logs = {run_id: future.result() for run_id, future in futures.items()}
     mlperf_runs = [r.id for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF]
-    mlperf = persisted(parse_runs_task, inputs, mlperf_runs)(bulky(inputs), mlperf_runs, limit) if mlperf_runs else {}
+    mlperf = received(persisted(parse_runs_task, inputs, mlperf_runs)(bulky(inputs), mlperf_runs, limit)) \
+        if mlperf_runs else {}
     result = judge_efficiency_task(bulky(inputs), bulky(logs), bulky(mlperf))
     return handed_back({"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
                         "section": result.section()})
@@ -79,7 +81,7 @@ def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None,
     runs = [r.id for r in inputs.bundle.spec.runs
             if (r.kind is RunKind.TRAINING and r.phase in (Phase.SCALING, Phase.EFFICIENCY))
             or (r.kind is RunKind.COLLECTIVE)]
-    parsed = persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit)
+    parsed = received(persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit))
     result = judge_scaling_task(bulky(inputs), bulky(parsed))
     return handed_back({"checks": result.checks, "section": result.section})
 
@@ -90,6 +92,6 @@ def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None,
     """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry."""
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.RESILIENCE]
-    parsed = persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit)
+    parsed = received(persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit))
     result = judge_resilience_task(bulky(inputs), bulky(parsed))
     return handed_back({"checks": result.checks, "section": result.section})
