@@ -11,8 +11,9 @@ runs `python -m flows.prefect_db`), by starting Prefect's own server on a scratc
 The copy changes nothing Prefect decides: its server still runs its migrations (none are left when the template is
 of this release: it is named by Prefect's version) and registers its block types (its memo of them is keyed by the
 database's URL, so a copy starts without one: about a second, upserting what the template has). A home that
-has a database, or what one leaves behind (a WAL or journal), a database elsewhere than a local SQLite file, or no
-template: nothing is copied, and Prefect creates its database as it always did.
+has a database, or what one leaves behind (a WAL or journal), a database elsewhere than a local SQLite file or in a
+folder that does not exist, or no template: nothing is copied, and Prefect creates (or refuses) its database as it
+always did.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def seed_database(settings: Any = None) -> bool:
         return False
     if any(os.path.lexists(f"{database}{end}") for end in ("", *_LEFTOVERS)):
         return False
-    database.parent.mkdir(parents=True, exist_ok=True)
+    if not database.parent.is_dir():  # a folder Prefect cannot open its database in is Prefect's error to report
+        return False
     copy = database.with_name(f".{database.name}.{secrets.token_hex(4)}.seed")
     try:
         shutil.copyfile(template, copy)

@@ -95,14 +95,14 @@ class TemporaryServer:
         self.stop()
         self.port = free_port()
         settings = get_current_settings()
-        seed_database(settings)  # a fresh home's database from the template: no 116 migrations at its first start
         # Prefect's telemetry heartbeat is off unless the user turned it on: a certification does not phone home
         # (on a closed network it only fails, into this log, while the server starts)
         env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ, "PREFECT_UI_ENABLED": "0",
                "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
                **settings.to_environment_variables(exclude_unset=True)}
         command = server_command(self.port)
-        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.log.parent.mkdir(parents=True, exist_ok=True)  # PREFECT_HOME, where the log goes
+        seed_database(settings)  # a fresh home's database from the template: no 116 migrations at its first start
         fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd)

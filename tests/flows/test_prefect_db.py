@@ -78,6 +78,7 @@ def template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_fresh_home_gets_a_copy(tmp_path: Path, template: Path) -> None:
     home = tmp_path / "home"
+    home.mkdir()
     assert seed_database(Settings(home=home)) is True
     assert (home / "prefect.db").read_bytes() == template.read_bytes()
     assert sorted(p.name for p in home.iterdir()) == ["prefect.db"]  # no temporary copy left behind
@@ -100,9 +101,16 @@ def test_a_link_where_the_database_goes_is_left_alone(tmp_path: Path, template: 
     assert not (tmp_path / "elsewhere.db").exists()
 
 
+def test_a_database_in_a_folder_that_does_not_exist_is_prefects_to_refuse(tmp_path: Path, template: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path}/missing/prefect.db"
+    assert seed_database(Settings(home=tmp_path, server={"database": {"connection_url": url}})) is False
+    assert not (tmp_path / "missing").exists()
+
+
 def test_a_database_that_appears_meanwhile_is_kept(tmp_path: Path, template: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
+    home.mkdir()
     real_copy = shutil.copyfile
 
     def racing_copy(source: Path, target: Path) -> object:  # another run's server creates it while we copy
