@@ -45,26 +45,6 @@ def test_the_installed_template_is_prefects_schema_at_its_head_without_a_telemet
     assert _rows(template, "SELECT count(*) FROM block_type")[0][0] > 0  # registered when it was made
 
 
-_SERVE = """
-import urllib.request
-from flows.runtime import start_api
-url = start_api(timeout_s=300, attempts=1)
-with urllib.request.urlopen(url + "/health", timeout=10) as response:
-    print("health", response.status)
-"""
-
-
-def test_a_server_in_a_fresh_home_starts_on_the_templates_copy(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-c", _SERVE], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT),
-                          "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600, check=False)
-    assert (proc.returncode, proc.stdout.strip()) == (0, "health 200"), proc.stdout + proc.stderr
-    # block types got their ids when the template was made: a database migrated from nothing would have new ones
-    types = "SELECT id, slug FROM block_type ORDER BY slug"
-    assert _rows(tmp_path / "prefect.db", types) == _rows(template_path(), types)
-    assert _rows(tmp_path / "prefect.db", "SELECT version_num FROM alembic_version") == [(_migration_head(),)]
-
-
 @pytest.fixture
 def template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "share" / "prefect-x.db"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+from flows.prefect_db import template_path
 from tests.conftest import ROOT
 
 _SCRIPT = """
@@ -48,13 +50,18 @@ print("stopped")
 """
 
 
-def test_the_temporary_server_spawned_early_answers_the_flows_client_and_stops_after() -> None:
+def test_the_temporary_server_spawned_early_answers_the_flows_client_and_stops_after(tmp_path: Path) -> None:
     full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-c", _EARLY], cwd=ROOT, env={**full, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run([sys.executable, "-c", _EARLY], cwd=ROOT, env={**full, "PYTHONPATH": str(ROOT),
+                          "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("health 200 http://127.0.0.1:") and lines[1] == "stopped", proc.stdout
+    # a fresh home: the server started on a copy of the template (flows/prefect_db.py). Its block types got their
+    # ids when the template was made; a database migrated from nothing would have new ones.
+    types = "SELECT id, slug FROM block_type ORDER BY slug"
+    with sqlite3.connect(tmp_path / "prefect.db") as db, sqlite3.connect(template_path()) as template:
+        assert db.execute(types).fetchall() == template.execute(types).fetchall()
 
 
 def test_a_start_that_cannot_meet_its_bound_is_tried_again_then_refused_in_one_line() -> None:
