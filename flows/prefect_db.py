@@ -22,11 +22,9 @@ import os
 import secrets
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +86,7 @@ def build_template(target: Path | None = None, timeout_s: float = 600.0) -> Path
     """Start Prefect's server on a scratch home (none of this process' Prefect settings, profiles or project files
     reach it), wait until it answers, stop it, and keep its database as `target` (template_path() by default):
     written under a temporary name, the telemetry session removed, then renamed into place."""
-    from flows.runtime import free_port
+    from flows.runtime import TemporaryServer
 
     target = target or template_path()
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -98,20 +96,12 @@ def build_template(target: Path | None = None, timeout_s: float = 600.0) -> Path
         env.update(PREFECT_HOME=str(home), PREFECT_PROFILES_PATH=str(Path(scratch) / "profiles.toml"),
                    PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_ENABLED="0", PREFECT__SERVER_EPHEMERAL="1",
                    PREFECT__SERVER_FINAL="1")
-        port = free_port()
-        log = Path(scratch) / "server.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(server_command(port), env=env, cwd=scratch, stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=out)
+        server = TemporaryServer(Path(scratch) / "server.log", env=env, cwd=Path(scratch))
+        server.spawn()
         try:
-            _wait_healthy(process, port, timeout_s, log)
+            server.wait(timeout_s)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            server.stop()
         partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
         try:
             source = sqlite3.connect(home / "prefect.db")
@@ -128,24 +118,6 @@ def build_template(target: Path | None = None, timeout_s: float = 600.0) -> Path
         finally:
             partial.unlink(missing_ok=True)
     return target
-
-
-def _wait_healthy(process: subprocess.Popen[bytes], port: int, timeout_s: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        code = process.poll()
-        if code is not None:
-            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
-            raise RuntimeError(f"Prefect's server exited with code {code} ({tail[0][:200] if tail else 'no output'})")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except (OSError, ValueError):
-            pass
-        if time.monotonic() >= deadline:
-            raise RuntimeError(f"Prefect's server did not answer within {timeout_s:g} s")
-        time.sleep(0.2)
 
 
 def main() -> int:

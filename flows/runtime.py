@@ -78,10 +78,12 @@ class TemporaryServer:
     `spawn` starts it and returns at once, so a certification goes on with its own work while the server starts
     on the other core; `wait` then waits for its health endpoint, up to a deadline on the wall clock."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.log = log
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self.env = env  # the server's whole environment, else this process' Prefect settings (see `spawn`)
+        self.cwd = cwd
 
     @property
     def api_url(self) -> str:
@@ -94,18 +96,21 @@ class TemporaryServer:
 
         self.stop()
         self.port = free_port()
-        settings = get_current_settings()
-        # Prefect's telemetry heartbeat is off unless the user turned it on: a certification does not phone home
-        # (on a closed network it only fails, into this log, while the server starts)
-        env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ, "PREFECT_UI_ENABLED": "0",
-               "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-               **settings.to_environment_variables(exclude_unset=True)}
         command = server_command(self.port)
         self.log.parent.mkdir(parents=True, exist_ok=True)  # PREFECT_HOME, where the log goes
-        seed_database(settings)  # a fresh home's database from the template: no 116 migrations at its first start
+        env = self.env
+        if env is None:
+            settings = get_current_settings()
+            # Prefect's telemetry heartbeat is off unless the user turned it on: a certification does not phone home
+            # (on a closed network it only fails, into this log, while the server starts)
+            env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ, "PREFECT_UI_ENABLED": "0",
+                   "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+                   **settings.to_environment_variables(exclude_unset=True)}
+            seed_database(settings)  # a fresh home's database from the template: no 116 migrations at first start
         fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd)
+            self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,
+                                            stderr=fd)
         finally:
             os.close(fd)
         RUNNING.append(self.process)
