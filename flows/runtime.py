@@ -60,14 +60,26 @@ def server_log() -> Path:
 
 # The temporary servers this process started and has not stopped (`clustercert.cli.safety` stops them on a signal).
 RUNNING: list[subprocess.Popen[bytes]] = []
-_PORT_IN_USE = 3  # uvicorn's exit status when its port was taken between our choice and its bind
+# uvicorn's exit status when its start failed: its port was taken between our choice and its bind, or the app's
+# own start-up (Prefect's: its database, its settings) failed, which no new port mends
+_STARTUP_FAILURE = 3
 
 
 def free_port() -> int:
-    """A loopback port free now (the server may still find it taken: it then exits with _PORT_IN_USE)."""
+    """A loopback port free now (the server may still find it taken: it then exits with _STARTUP_FAILURE)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_taken(port: int) -> bool:
+    """Whether another process holds loopback `port` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 class TemporaryServer:
@@ -123,10 +135,10 @@ class TemporaryServer:
             if process is None:
                 raise RuntimeError("the server was not started")
             code = process.poll()
-            if code == _PORT_IN_USE:  # its port was taken meanwhile: another port, same deadline
+            if code == _STARTUP_FAILURE and port_taken(self.port):  # taken meanwhile: another port, same deadline
                 self.spawn()
                 continue
-            if code is not None:
+            if code is not None:  # its own start-up failed: starting it again, on any port, fails the same way
                 raise RuntimeError(f"the server process exited with code {code}")
             try:
                 with urllib.request.urlopen(f"{self.api_url}/health", timeout=5) as response:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flows.prefect_db import template_path
+from flows.runtime import TemporaryServer
 from tests.conftest import ROOT
 
 _SCRIPT = """
@@ -79,13 +83,51 @@ def test_a_configured_server_is_used_as_it_is() -> None:
 
 def test_the_servers_own_errors_go_to_its_log_not_the_terminal(tmp_path: Path) -> None:
     # A database the server cannot open: it prints a traceback and exits. That is Prefect's output, not the run's:
-    # it lands in PREFECT_HOME's log, which the refusal names; the terminal gets the one line.
-    proc = _start(15, 1, PREFECT_HOME=str(tmp_path),
+    # it lands in PREFECT_HOME's log, which the refusal names; the terminal gets the one line. Its start-up failed,
+    # so it is refused at once, not started again and again until the bound (uvicorn's exit status is the one a
+    # taken port gives).
+    proc = _start(120, 1, PREFECT_HOME=str(tmp_path),
                   PREFECT_SERVER_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{tmp_path}/missing/prefect.db")
     log = tmp_path / "clustercert-temporary-server.log"
     assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("refused: Prefect's temporary API server did not start in 1 tries")
+    assert proc.stdout.startswith("refused: Prefect's temporary API server did not start in 1 tries of up to 120 s "
+                                  "each (the server process exited with code 3;")
     assert f"its output: {log}" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr and proc.stderr == ""
     text = log.read_text()
     assert "Traceback (most recent call last)" in text and "unable to open database file" in text
+    assert text.count("Application startup failed") == 1
+
+
+class _Exited:
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def poll(self) -> int:
+        return self.code
+
+
+def test_a_start_that_failed_on_a_taken_port_goes_to_another_port_and_no_other_failure_does(tmp_path: Path) -> None:
+    server = TemporaryServer(tmp_path / "server.log")
+    spawned: list[int] = []
+
+    def spawn() -> None:  # the next start fails with another status, which ends the wait
+        spawned.append(server.port)
+        server.process = _Exited(7)  # type: ignore[assignment]
+
+    server.spawn = spawn  # type: ignore[method-assign]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        server.port = held.getsockname()[1]
+        server.process = _Exited(3)  # type: ignore[assignment]
+        with pytest.raises(RuntimeError, match="exited with code 7"):
+            server.wait(30)
+        assert spawned == [server.port]  # started again once, on another port
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        server.port = free.getsockname()[1]
+    server.process = _Exited(3)  # type: ignore[assignment]
+    with pytest.raises(RuntimeError, match="exited with code 3"):
+        server.wait(30)
+    assert len(spawned) == 1  # the port was free: the server's own start-up failed, and is not tried again
