@@ -25,7 +25,7 @@ from typing import Any
 
 from clustercert.errors import ClusterCertError
 
-__all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer", "free_port",
+__all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
            "prefect_runtime", "server_log", "spawn_api", "start_api"]
 
 STARTUP_TIMEOUT_S = 300
@@ -65,14 +65,14 @@ RUNNING: list[subprocess.Popen[bytes]] = []
 _STARTUP_FAILURE = 3
 
 
-def free_port() -> int:
+def _free_port() -> int:
     """A loopback port free now (the server may still find it taken: it then exits with _STARTUP_FAILURE)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def port_taken(port: int) -> bool:
+def _port_taken(port: int) -> bool:
     """Whether another process holds loopback `port` now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
@@ -107,7 +107,7 @@ class TemporaryServer:
         from flows.prefect_db import seed_database, server_command
 
         self.stop()
-        self.port = free_port()
+        self.port = _free_port()
         command = server_command(self.port)
         self.log.parent.mkdir(parents=True, exist_ok=True)  # PREFECT_HOME, where the log goes
         env = self.env
@@ -135,7 +135,7 @@ class TemporaryServer:
             if process is None:
                 raise RuntimeError("the server was not started")
             code = process.poll()
-            if code == _STARTUP_FAILURE and port_taken(self.port):  # taken meanwhile: another port, same deadline
+            if code == _STARTUP_FAILURE and _port_taken(self.port):  # taken meanwhile: another port, same deadline
                 self.spawn()
                 continue
             if code is not None:  # its own start-up failed: starting it again, on any port, fails the same way

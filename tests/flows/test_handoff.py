@@ -31,7 +31,6 @@ def test_a_returned_value_is_not_walked_and_comes_back_whole() -> None:
     assert received({"outcome": "CERTIFIED"}) == {"outcome": "CERTIFIED"}  # a plain return passes through
 
 
-
 def test_a_tasks_parsed_evidence_is_not_walked_when_the_task_engine_links_it_and_survives_persisting() -> None:
     import cloudpickle
 
