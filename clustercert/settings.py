@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["PROJECT_ROOT", "TABLE_PATH_VARIABLE", "Settings", "load_settings", "table_path"]
+__all__ = ["PROJECT_ROOT", "TABLE_PATH_VARIABLE", "TELEMETRY_MEMORY_VARIABLE", "Settings", "load_settings",
+           "table_path", "telemetry_memory_bytes"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,8 +37,9 @@ class Settings(BaseSettings):
 
 def load_settings() -> Settings:
     """Read the environment now (never at import time); a CLUSTERCERT_TABLE_PATH of neither path is refused here,
-    before any command does work."""
+    before any command does work; so is a CLUSTERCERT_TELEMETRY_MEMORY_MIB that is not a number of MiB."""
     table_path()
+    telemetry_memory_bytes()
     return Settings()
 
 
@@ -56,3 +58,28 @@ def table_path() -> str:
         raise UsageError(f"{TABLE_PATH_VARIABLE}: expected 'columnar' or 'rows', got {value[:40]!r}. "
                          f"Unset it (the columnar path) or set it to rows (the per-line path).")
     return value
+
+
+# How much memory one telemetry file's columns may take (36 bytes a sample) before they are kept in scratch files
+# of the temporary folder (TMPDIR) and read back a block at a time: parsers/dcgm.py. A 512-GPU day is 1.6 GB of
+# columns, a 4,096-GPU day 12.7 GB.
+TELEMETRY_MEMORY_VARIABLE = "CLUSTERCERT_TELEMETRY_MEMORY_MIB"
+_TELEMETRY_MEMORY_MIB = 1024
+
+
+def telemetry_memory_bytes() -> int:
+    """CLUSTERCERT_TELEMETRY_MEMORY_MIB in bytes (unset or empty: 1024 MiB; 0: every file's columns to scratch)."""
+    from clustercert.errors import UsageError
+
+    value = os.environ.get(TELEMETRY_MEMORY_VARIABLE, "").strip()
+    if not value:
+        return _TELEMETRY_MEMORY_MIB * 1024**2
+    try:
+        mib = int(value)
+    except ValueError:
+        mib = -1
+    if mib < 0:
+        raise UsageError(f"{TELEMETRY_MEMORY_VARIABLE}: expected a whole number of MiB (0 or more), got "
+                         f"{value[:40]!r}. Unset it (1024 MiB) or give the memory one telemetry file's columns may "
+                         f"take before they are kept in the temporary folder.")
+    return mib * 1024**2

@@ -32,7 +32,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 import threading
+import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -45,10 +47,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from clustercert.errors import EvidenceError
+from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.guards import read_chunks
 from clustercert.parsers.common import DEFAULT_LIMIT, to_float
-from clustercert.settings import TABLE_PATH_VARIABLE, table_path
+from clustercert.settings import TABLE_PATH_VARIABLE, TELEMETRY_MEMORY_VARIABLE, table_path, telemetry_memory_bytes
 
 __all__ = ["CHUNK_BYTES", "TABLE_PATH_VARIABLE", "DcgmSample", "Telemetry", "parse_dcgm", "table_path"]
 
@@ -86,33 +88,130 @@ class DcgmSample:
     line: int
 
 
+_COLUMNS = ("metric", "gpu", "host", "value", "time_ms", "line")
+_DTYPES = (np.int32, np.int32, np.int32, np.float64, np.int64, np.int64)  # of each of _COLUMNS
+_BYTES_PER_SAMPLE = sum(np.dtype(dtype).itemsize for dtype in _DTYPES)  # 36
+_BLOCK_ROWS = 1 << 20  # rows read (and codes remapped) at a time
+
+
+class _Resident:
+    """A Telemetry's columns held in memory."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, arrays: list[Any]) -> None:
+        self.arrays = arrays
+
+    def __len__(self) -> int:
+        return len(self.arrays[5])
+
+    def read(self, index: int, start: int, stop: int) -> Any:
+        return self.arrays[index][start:stop]
+
+    def whole(self, index: int) -> Any:
+        return self.arrays[index]
+
+
+class _Spilled:
+    """A Telemetry's columns in scratch files of the temporary folder, one per column (unnamed: removed when
+    closed, and by the system whatever way the process ends), read back a block at a time; the codes are
+    renumbered to the sorted dictionaries as they are read. Pickled (a persisted result, a Dask worker's), it
+    travels as the columns themselves."""
+
+    __slots__ = ("__weakref__", "count", "files", "remaps")
+
+    def __init__(self, files: list[Any], count: int, remaps: list[Codes]) -> None:
+        self.files = files
+        self.count = count
+        self.remaps = remaps
+        weakref.finalize(self, _close_all, files)  # the scratch files go when the columns do
+
+    def __len__(self) -> int:
+        return self.count
+
+    def read(self, index: int, start: int, stop: int) -> Any:
+        start, stop = max(0, min(start, self.count)), max(0, min(stop, self.count))
+        dtype = np.dtype(_DTYPES[index])
+        out = np.empty(max(stop - start, 0), dtype=dtype)
+        view = memoryview(out.view(np.uint8))  # type: ignore[arg-type]
+        fd, offset, done = self.files[index].fileno(), start * dtype.itemsize, 0
+        while done < len(view):
+            got = os.preadv(fd, [view[done:]], offset + done)
+            if got <= 0:
+                raise OSError(f"a telemetry scratch file ended at byte {offset + done}, {len(view) - done} short")
+            done += got
+        return self.remaps[index][out] if index < len(self.remaps) else out
+
+    def whole(self, index: int) -> Any:
+        return self.read(index, 0, self.count)
+
+    def __reduce__(self) -> tuple[type[_Resident], tuple[list[Any]]]:
+        return _Resident, ([self.whole(index) for index in range(len(_DTYPES))],)
+
+
 @dataclass(frozen=True, eq=False)
 class Telemetry:
     """Every sample of one telemetry file, as columns in file order.
 
     metric, gpu, host: int32 codes into the sorted distinct strings `metrics`, `gpus`, `hosts` (host -1: the
     line has no Hostname label); value: float64, NaN where the file's value was not finite or N/A; time_ms
-    (ms since the epoch, UTC) and line (1-based) int64."""
+    (ms since the epoch, UTC) and line (1-based) int64.
+
+    The columns are held in memory up to CLUSTERCERT_TELEMETRY_MEMORY_MIB (36 bytes a sample), beyond that in
+    scratch files (`_Spilled`): a 4,096-GPU day is 353 million samples, 12.7 GB of columns. What clustercert
+    computes from them reads a block at a time (`blocks`); the whole-column attributes (`metric` ... `line`)
+    are for small files and tests."""
 
     file: str
     source: str  # "prometheus" or "dmon"
     metrics: tuple[str, ...]
     gpus: tuple[str, ...]
     hosts: tuple[str, ...]
-    metric: Codes
-    gpu: Codes
-    host: Codes
-    value: Floats
-    time_ms: Ints
-    line: Ints
+    columns: _Resident | _Spilled
 
     def __len__(self) -> int:
-        return int(self.line.shape[0])
+        return len(self.columns)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the columns are kept in scratch files rather than in memory."""
+        return isinstance(self.columns, _Spilled)
+
+    @property
+    def metric(self) -> Codes:
+        return self.columns.whole(0)  # type: ignore[no-any-return]
+
+    @property
+    def gpu(self) -> Codes:
+        return self.columns.whole(1)  # type: ignore[no-any-return]
+
+    @property
+    def host(self) -> Codes:
+        return self.columns.whole(2)  # type: ignore[no-any-return]
+
+    @property
+    def value(self) -> Floats:
+        return self.columns.whole(3)  # type: ignore[no-any-return]
+
+    @property
+    def time_ms(self) -> Ints:
+        return self.columns.whole(4)  # type: ignore[no-any-return]
+
+    @property
+    def line(self) -> Ints:
+        return self.columns.whole(5)  # type: ignore[no-any-return]
 
     @property
     def rows(self) -> int:
         """How many samples."""
         return len(self)
+
+    def blocks(self, *names: str, rows: int | None = None) -> Iterator[tuple[int, list[Any]]]:
+        """(first row, [the named columns' values]) of each block of `rows` rows (default _BLOCK_ROWS), in order."""
+        step = rows or _BLOCK_ROWS
+        indexes = [_COLUMNS.index(name) for name in names]
+        for at in range(0, len(self), step):
+            yield at, [self.columns.read(index, at, at + step) for index in indexes]
 
     @classmethod
     def from_samples(cls, file: str, source: str, samples: Iterable[DcgmSample]) -> Telemetry:
@@ -124,77 +223,74 @@ class Telemetry:
 
     def sample(self, index: int) -> DcgmSample:
         """Row `index` as one object (for a few rows: the head, a finding)."""
-        host = int(self.host[index])
-        value = float(self.value[index])
-        return DcgmSample(self.metrics[int(self.metric[index])], self.gpus[int(self.gpu[index])],
-                          None if host < 0 else self.hosts[host], None if math.isnan(value) else value,
-                          int(self.time_ms[index]), int(self.line[index]))
+        metric, gpu, host, value, time_ms, line = (self.columns.read(i, index, index + 1)[0].item()
+                                                   for i in range(len(_DTYPES)))
+        return DcgmSample(self.metrics[metric], self.gpus[gpu], None if host < 0 else self.hosts[host],
+                          None if math.isnan(value) else value, time_ms, line)
 
     def metric_names(self) -> list[str]:
         """The distinct metrics, sorted."""
-        return [self.metrics[i] for i in np.flatnonzero(np.bincount(self.metric, minlength=len(self.metrics)))]
+        counts = np.zeros(len(self.metrics), dtype=np.int64)
+        for _, (metric,) in self.blocks("metric"):
+            counts += np.bincount(metric, minlength=len(self.metrics))
+        return [self.metrics[i] for i in np.flatnonzero(counts)]
 
     def gpu_count(self) -> int:
         """How many distinct (host, gpu) pairs."""
-        key = (self.host.astype(np.int64) + 1) * max(len(self.gpus), 1) + self.gpu
-        return len(_distinct(key, (len(self.hosts) + 1) * max(len(self.gpus), 1))[0])
+        n_gpu = max(len(self.gpus), 1)
+        bound = (len(self.hosts) + 1) * n_gpu
+        seen = np.zeros(bound, dtype=bool) if bound <= _DENSE_KEYS else None
+        keys: Ints = np.empty(0, dtype=np.int64)
+        for _, (gpu, host) in self.blocks("gpu", "host"):
+            key = (host.astype(np.int64) + 1) * n_gpu + gpu
+            if seen is not None:
+                seen[key] = True
+            else:
+                keys = np.union1d(keys, key)
+        return int(np.count_nonzero(seen)) if seen is not None else len(keys)
 
     def host_first_lines(self) -> list[tuple[str, int]]:
         """Each host named by a Hostname label, with its first line, in the order of first appearance."""
         first: dict[int, int] = {}  # host code -> first row, found piece by piece: a cluster's hosts all report in
-        step = _HOST_SCAN_ROWS      # the first seconds, so the scan stops early and never copies the whole column
-        for at in range(0, len(self.host), step):
-            codes, rows = np.unique(self.host[at:at + step], return_index=True)
+        # the first seconds, so the scan stops early and never reads the whole column
+        for at, (host,) in self.blocks("host", rows=_HOST_SCAN_ROWS):
+            codes, rows = np.unique(host, return_index=True)
             for code, row in zip(codes.tolist(), rows.tolist(), strict=True):
                 if code >= 0 and code not in first:
                     first[code] = at + row
             if len(first) == len(self.hosts):
                 break
-        return [(self.hosts[code], int(self.line[row])) for code, row in sorted(first.items(), key=lambda kv: kv[1])]
+        return [(self.hosts[code], int(self.columns.read(5, row, row + 1)[0]))
+                for code, row in sorted(first.items(), key=lambda kv: kv[1])]
 
     def series(self) -> list[dict[str, object]]:
         """Per (metric, gpu, host) in the order of first appearance: count, first and last time and line, and
-        min, max and mean of the finite values (the mean a left-to-right sum over the file, like sum())."""
+        min, max and mean of the finite values (the mean a left-to-right sum over the file, like sum()).
+
+        Read a block at a time: each block's series are numbered after those met before (new ones in the order
+        they first appear in it), and the per-series sums are added block after block in file order."""
         n_gpu, n_host = max(len(self.gpus), 1), len(self.hosts) + 1
-        bound = max(len(self.metrics), 1) * n_gpu * n_host
-        key = (self.metric.astype(np.int64) * n_gpu + self.gpu) * n_host + (self.host + 1)
-        groups, first, last = _first_rows(key, bound)
-        inverse = _group_numbers(key, groups, bound)
-        count = len(groups)
-        rows = np.bincount(inverse, minlength=count)
-        finite = ~np.isnan(self.value)
-        where, values = inverse[finite], self.value[finite]
-        kept = np.bincount(where, minlength=count)
-        total = np.zeros(count)
-        np.add.at(total, where, values)  # in file order, one addition at a time: sum()'s rounding
-        low = np.full(count, np.inf)
-        np.minimum.at(low, where, values)
-        high = np.full(count, -np.inf)
-        np.maximum.at(high, where, values)
-        # min() and max() keep the first of equal values, numpy the last: a 0.0 or -0.0 is the series' first zero
-        zeros = np.flatnonzero(self.value == 0)
-        if zeros.size:
-            groups_of_zeros, first_zero = np.unique(inverse[zeros], return_index=True)
-            signed = np.where(np.signbit(self.value[zeros[first_zero]]), -0.0, 0.0)
-            for extreme in (low, high):
-                at_zero = extreme[groups_of_zeros] == 0
-                extreme[groups_of_zeros[at_zero]] = signed[at_zero]
+        groups = _Groups()
+        for _, (metric, gpu, host, value, time_ms, line) in self.blocks(*_COLUMNS):
+            key = (metric.astype(np.int64) * n_gpu + gpu) * n_host + (host + 1)
+            groups.add(key, value, time_ms, line)
         out: list[dict[str, object]] = []
-        for g in range(count):
-            a, z, k = int(first[g]), int(last[g]), int(kept[g])
-            host = int(self.host[a])
+        low, high = groups.extremes()
+        for g in range(groups.count):
+            key, kept = int(groups.keys[g]), int(groups.kept[g])
+            host = key % n_host - 1
             out.append({
-                "metric": self.metrics[int(self.metric[a])],
-                "gpu": self.gpus[int(self.gpu[a])],
+                "metric": self.metrics[key // n_host // n_gpu],
+                "gpu": self.gpus[key // n_host % n_gpu],
                 "host": None if host < 0 else self.hosts[host],
-                "count": int(rows[g]),
-                "first_ms": int(self.time_ms[a]),
-                "last_ms": int(self.time_ms[z]),
-                "line": int(self.line[a]),
-                "last_line": int(self.line[z]),
-                "min": float(low[g]) if k else None,
-                "max": float(high[g]) if k else None,
-                "mean": float(total[g]) / k if k else None,
+                "count": int(groups.rows[g]),
+                "first_ms": int(groups.first_ms[g]),
+                "last_ms": int(groups.last_ms[g]),
+                "line": int(groups.first_line[g]),
+                "last_line": int(groups.last_line[g]),
+                "min": float(low[g]) if kept else None,
+                "max": float(high[g]) if kept else None,
+                "mean": float(groups.total[g]) / kept if kept else None,
             })
         return out
 
@@ -223,57 +319,116 @@ _DENSE_KEYS = 1 << 24
 _HOST_SCAN_ROWS = 1 << 20  # rows per piece of the scan for each host's first line
 
 
-def _distinct(key: Ints, bound: int) -> tuple[Ints, Ints]:
-    """The distinct keys (each in 0..bound-1), sorted, and the row each first appears at."""
-    n = len(key)
-    if bound > _DENSE_KEYS:
-        found, at = np.unique(key, return_index=True)
-        return found.astype(np.int64), at.astype(np.int64)
-    wanted = int(np.count_nonzero(np.bincount(key, minlength=bound)))
-    # the first appearances lie in a prefix (a file cycles through its series): look at a growing prefix
-    size = min(n, max(1024, 4 * wanted))
-    while True:
-        found, at = np.unique(key[:size], return_index=True)
-        if len(found) == wanted or size == n:
-            return found.astype(np.int64), at.astype(np.int64)
-        size = min(n, 4 * size)
+def _grown(array: Any, size: int, fill: float) -> Any:
+    """`array` with room for `size` entries, the new ones `fill`."""
+    if len(array) >= size:
+        return array
+    out = np.full(max(size, 2 * len(array)), fill, dtype=array.dtype)
+    out[:len(array)] = array
+    return out
 
 
-def _first_rows(key: Ints, bound: int) -> tuple[Ints, Ints, Ints]:
-    """The distinct keys in the order of first appearance, the row each first appears at, and the row each last
-    appears at."""
-    found, first = _distinct(key, bound)
-    _, from_end = _distinct(key[::-1], bound)  # the same keys, sorted alike
-    order = np.argsort(first, kind="stable")
-    return found[order], first[order], (len(key) - 1 - from_end)[order]
+class _Groups:
+    """The per-series accumulators of Telemetry.series(), fed block after block in file order."""
 
+    _FILLS = (("keys", 0), ("rows", 0), ("kept", 0), ("total", 0.0), ("low", np.inf), ("high", -np.inf),
+              ("first_zero", np.nan), ("first_ms", 0), ("first_line", 0), ("last_ms", 0), ("last_line", 0))
 
-def _group_numbers(key: Ints, groups: Ints, bound: int) -> Ints:
-    """Each row's position in `groups` (the distinct keys, each in 0..bound-1)."""
-    if bound <= _DENSE_KEYS:
-        number_of = np.zeros(bound, dtype=np.int64)
-        number_of[groups] = np.arange(len(groups))
-        return number_of[key]
-    ordered = np.argsort(groups)
-    return ordered[np.searchsorted(groups[ordered], key)].astype(np.int64)
+    def __init__(self) -> None:
+        self.count = 0
+        self.keys = np.empty(0, dtype=np.int64)  # each series' key, by series number (order of first appearance)
+        self._sorted = np.empty(0, dtype=np.int64)  # the keys sorted, and the number of each
+        self._number = np.empty(0, dtype=np.int64)
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.kept = np.zeros(0, dtype=np.int64)  # finite values
+        self.total = np.zeros(0)
+        self.low = np.zeros(0)
+        self.high = np.zeros(0)
+        self.first_zero = np.zeros(0)  # NaN until the series' first 0.0 or -0.0, then that zero
+        self.first_ms = np.zeros(0, dtype=np.int64)
+        self.first_line = np.zeros(0, dtype=np.int64)
+        self.last_ms = np.zeros(0, dtype=np.int64)
+        self.last_line = np.zeros(0, dtype=np.int64)
+
+    def add(self, key: Ints, value: Floats, time_ms: Ints, line: Ints) -> None:
+        found, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        place = np.searchsorted(self._sorted, found)
+        known = place < len(self._sorted)
+        known[known] = self._sorted[place[known]] == found[known]
+        number = np.empty(len(found), dtype=np.int64)
+        number[known] = self._number[place[known]]
+        new = np.flatnonzero(~known)
+        new = new[np.argsort(first[new], kind="stable")]  # numbered in the order they first appear
+        before, self.count = self.count, self.count + len(new)
+        number[new] = np.arange(before, self.count)
+        if len(new):
+            for name, fill in self._FILLS:
+                setattr(self, name, _grown(getattr(self, name), self.count, fill))
+            self.keys[before:self.count] = found[new]
+            self.first_ms[before:self.count] = time_ms[first[new]]
+            self.first_line[before:self.count] = line[first[new]]
+            order = np.argsort(self.keys[:self.count], kind="stable")
+            self._sorted, self._number = self.keys[:self.count][order], order.astype(np.int64)
+        _, from_end = np.unique(key[::-1], return_index=True)  # the same keys, sorted alike
+        last = len(key) - 1 - from_end
+        self.last_ms[number] = time_ms[last]
+        self.last_line[number] = line[last]
+        group = number[inverse.reshape(-1)]
+        count = self.count
+        self.rows[:count] += np.bincount(group, minlength=count)
+        finite = ~np.isnan(value)
+        where, values = group[finite], value[finite]
+        self.kept[:count] += np.bincount(where, minlength=count)
+        np.add.at(self.total, where, values)  # in file order, one addition at a time: sum()'s rounding
+        np.minimum.at(self.low, where, values)
+        np.maximum.at(self.high, where, values)
+        zeros = np.flatnonzero(value == 0)
+        if zeros.size:
+            series_of_zeros, first_zero = np.unique(group[zeros], return_index=True)
+            unset = np.isnan(self.first_zero[series_of_zeros])
+            signs = np.signbit(value[zeros[first_zero[unset]]])
+            self.first_zero[series_of_zeros[unset]] = np.where(signs, -0.0, 0.0)
+
+    def extremes(self) -> tuple[Floats, Floats]:
+        """Each series' min and max: min() and max() keep the first of equal values, numpy the last, so a 0.0 or
+        -0.0 extreme is the series' first zero."""
+        low, high = self.low[:self.count].copy(), self.high[:self.count].copy()
+        first_zero = self.first_zero[:self.count]
+        zeroed = ~np.isnan(first_zero)
+        for extreme in (low, high):
+            at_zero = zeroed & (extreme == 0)
+            extreme[at_zero] = first_zero[at_zero]
+        return low, high
 
 
 Row = tuple[str, str, str | None, float, int, int]  # metric, gpu, host, value (NaN: none), time_ms, line
 
 
-_DTYPES = (np.int32, np.int32, np.int32, np.float64, np.int64, np.int64)  # metric, gpu, host, value, time_ms, line
-_BLOCK_ROWS = 1 << 20  # codes are remapped so many rows at a time
 _SHORTEST_SAMPLE = len('M{gpu=""} 0 0\n')
 
 
 class _Columns:
     """The columns as they are read, written in place into arrays reserved for the whole file (pages never
     written are never resident, so a generous reservation costs nothing), grown only when a file holds more
-    samples than reserved; the dictionaries are shared by every chunk."""
+    samples than reserved; or, with `spill`, appended to scratch files (`_Spilled`). The dictionaries are shared
+    by every chunk."""
 
-    def __init__(self, reserve: int = 0) -> None:
+    def __init__(self, reserve: int = 0, *, spill: bool = False, display: str = "") -> None:
         self.codes: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
-        self.arrays: list[Any] = [np.empty(reserve, dtype=dtype) for dtype in _DTYPES]
+        self.display = display
+        self.files: list[Any] | None = None
+        self.arrays: list[Any] = []
+        if spill:
+            self.files = []
+            self._closer = weakref.finalize(self, _close_all, self.files)  # a file that fails to parse: closed
+            try:
+                for name in _COLUMNS:
+                    self.files.append(tempfile.TemporaryFile(prefix=f"clustercert-{name}-"))
+            except OSError as exc:
+                self._closer()
+                raise _scratch_error(display, exc) from None
+        else:
+            self.arrays = [np.empty(reserve, dtype=dtype) for dtype in _DTYPES]
         self.filled = 0
         self._coding = threading.Lock()  # chunks are read on two threads; each string gets one code
 
@@ -305,6 +460,14 @@ class _Columns:
     def add(self, part: list[Any]) -> None:
         count = len(part[5])
         end = self.filled + count
+        if self.files is not None:
+            try:
+                for scratch, column, dtype in zip(self.files, part, _DTYPES, strict=True):
+                    scratch.write(np.ascontiguousarray(column, dtype=dtype).data)
+            except OSError as exc:
+                raise _scratch_error(self.display, exc) from None
+            self.filled = end
+            return
         if end > len(self.arrays[5]):  # more than reserved: grow by half again (a copy, once in a while)
             size = max(end, len(self.arrays[5]) * 3 // 2, 1024)
             for index, dtype in enumerate(_DTYPES):
@@ -319,23 +482,50 @@ class _Columns:
         return self.filled == 0
 
     def finish(self, file: str, source: str) -> Telemetry:
-        """The Telemetry, its dictionaries sorted (the same whichever order the strings were met in), its
-        columns the reserved arrays themselves (the codes renumbered in place)."""
+        """The Telemetry, its dictionaries sorted (the same whichever order the strings were met in): in memory
+        the reserved arrays themselves, the codes renumbered in place; spilled, the scratch files, the codes
+        renumbered as they are read."""
         names: list[tuple[str, ...]] = []
-        columns: list[Any] = [array[:self.filled] for array in self.arrays]
-        for index, table in enumerate(self.codes):
+        remaps: list[Codes] = []
+        for table in self.codes:
             ordered = sorted(table)
             remap = np.empty(len(table) + 1, dtype=np.int32)  # slot -1 (the last) keeps a missing host at -1
             remap[-1] = -1
             for new, text in enumerate(ordered):
                 remap[table[text]] = new
             names.append(tuple(ordered))
-            column = columns[index]
-            for at in range(0, self.filled, _BLOCK_ROWS):
-                block = column[at:at + _BLOCK_ROWS]
-                block[:] = remap[block]
+            remaps.append(remap)
+        store: _Resident | _Spilled
+        if self.files is not None:
+            try:
+                for scratch in self.files:
+                    scratch.flush()
+            except OSError as exc:
+                raise _scratch_error(self.display, exc) from None
+            store = _Spilled(self.files, self.filled, remaps)
+            self._closer.detach()
+            self.files = None
+        else:
+            columns: list[Any] = [array[:self.filled] for array in self.arrays]
+            for index, remap in enumerate(remaps):
+                column = columns[index]
+                for at in range(0, self.filled, _BLOCK_ROWS):
+                    block = column[at:at + _BLOCK_ROWS]
+                    block[:] = remap[block]
+            store = _Resident(columns)
         self.arrays = []
-        return Telemetry(file, source, names[0], names[1], names[2], *columns)
+        return Telemetry(file, source, names[0], names[1], names[2], store)
+
+
+def _close_all(files: list[Any]) -> None:
+    for scratch in files:
+        scratch.close()
+
+
+def _scratch_error(display: str, exc: OSError) -> UsageError:
+    return UsageError(f"{display}: could not keep the telemetry's columns in the temporary folder "
+                      f"{tempfile.gettempdir()}: {exc.strerror or exc}. Free space there, point TMPDIR at a folder "
+                      f"with room (36 bytes a sample), or raise {TELEMETRY_MEMORY_VARIABLE} to hold them in memory.")
 
 
 def parse_dcgm(
@@ -349,8 +539,10 @@ def parse_dcgm(
 ) -> Telemetry:
     """Every telemetry sample of the file; `start_time` (with offset) is required for `dcgmi dmon` output.
 
-    The file is read `chunk_bytes` at a time (cut at line ends); CLUSTERCERT_TABLE_PATH picks the path."""
+    The file is read `chunk_bytes` at a time (cut at line ends); CLUSTERCERT_TABLE_PATH picks the path;
+    columns larger than CLUSTERCERT_TELEMETRY_MEMORY_MIB are kept in scratch files (Telemetry)."""
     path_kind = table_path()
+    memory = telemetry_memory_bytes()
     with closing(read_chunks(path, display, limit=limit, chunk_bytes=chunk_bytes)) as chunks:
         # the first 64 KiB decide, as read_text_lines() did: NUL bytes there are binary; the first line that is
         # not blank or a comment (or a '#Entity' header) tells Prometheus text from dmon
@@ -375,7 +567,7 @@ def parse_dcgm(
             del data
             return _dmon(lines, display, start_time, interval_s)
         return _prometheus(_chained(ahead, chunks), display, bulk=path_kind == "columnar",
-                           size=os.stat(path).st_size)
+                           size=os.stat(path).st_size, memory=memory)
 
 
 def _chained(ahead: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -517,7 +709,7 @@ def _line_row(raw: str, number: int, display: str, heads: Heads) -> Row | None:
             number)
 
 
-def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int) -> Telemetry:
+def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int, memory: int) -> Telemetry:
     columns: _Columns | None = None
     heads: Heads = {}
     # per distinct head (bytes) met by the bulk reader: its (metric, gpu, host) codes, or None (read per line)
@@ -545,8 +737,11 @@ def _prometheus(chunks: Iterator[bytes], display: str, *, bulk: bool, size: int)
             if columns is None:
                 # as many samples as the first chunk has lines per byte, for the whole file, and a margin; never
                 # more than the file can hold (a sample line has at least _SHORTEST_SAMPLE bytes)
-                estimate = int(size * (chunk.count(b"\n") + 1) / len(chunk) * 1.25) + 1024
-                columns = _Columns(min(estimate, size // _SHORTEST_SAMPLE + 1))
+                expected = size * (chunk.count(b"\n") + 1) / len(chunk)
+                reserve = min(int(expected * 1.25) + 1024, size // _SHORTEST_SAMPLE + 1)
+                # beyond the memory they may take, the columns go to scratch files as they are read
+                columns = _Columns(reserve, spill=min(expected, reserve) * _BYTES_PER_SAMPLE > memory,
+                                   display=display)
             content = content or bool(chunk.strip())
             if bulk:
                 future = pool.submit(_bulk_chunk, chunk, number, display, columns, heads, codes)

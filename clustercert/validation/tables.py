@@ -287,15 +287,15 @@ def telemetry_table(parsed: ParsedFile, span: tuple[float, float] | None) -> Tab
 def _telemetry_batches(result: Telemetry) -> Callable[[], Iterator[pd.DataFrame]]:
     def batches() -> Iterator[pd.DataFrame]:
         metrics, gpus = pa.array(result.metrics, pa.string()), pa.array(result.gpus, pa.string())
-        for at in range(0, len(result), BATCH_ROWS):
-            end = at + BATCH_ROWS
+        for _, (metric, gpu, value, time_ms, line) in result.blocks("metric", "gpu", "value", "time_ms", "line",
+                                                                    rows=BATCH_ROWS):
             yield pa.table(
                 {
-                    "metric": metrics.take(pa.array(result.metric[at:end])),
-                    "gpu": gpus.take(pa.array(result.gpu[at:end])),
-                    "value": pa.array(result.value[at:end], pa.float64(), from_pandas=True),
-                    "time_s": pa.array(result.time_ms[at:end] / 1000.0, pa.float64()),
-                    "_line": pa.array(result.line[at:end], pa.int64()),
+                    "metric": metrics.take(pa.array(metric)),
+                    "gpu": gpus.take(pa.array(gpu)),
+                    "value": pa.array(value, pa.float64(), from_pandas=True),
+                    "time_s": pa.array(time_ms / 1000.0, pa.float64()),
+                    "_line": pa.array(line, pa.int64()),
                 }
             ).to_pandas()
 

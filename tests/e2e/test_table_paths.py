@@ -1,6 +1,8 @@
 """Results do not depend on the processing path (issue 13): a mid-size bundle certified through the columnar path
-(the default) and re-run through the small-table path (CLUSTERCERT_TABLE_PATH=rows: every telemetry line read by
-the per-line code, one row at a time) gives the same results.json, validation.json, report and PDF bytes.
+(the default) with its telemetry's columns kept in scratch files (CLUSTERCERT_TELEMETRY_MEMORY_MIB=0, the way a
+4,096-GPU day is held) and re-run through the small-table path (CLUSTERCERT_TABLE_PATH=rows: every telemetry line
+read by the per-line code, one row at a time, the columns in memory) gives the same results.json, validation.json,
+report and PDF bytes.
 
 The bundle is the seed scenario's cluster with its long run's DCGM telemetry sampled every 5 s instead of every
 60 s and per-rank timings of every step: 270,592 samples (the shipped sample has 22,528) in 19 MB, so the columnar
@@ -47,7 +49,8 @@ def certified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (bundle / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     seal_bundle(load_bundle(bundle))
     reports = work / "reports"
-    first = run_cli("certify", str(bundle), "--reports-dir", str(reports), "--json", timeout=900)
+    first = run_cli("certify", str(bundle), "--reports-dir", str(reports), "--json", timeout=900,
+                    env={"CLUSTERCERT_TELEMETRY_MEMORY_MIB": "0"})
     (run_dir,) = [p for p in reports.iterdir() if p.is_dir()]
     again = work / "rows"
     rerun = run_cli("rerun", str(run_dir), "--keep", str(again), env={"CLUSTERCERT_TABLE_PATH": "rows"},
@@ -87,3 +90,13 @@ def test_an_unknown_table_path_is_refused_before_any_work(certified: dict[str, A
                    env={"CLUSTERCERT_TABLE_PATH": "fast"})
     assert proc.returncode == 2, proc.stderr
     assert "CLUSTERCERT_TABLE_PATH" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "1.5"])
+def test_a_bad_telemetry_memory_is_refused_before_any_work(certified: dict[str, Any], tmp_path: Path,
+                                                          value: str) -> None:
+    proc = run_cli("rerun", str(certified["run_dir"]), "--keep", str(tmp_path / "x"),
+                   env={"CLUSTERCERT_TELEMETRY_MEMORY_MIB": value})
+    assert proc.returncode == 2, proc.stderr
+    assert f"CLUSTERCERT_TELEMETRY_MEMORY_MIB: expected a whole number of MiB (0 or more), got {value!r}" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()

@@ -31,14 +31,20 @@ def _per_sample_frames(path: Path, rows: int) -> list[pd.DataFrame]:
     return [batch.to_pandas() for batch in table.to_batches(max_chunksize=rows)]
 
 
-@pytest.mark.parametrize("rows", [1000, 7_001, tables.BATCH_ROWS])
-def test_telemetry_batches_are_the_samples(tmp_path: Path, rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("rows", "spill"), [(1000, False), (7_001, False), (tables.BATCH_ROWS, False),
+                                             (7_001, True), (tables.BATCH_ROWS, True)])
+def test_telemetry_batches_are_the_samples(tmp_path: Path, rows: int, spill: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """In memory or read back from scratch files (CLUSTERCERT_TELEMETRY_MEMORY_MIB=0), the same frames."""
+    monkeypatch.setenv("CLUSTERCERT_TELEMETRY_MEMORY_MIB", "0" if spill else "1024")
     path = tmp_path / "d.prom"
     # the shipped sample, with a NaN, an N/A-like +Inf and a line without Hostname
     path.write_text(SAMPLE.read_text() + 'DCGM_FI_DEV_GPU_UTIL{gpu="3"} NaN 1793610000000\n'
                     'DCGM_FI_DEV_GPU_UTIL{gpu="4",Hostname="x"} +Inf 1793610001000\n')
     monkeypatch.setattr(tables, "BATCH_ROWS", rows)
-    parsed = ParsedFile("tel", RunKind.TELEMETRY, "d.prom", "d.prom", parse_dcgm(path, "d.prom"))
+    telemetry = parse_dcgm(path, "d.prom")
+    assert telemetry.spilled is spill
+    parsed = ParsedFile("tel", RunKind.TELEMETRY, "d.prom", "d.prom", telemetry)
     table = tables.telemetry_table(parsed, (1.0, 2.0))
     got = list(table.batches())
     want = _per_sample_frames(path, rows)

@@ -128,13 +128,45 @@ VARIANTS: dict[str, str | bytes] = {
 Outcome = tuple[str, object]
 
 
-def _parse(path: Path, table_path: str, chunk: int, monkeypatch: pytest.MonkeyPatch) -> Outcome:
+def _parse(path: Path, table_path: str, chunk: int, monkeypatch: pytest.MonkeyPatch, *, spill: bool = False
+           ) -> Outcome:
+    """Parsed through one path; with `spill`, the columns kept in scratch files and read back 3 rows at a time."""
     monkeypatch.setenv("CLUSTERCERT_TABLE_PATH", table_path)
+    monkeypatch.setenv("CLUSTERCERT_TELEMETRY_MEMORY_MIB", "0" if spill else "1024")
     try:
-        telemetry = parse_dcgm(path, "t.prom", chunk_bytes=chunk)
+        with monkeypatch.context() as small:
+            if spill:
+                small.setattr(dcgm, "_BLOCK_ROWS", 3)
+                small.setattr(dcgm, "_HOST_SCAN_ROWS", 2)
+            telemetry = parse_dcgm(path, "t.prom", chunk_bytes=chunk)
+            if spill:
+                assert telemetry.spilled
+                return "telemetry", _Summary(telemetry)
     except EvidenceError as exc:
         return "error", (str(exc), exc.line, exc.field)
+    assert not telemetry.spilled
     return "telemetry", telemetry
+
+
+def _bits(column: np.ndarray) -> list[int]:  # type: ignore[type-arg]
+    """A column's values, floats by their bits (so -0.0 and NaN compare exactly)."""
+    return (column.view(np.int64) if column.dtype == np.float64 else column).tolist()  # type: ignore[no-any-return]
+
+
+class _Summary:
+    """What a spilled Telemetry gives, computed while its blocks are 3 rows (attributes as Telemetry's)."""
+
+    def __init__(self, t: Telemetry) -> None:
+        self.file, self.source, self.metrics, self.gpus, self.hosts = t.file, t.source, t.metrics, t.gpus, t.hosts
+        self.metric, self.gpu, self.host, self.value, self.time_ms, self.line = (
+            t.metric, t.gpu, t.host, t.value, t.time_ms, t.line)
+        self.json = t.to_json()
+        self.blocks = [[_bits(column) for column in columns] for _, columns in t.blocks(*dcgm._COLUMNS)]
+        self.summaries = (t.metric_names(), t.gpu_count(), t.host_first_lines())
+        self.pickled = __import__("pickle").loads(__import__("pickle").dumps(t))
+
+    def to_json(self) -> dict[str, object]:
+        return self.json
 
 
 def _columns(t: Telemetry) -> dict[str, object]:
@@ -151,10 +183,16 @@ def _same(rows: Outcome, columnar: Outcome) -> None:
     if rows[0] == "error":
         assert rows[1] == columnar[1]
     else:
-        assert isinstance(rows[1], Telemetry) and isinstance(columnar[1], Telemetry)
-        assert _columns(rows[1]) == _columns(columnar[1])
+        assert isinstance(rows[1], Telemetry) and isinstance(columnar[1], (Telemetry, _Summary))
+        assert _columns(rows[1]) == _columns(columnar[1])  # type: ignore[arg-type]
         assert json.dumps(rows[1].to_json()) == json.dumps(columnar[1].to_json()) == json.dumps(
             _old_to_json(rows[1]))
+        if isinstance(columnar[1], _Summary):  # spilled: blocks, summaries and a pickled copy as held in memory
+            spilled, t = columnar[1], rows[1]
+            whole = (t.metric, t.gpu, t.host, t.value, t.time_ms, t.line)
+            assert spilled.blocks == [[_bits(column[at:at + 3]) for column in whole] for at in range(0, len(t), 3)]
+            assert spilled.summaries == (t.metric_names(), t.gpu_count(), t.host_first_lines())
+            assert not spilled.pickled.spilled and _columns(spilled.pickled) == _columns(t)
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -166,6 +204,7 @@ def test_both_paths_agree_on_every_variant(tmp_path: Path, name: str, monkeypatc
     for chunk in CHUNKS:
         _same(rows, _parse(path, "columnar", chunk, monkeypatch))
         _same(rows, _parse(path, "rows", chunk, monkeypatch))  # the per-line path over chunks too
+    _same(rows, _parse(path, "columnar", 64, monkeypatch, spill=True))
 
 
 def test_the_variants_reach_what_they_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,6 +245,7 @@ def test_both_paths_agree_on_the_shipped_samples(sample: Path, monkeypatch: pyte
     assert rows[0] == "telemetry"
     for chunk in (100_003, dcgm.CHUNK_BYTES):
         _same(rows, _parse(sample, "columnar", chunk, monkeypatch))
+    _same(rows, _parse(sample, "columnar", 100_003, monkeypatch, spill=True))
 
 
 def test_real_samples_hold_no_telemetry() -> None:
@@ -249,6 +289,7 @@ def test_both_paths_agree_on_random_files(tmp_path: Path, seed: int, monkeypatch
     rows = _parse(path, "rows", dcgm.CHUNK_BYTES, monkeypatch)
     for chunk in (1, rng.randint(2, 300), dcgm.CHUNK_BYTES):
         _same(rows, _parse(path, "columnar", chunk, monkeypatch))
+    _same(rows, _parse(path, "columnar", rng.randint(2, 300), monkeypatch, spill=True))
 
 
 def test_regular_lines_are_read_in_bulk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -410,3 +451,54 @@ def test_each_hosts_first_line_across_scan_pieces(monkeypatch: pytest.MonkeyPatc
             expected.setdefault(s.host, s.line)
     t = Telemetry.from_samples("t.prom", "prometheus", samples)
     assert t.host_first_lines() == list(expected.items()) == [("n9", 12), ("n2", 18), ("n5", 22), ("n0", 26)]
+
+
+@pytest.mark.parametrize(("mib", "spilled"), [("0", True), ("1", True), ("2", False), ("", False)])
+def test_columns_beyond_the_memory_budget_go_to_scratch_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              mib: str, spilled: bool) -> None:
+    """40,000 samples are 1.44 MB of columns (36 bytes each): past a 1 MiB budget, within 2 MiB and the default."""
+    path = tmp_path / "t.prom"
+    path.write_text("".join(f'M{{gpu="{i % 8}"}} {i % 97} {1700000000000 + i}\n' for i in range(40_000)))
+    monkeypatch.setenv("CLUSTERCERT_TELEMETRY_MEMORY_MIB", mib)
+    t = parse_dcgm(path, "t.prom")
+    assert (t.spilled, len(t), t.gpu_count(), t.metric_names()) == (spilled, 40_000, 8, ["M"])
+    assert t.value[:3].tolist() == [0.0, 1.0, 2.0] and t.line[-1] == 40_000
+
+
+class _FullDisk:
+    """A scratch file on a full disk: every write fails as the system says."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+
+    def write(self, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("where", ["create", "write"])
+def test_no_room_for_the_scratch_files_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        where: str) -> None:
+    import tempfile
+
+    path = tmp_path / "t.prom"
+    path.write_text(BASE)
+    monkeypatch.setenv("CLUSTERCERT_TELEMETRY_MEMORY_MIB", "0")
+    real = tempfile.TemporaryFile
+
+    def scratch(**kwargs: object) -> object:
+        if where == "create":
+            raise PermissionError(13, "Permission denied")
+        return _FullDisk(real(**kwargs))  # type: ignore[call-overload]
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", scratch)
+    reason = "Permission denied" if where == "create" else "No space left on device"
+    with pytest.raises(UsageError) as info:
+        parse_dcgm(path, "t.prom")
+    assert str(info.value) == (
+        f"t.prom: could not keep the telemetry's columns in the temporary folder {tempfile.gettempdir()}: {reason}. "
+        "Free space there, point TMPDIR at a folder with room (36 bytes a sample), or raise "
+        "CLUSTERCERT_TELEMETRY_MEMORY_MIB to hold them in memory.")
+    assert info.value.exit_code == 2
