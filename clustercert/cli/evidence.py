@@ -95,7 +95,7 @@ def _found(pf: ParsedFile) -> str:
         return f"{len(r.tests)} tests ({', '.join(t.collective for t in r.tests)})" + (
             f", {aborted} aborted" if aborted else "")
     if isinstance(r, RankTimings):
-        return f"{r.table.num_rows} rows, {r.ranks} ranks, steps {r.first_step}..{r.last_step}"
+        return f"{r.rows} rows, {r.ranks} ranks, steps {r.first_step}..{r.last_step}"
     if isinstance(r, Telemetry):
         return f"{len(r)} samples ({r.source})"
     if isinstance(r, SacctResult):

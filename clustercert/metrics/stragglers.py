@@ -113,6 +113,16 @@ def _by_key_then_value(keys: IntArray, values: FloatArray) -> IntArray:
     return order
 
 
+_GROUP_ROWS = 4_000_000  # rows scored at a time (score_stragglers)
+
+
+def _distinct(values: IntArray) -> IntArray:
+    """np.unique(values) (sorted), by a count when the values are small non-negative integers (no sort)."""
+    if values.size and int(values.min()) >= 0 and int(values.max()) < 4 * values.size + 1024:
+        return np.flatnonzero(np.bincount(values)).astype(values.dtype)
+    return np.unique(values)
+
+
 def _group_median(keys: IntArray, values: FloatArray) -> tuple[IntArray, FloatArray, IntArray]:
     """Unique keys, the median of values per key, and the row order sorted by (key, value)."""
     order = _by_key_then_value(keys, values)
@@ -152,28 +162,45 @@ def score_stragglers(
     t = timings
     if t.rank.size == 0:
         raise ValueError("rank timings: expected rows, got none")
-    keep = t.step >= t.step.min() + warmup_steps
-    rank, step, compute, stamp = t.rank[keep], t.step[keep], t.compute_s[keep], t.timestamp_s[keep]
+    first_step = t.step.min()
+    keep = t.step >= first_step + warmup_steps
+    everything = bool(keep.all())
+    if everything:  # the columns themselves, not copies (a 4,096-GPU day is 45.8 M rows, 366 MB a column)
+        rank, step, compute, stamp = t.rank, t.step, t.compute_s, t.timestamp_s
+    else:
+        rank, step, compute, stamp = t.rank[keep], t.step[keep], t.compute_s[keep], t.timestamp_s[keep]
+    del keep
     if rank.size == 0:
         raise ValueError(f"rank timings: no rows left after excluding {warmup_steps} warm-up steps")
     if not np.all(compute > 0):
         raise ValueError("rank timings: expected positive compute_s, got a zero, negative or nan value")
 
-    ranks, rank_idx = np.unique(rank, return_inverse=True)
-    _, overall, _ = _group_median(rank_idx.astype(np.int64), compute)
+    ranks = _distinct(rank)
+    low_step = step.min()
+    n_windows = int((step.max() - low_step) // window_steps) + 1
+    overall = np.empty(ranks.size)
+    medians = np.full((ranks.size, n_windows), np.nan)
+    ends = np.full((ranks.size, n_windows), np.nan)
+    # The medians of each rank, and of each of its windows, are its own rows' alone: worked out for a group of
+    # ranks at a time (about _GROUP_ROWS rows), the same numbers as over all rows at once in a fraction of the memory
+    per_group = max(1, int(ranks.size * _GROUP_ROWS // rank.size))
+    for at in range(0, ranks.size, per_group):
+        lowest, highest = ranks[at], ranks[min(at + per_group, ranks.size) - 1]
+        rows = np.flatnonzero((rank >= lowest) & (rank <= highest))
+        rank_idx = np.searchsorted(ranks, rank[rows]).astype(np.int64)  # the rank's position among all ranks
+        values = compute[rows]
+        found, median, _ = _group_median(rank_idx, values)
+        overall[found] = median
+        window = (step[rows] - low_step) // window_steps
+        key = rank_idx * n_windows + window
+        del rank_idx, window
+        wkeys, wmed, order = _group_median(key, values)
+        medians[wkeys // n_windows, wkeys % n_windows] = wmed
+        starts = np.searchsorted(key[order], wkeys)
+        ends[wkeys // n_windows, wkeys % n_windows] = np.maximum.reduceat(stamp[rows][order], starts)
+        del rows, values, key, order
     ref_i = int(np.argmin(overall))
     relative = overall[ref_i] / overall
-
-    window = (step - step.min()) // window_steps
-    n_windows = int(window.max()) + 1
-    key = rank_idx.astype(np.int64) * n_windows + window
-    wkeys, wmed, order = _group_median(key, compute)
-    medians = np.full((ranks.size, n_windows), np.nan)
-    medians[wkeys // n_windows, wkeys % n_windows] = wmed
-    ends = np.full((ranks.size, n_windows), np.nan)
-    sorted_keys = key[order]
-    starts = np.searchsorted(sorted_keys, wkeys)
-    ends[wkeys // n_windows, wkeys % n_windows] = np.maximum.reduceat(stamp[order], starts)
 
     individual = np.nanmin(medians, axis=1) / overall
     with np.errstate(invalid="ignore"):

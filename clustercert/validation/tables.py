@@ -7,6 +7,7 @@ import itertools
 import math
 import re
 import statistics
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -215,6 +216,12 @@ def _arrow_batches(table: pa.Table, columns: list[str]) -> Callable[[], Iterator
     return batches
 
 
+def _fewest_ranks_per_step(result: RankTimings) -> tuple[int, int] | None:
+    """The fewest distinct ranks any step was timed on, and the first row of the first step (in the order steps
+    first appear) timed on that few; None for no rows."""
+    return _key_facts(result).fewest
+
+
 def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """For each row, how many rows share its (a, b) pair."""
     order = np.lexsort((b, a))
@@ -227,7 +234,8 @@ def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def rank_timings_table(parsed: ParsedFile, gpus_per_node: int | None, span: tuple[float, float] | None) -> TableInput:
-    """rank_timings: the Arrow table with column-wise derived columns, validated in row-group batches.
+    """rank_timings: the table with column-wise derived columns, validated in batches built as they are validated
+    (the file's columns read a batch at a time: a 4,096-GPU day's 45.8 M rows are never held whole).
 
     `key_count` (how many rows record the same execution of a step on a rank) is computed with numpy over the
     whole columns, so a duplicate shows on each of its rows even when the copies fall in different batches. An
@@ -236,39 +244,93 @@ def rank_timings_table(parsed: ParsedFile, gpus_per_node: int | None, span: tupl
     """
     result = parsed.result
     assert isinstance(result, RankTimings)
-    table = result.table
-    rank = table.column("rank").to_numpy()
-    step = table.column("step").to_numpy()
-    width = int(step.max()) + 1 if len(step) else 1
-    keys = rank.astype(np.int64) * width + step
-    if len(keys) and int(keys.max()) < 4 * len(keys) + 1024:  # dense keys (the usual case): count in O(n)
-        key_count = np.bincount(keys)[keys]
-    else:
-        _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-        key_count = counts[inverse]
-    if len(key_count) and int(key_count.max()) > 1:  # the same step again: tell re-runs from copied rows
-        stamp = pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64()).to_numpy()
-        key_count = _pair_counts(keys, np.asarray(stamp, dtype=np.int64))
-    seconds = pc.divide(pc.cast(pc.cast(table.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64()), 1e6)
-    derived = pa.table(
-        {
-            "rank": table.column("rank"),
-            "gpu": table.column("gpu"),
-            "step": table.column("step"),
-            "compute_s": table.column("compute_s"),
-            "comm_s": table.column("comm_s"),
-            "timestamp_s": seconds,
-            "key_count": pa.array(key_count, pa.int64()),
-            "_line": pa.array(np.arange(1, table.num_rows + 1, dtype=np.int64)),
-        }
-    )
+    key_count = _key_facts(result).key_count
     parameters: dict[str, Any] = {}
     if gpus_per_node is not None:
         parameters["gpu_index_max"] = gpus_per_node - 1
     if span is not None:
         parameters["span_start_s"], parameters["span_end_s"] = span
-    return TableInput("rank_timings", "rank_timings", parsed.run, parsed.display, table.num_rows,
-                      _arrow_batches(derived, derived.column_names), parameters, batched=True)
+    return TableInput("rank_timings", "rank_timings", parsed.run, parsed.display, result.rows,
+                      _rank_timings_batches(result, key_count), parameters, batched=True)
+
+
+@dataclass(frozen=True)
+class _KeyFacts:
+    key_count: np.ndarray | None  # rows recording each row's execution of its step on its rank; None: all 1
+    fewest: tuple[int, int] | None  # the fewest ranks any step was timed on, and that step's first row
+
+
+_KEY_FACTS: weakref.WeakKeyDictionary[RankTimings, _KeyFacts] = weakref.WeakKeyDictionary()
+
+
+def _key_facts(result: RankTimings) -> _KeyFacts:
+    """What the rank_timings and hosts tables need from the rank * (last step + 1) + step key of every row, worked
+    out once per table from two columns (a 4,096-GPU day: 45.8 M keys; a few arrays of 366 MB at most at once)."""
+    known = _KEY_FACTS.get(result)
+    if known is not None:
+        return known
+    width = result.last_step + 1
+    keys = result.array("rank", np.int64)
+    keys *= width
+    keys += result.array("step", np.int64)
+    key_count: np.ndarray | None = None
+    fewest: tuple[int, int] | None = None
+    if len(keys) and int(keys.max()) < 4 * len(keys) + 1024:  # dense keys (the usual case): count in O(n)
+        counts = np.bincount(keys)
+        if int(counts.max()) > 1:
+            key_count = counts[keys]
+        present = np.zeros(-(-len(counts) // width) * width, dtype=np.int32)
+        present[:len(counts)] = counts > 0
+        del counts
+        per_step = present.reshape(-1, width).sum(axis=0)  # distinct ranks of each step (0: not timed)
+        del present
+    else:
+        distinct, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        if int(counts.max()) > 1:
+            key_count = counts[inverse]
+        del inverse, counts
+        per_step = np.bincount(distinct % width, minlength=width)
+        del distinct
+    if len(keys):
+        least = int(per_step[per_step > 0].min())
+        # the first row of a step timed on that few ranks is the first appearance of the first such step
+        fewest = (least, int(np.argmax((per_step == least)[keys % width])) + 1)
+    if key_count is not None:  # the same step again: tell re-runs from copied rows (a copy keeps its timestamp)
+        # (key, timestamp) pairs repeat only among rows whose key repeats: counted there, 1 everywhere else
+        repeated = np.flatnonzero(key_count > 1)
+        pairs = _pair_counts(keys[repeated], result.array("timestamp", np.int64)[repeated])
+        key_count[:] = 1  # in place: an array of its own (counts[keys])
+        key_count[repeated] = pairs
+        if int(pairs.max()) <= 1:
+            key_count = None
+        del repeated, pairs
+    facts = _KEY_FACTS[result] = _KeyFacts(key_count, fewest)
+    return facts
+
+
+def _rank_timings_batches(result: RankTimings, key_count: np.ndarray | None) -> Callable[[], Iterator[pd.DataFrame]]:
+    names = ["rank", "gpu", "step", "compute_s", "comm_s", "timestamp"]
+
+    def batches() -> Iterator[pd.DataFrame]:
+        at = 0
+        for batch in result.batches(names, BATCH_ROWS):
+            rows = batch.num_rows
+            seconds = pc.divide(pc.cast(pc.cast(batch.column("timestamp"), pa.timestamp("us", "UTC")), pa.int64()),
+                                1e6)
+            counts = np.ones(rows, dtype=np.int64) if key_count is None else key_count[at:at + rows]
+            yield pa.table({
+                "rank": batch.column("rank"),
+                "gpu": batch.column("gpu"),
+                "step": batch.column("step"),
+                "compute_s": batch.column("compute_s"),
+                "comm_s": batch.column("comm_s"),
+                "timestamp_s": seconds,
+                "key_count": pa.array(counts, pa.int64()),
+                "_line": pa.array(np.arange(at + 1, at + rows + 1, dtype=np.int64)),
+            }).to_pandas()
+            at += rows
+
+    return batches
 
 
 def telemetry_table(parsed: ParsedFile, span: tuple[float, float] | None) -> TableInput:
@@ -435,13 +497,9 @@ def gpu_counts_table(bundle: LoadedBundle, facts: BundleFacts | None, parsed: Pa
                 add(run, "rank-timings", result.ranks, pf.display, 1)
                 # The fewest ranks any step was timed on: a run that shrinks (128 -> 64 ranks) mid-run still
                 # shows 128 distinct ranks over the whole table, never on every step.
-                per_step = result.table.group_by("step").aggregate([("rank", "count_distinct")])
-                fewest = pc.min(per_step.column("rank_count_distinct")).as_py()
-                if fewest is not None:
-                    first = pc.index(per_step.column("rank_count_distinct"), fewest).as_py()
-                    step = per_step.column("step")[first].as_py()
-                    row = pc.index(result.table.column("step"), step).as_py()
-                    add(run, "rank-timings-per-step", fewest, pf.display, int(row) + 1)
+                fewest_row = _fewest_ranks_per_step(result)
+                if fewest_row is not None:
+                    add(run, "rank-timings-per-step", fewest_row[0], pf.display, fewest_row[1])
             elif isinstance(result, TrainingLog) and flops is not None and run.gbs:
                 implied = [(flops * run.gbs / (s.step_time_s * s.tflops_per_gpu * 1e12), s.line)
                            for s in result.steps if s.step_time_s and s.tflops_per_gpu]
@@ -592,12 +650,17 @@ def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
                     ranks = []  # the parser read it; a file that cannot be re-read is named by the parser's table
                 for rank in ranks:
                     add(run.id, "nccl-tests", rank.host, pf.display, rank.line)
-            elif isinstance(result, RankTimings) and "node" in result.table.column_names:
-                column = result.table.column("node")
-                for node in pc.unique(column).to_pylist():
-                    if node is not None:  # reduced column-wise: the first row is looked up only for a stranger
-                        first = None if node in known else pc.index(column, node).as_py() + 1
-                        add(run.id, "rank-timings", str(node), pf.display, first)
+            elif isinstance(result, RankTimings) and "node" in result.column_names:
+                named: set[str] = set()
+                at = 0
+                for batch in result.batches(["node"], BATCH_ROWS):  # reduced batch by batch, in file order
+                    column = batch.column(0)
+                    for node in pc.unique(column).to_pylist():
+                        if node is not None and node not in named:  # the first row looked up only for a stranger
+                            named.add(node)
+                            first = None if node in known else at + pc.index(column, node).as_py() + 1
+                            add(run.id, "rank-timings", str(node), pf.display, first)
+                    at += batch.num_rows
             elif isinstance(result, Telemetry):
                 for host, line in result.host_first_lines():  # reduced column-wise: one row per host
                     add(run.id, "telemetry", host, pf.display, line)

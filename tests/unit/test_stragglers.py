@@ -119,3 +119,37 @@ def test_rows_sorted_by_key_then_value_as_lexsort_sorts_them(high: int) -> None:
     uniq, med, _ = _group_median(keys, values)
     first = int(uniq[0])
     assert med[0] == float(np.median(values[keys == first]))
+
+
+@pytest.mark.parametrize("group_rows", [1, 7, 100, 10**9])
+def test_scored_a_few_ranks_at_a_time_as_each_ranks_own_rows_say(group_rows: int,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks scored in groups (a cluster's 45.8 M rows are not sorted at once) give each rank the medians of its
+    own rows: checked against np.median over each rank's and each window's rows, picked out one by one."""
+    import clustercert.metrics.stragglers as stragglers
+
+    monkeypatch.setattr(stragglers, "_GROUP_ROWS", group_rows)
+    rng = np.random.default_rng(11)
+    ranks = np.array([3, 9, 40, 41, 77, 1000])  # sparse, not 0..n-1
+    rank = rng.permutation(np.repeat(ranks, 30))  # file order mixed
+    step = rng.integers(5, 60, size=rank.size)
+    compute = rng.uniform(0.99, 1.01, size=rank.size)
+    compute[rank == 41] *= 1.3
+    stamp = 10.0 * step + rng.uniform(0, 1, size=rank.size)
+    report = score_stragglers(RankTimings.from_columns(rank, step, compute, stamp), {}, window_steps=10,
+                              flag_windows=True)
+    overall = {r: float(np.median(compute[rank == r])) for r in ranks}
+    window = (step - step.min()) // 10
+    windows = {r: {w: float(np.median(compute[(rank == r) & (window == w)]))
+                   for w in np.unique(window[rank == r])} for r in ranks}
+    best = min(overall.values())
+    assert [s.rank for s in report.ranks] == ranks.tolist()
+    for s in report.ranks:
+        assert s.median_compute_s == overall[s.rank]
+        assert s.relative_score == best / overall[s.rank]
+        assert s.individual_score == min(windows[s.rank].values()) / overall[s.rank]
+    assert [s.rank for s in report.stragglers] == [41]
+    (slow,) = report.stragglers
+    first_low = min(w for w, m in windows[41].items()
+                    if min(windows[r].get(w, np.inf) for r in ranks) / m < 0.9)
+    assert slow.first_visible_s == float(stamp[(rank == 41) & (window == first_low)].max())

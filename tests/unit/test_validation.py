@@ -124,7 +124,7 @@ def rank_timings(change: Callable[[dict[str, list[Any]]], None] | None = None) -
     if change:
         change(columns)
     table = pa.table({**columns, "timestamp": pa.array(columns["timestamp"], pa.timestamp("us", "UTC"))})
-    result = RankTimings("r.parquet", table, 8, 2, 0, 9)
+    result = RankTimings.from_table("r.parquet", table, 8, 2, 0, 9)
     return rank_timings_table(ParsedFile("ranks", RunKind.RANK_TIMINGS, "r.parquet", "r.parquet", result), 4, SPAN)
 
 
@@ -441,7 +441,7 @@ def test_a_run_that_shrinks_mid_run_is_a_gpu_count_finding(tmp_path: Path, suite
     bundle = _bundle(tmp_path, ranks_run)
 
     def parsed(table: pa.Table) -> dict[str, Any]:
-        result = RankTimings("r.parquet", table, 8, 2, 0, 9)
+        result = RankTimings.from_table("r.parquet", table, 8, 2, 0, 9)
         return {"ranks": [ParsedFile("ranks", RunKind.RANK_TIMINGS, "n.log", "n.log", result)]}
 
     whole = pa.table({"rank": [r for _ in range(10) for r in range(8)],
@@ -836,3 +836,29 @@ def test_each_batch_of_a_large_table_leaves_no_garbage(monkeypatch: pytest.Monke
     # once after each batched table's witness rows, and after each batch of the one validated batch by batch
     assert len(frozen) == 2 + len(list(tables[1].batches())) == 2 + 5
     assert all(n > before for n in frozen) and gc.get_freeze_count() == before
+
+
+@pytest.mark.parametrize("batch_rows", [2, 3, 1000])
+def test_rank_timings_hosts_are_read_batch_by_batch(tmp_path: Path, batch_rows: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each node of a Parquet rank-timings table once, in the order it first appears; a node bundle.yaml lacks
+    named at its first row, whichever batch of the file's rows it first appears in."""
+    import pyarrow.parquet as pq
+
+    import clustercert.validation.tables as tables
+    from clustercert.parsers.rank_timings import parse_rank_timings
+
+    monkeypatch.setattr(tables, "BATCH_ROWS", batch_rows)
+    bundle = _bundle(tmp_path, TRAIN_RUN)
+    nodes = ["n2", "n1", "n2", "n1", "x9", "n3", "x9", "x7"]
+    table = pa.table({"rank": list(range(8)), "node": nodes, "gpu": [0] * 8, "step": [1] * 8,
+                      "compute_s": [0.5] * 8, "comm_s": [0.1] * 8,
+                      "timestamp": pa.array([T0] * 8, pa.timestamp("us", "UTC"))})
+    pq.write_table(table, tmp_path / "r.parquet", row_group_size=3)
+    timings = parse_rank_timings(tmp_path / "r.parquet", "r.parquet")
+    parsed = {"llama3-70b-fp8-512-r1": [ParsedFile("llama3-70b-fp8-512-r1", RunKind.RANK_TIMINGS, "r.parquet",
+                                                   "r.parquet", timings)]}
+    (frame,) = hosts_table(bundle, parsed).batches()
+    rows = frame[frame["source"] == "rank-timings"]
+    assert rows["host"].tolist() == ["n2", "n1", "x9", "n3", "x7"]
+    assert [None if math.isnan(v) else int(v) for v in rows["_line"]] == [None, None, 5, None, 8]
