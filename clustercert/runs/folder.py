@@ -34,7 +34,7 @@ from clustercert.evidence.parse import read_evidence
 from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.report.charts import shared_charts
-from clustercert.runs.results import RunMeta, dump_json
+from clustercert.runs.results import RunMeta, dump_json_bytes
 
 __all__ = ["Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
            "parse_training_run", "render_reports", "write_run_folder"]
@@ -306,9 +306,9 @@ def write_run_folder(
         written.append(name)
         return write_atomic(run_dir / name, data)
 
-    put("results.json", dump_json(results).encode())
+    put("results.json", dump_json_bytes(results))
     if validation is not None:
-        put("validation.json", dump_json(validation).encode())
+        put("validation.json", dump_json_bytes(validation))
     put("catalog.yaml", catalog_copy)
     rendered = render_reports(inputs, results, meta, software, validation=validation,
                               redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
