@@ -158,7 +158,8 @@ def dump_json_bytes(data: Any) -> bytes:
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
     except (orjson.JSONEncodeError, TypeError):
         return (json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
-    pieces: list[bytes] = []
+    out: bytearray | None = None  # made only when a number is rewritten; the text's pieces added uncopied
+    view = memoryview(text)
     done = 0
     for hit in _TINY_TEXT.finditer(text):
         if hit.start() < done:
@@ -166,6 +167,13 @@ def dump_json_bytes(data: Any) -> bytes:
         line = _TINY_LINE.match(text, text.rfind(b"\n", 0, hit.start()) + 1)
         if line is None or line.end(2) <= hit.start():
             continue
-        pieces += [text[done:line.start(2)], repr(float(line.group(2))).encode()]
+        if out is None:
+            out = bytearray()
+        out += view[done:line.start(2)]
+        out += repr(float(line.group(2))).encode()
         done = line.end(2)
-    return b"".join([*pieces, text[done:]]) if pieces else text
+    if out is None:
+        return text
+    out += view[done:]
+    view.release()
+    return bytes(out)
