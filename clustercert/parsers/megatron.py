@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
+import operator
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,15 +15,17 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.training import (
     NAN_VALUE,
-    STEP_DEFAULTS,
     LineCounter,
     NanMark,
     TrainingLog,
-    TrainingStep,
+    column_floats,
+    column_ints,
     line_total,
     make_step,
+    make_steps,
     may_hold_nan_value,
     parse_number,
+    pieces_hold_nan_value,
     read_text,
 )
 
@@ -260,11 +264,11 @@ def parse_megatron(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> T
 
 
 # The fast reading (issue 13). A log prints the same keys in the same order on every record: the first record's
-# parts make one pattern for a whole record line (a template), found over the whole text by one compiled pattern
-# (C speed) that also returns the text before each record (its newlines give the record's line), its values
-# converted column by column. The template is used only where it reads what the line-by-line steps above read:
-# every record head in the text (`iteration N/ M |`) starts one of the template's records (no record of another
-# shape, none run into another on one line, none after a word character), no nan or inf value, no
+# parts make one pattern for a whole record line (a template), split over the whole text by one compiled pattern
+# (C speed) into the text between records (its newlines give each record's line) and each value of each record,
+# its values converted column by column. The template is used only where it reads what the line-by-line steps
+# above read: every record head in the text (`iteration N/ M |`) starts one of the template's records (no record
+# of another shape, none run into another on one line, none after a word character), no nan or inf value, no
 # throughput/pause/evaluation line on a record line, no print time before a record unless the template has one
 # before each, no wrapped record (with `wrapped`), every number converts and every step time is non-negative.
 # Any other file, and any file with an error, is read by those steps, which give its warnings and its located error.
@@ -276,16 +280,17 @@ _PAIR_ALONE: dict[int, tuple[dict[str, tuple[str, float]], re.Pattern[str]]] = {
 class _Template:
     """The pattern of a log's first record line, with what it captures."""
 
-    __slots__ = ("continued", "fields", "heads", "pattern", "stamped", "step_time")
+    __slots__ = ("continued", "fields", "heads", "pattern", "stamped", "step_time", "words")
 
-    def __init__(self, pattern: re.Pattern[str], fields: list[tuple[str, float]], stamped: bool,
-                 heads: re.Pattern[str], step_time: re.Pattern[str], continued: re.Pattern[str]) -> None:
-        self.pattern = pattern  # groups: [day, time,] iteration, max, each value
-        self.fields = fields  # (TrainingStep field, divisor) of each captured value, in order
+    def __init__(self, pattern: re.Pattern[str], fields: list[tuple[str | None, float]], stamped: bool,
+                 heads: re.Pattern[str], step_time: re.Pattern[str], continued: re.Pattern[str], words: int) -> None:
+        self.pattern = pattern  # groups: [day, time,] iteration, max, the value of each part
+        self.fields = fields  # (TrainingStep field or None for a part no field reads, divisor) of each part's value
         self.stamped = stamped  # the record starts with Megatron's `[day time]`
         self.heads = heads  # every record head of the text, as _ITER_FROM_LITERAL finds them within a line
         self.step_time = step_time  # _STEP_TIME over the whole text, never across a line break
         self.continued = continued  # a line that finishes a wrapped record: a key's part ending with '|'
+        self.words = words  # how many times "iteration" is in the pattern's literal text (its head, its keys)
 
 
 def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) -> _Template | None:
@@ -315,18 +320,23 @@ def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) ->
     # \s within one line of read_text()'s text (whose only line break is "\n"); in ASCII text a space or a tab
     space = "[ \t]" if text.isascii() else r"[^\S\n]"
     head_text = f"iteration{space}+(\\d+){space}*/{space}*(\\d+){space}*\\|"
-    pieces = [rf"\[(\d{{4}}-\d{{2}}-\d{{2}}) (\d{{2}}:\d{{2}}:\d{{2}})\]{space}*" if stamped else "",
-              head_text]
-    captured: list[tuple[str, float]] = []
+    # The pattern's repeats are possessive (`*+`): what follows each (a key, ':', '|', a digit, a line end) is
+    # never a character it takes, so giving one back never lets a match succeed that would fail; the engine then
+    # keeps no backtracking state for them (a fifth of the scan)
+    pieces = [rf"\[(\d{{4}}-\d{{2}}-\d{{2}}) (\d{{2}}:\d{{2}}:\d{{2}})\]{space}*+" if stamped else "",
+              f"iteration{space}++(\\d++){space}*+/{space}*+(\\d++){space}*+\\|"]
+    captured: list[tuple[str | None, float]] = []
+    words = 1
     for part in parts:
         found = pair.match(part)
         label = found.group(1) if found is not None else part.partition(":")[0].strip()
         if found is None and (":" not in part or not label):
             return None
-        pieces.append(f"{space}*{re.escape(label)}{space}*:" + ("([^|\n]*)" if found else "[^|\n]*") + r"\|")
-        if found is not None:
-            captured.append(fields[label])
-    pieces.append(f"{space}*")
+        # every part's value is captured: a value no field reads is searched for a nan or inf value all the same
+        pieces.append(f"{space}*+{re.escape(label)}{space}*+:([^|\n]*+)\\|")
+        captured.append(fields[label] if found is not None else (None, 1.0))
+        words += label.count("iteration")
+    pieces.append(f"{space}*+")
     if wrapped:  # the next line must not finish this record (a part of a key ending with '|')
         keys = "|".join(re.escape(key) for key in sorted(fields, key=len, reverse=True))
         pieces.append(rf"(?=\n(?!{space}*(?:{keys}){space}*:[^\n]*\|{space}*(?:\n|\Z))|\Z)")
@@ -334,18 +344,12 @@ def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) ->
         pieces.append(r"(?=\n|\Z)")
     step_time = re.compile(_STEP_TIME.pattern.replace(r"\s", space))  # within one line, as on the line alone
     return _Template(re.compile("".join(pieces)), captured, stamped, re.compile(head_text), step_time,
-                     re.compile(rf"{space}*(?:{'|'.join(map(re.escape, fields))}){space}*:[^\n]*\|{space}*\Z"))
+                     re.compile(rf"{space}*(?:{'|'.join(map(re.escape, fields))}){space}*:[^\n]*\|{space}*\Z"),
+                     words)
 
 
 _STAMP_BEFORE_HEAD = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\]\s*iteration")
-
-
-def _floats(texts: tuple[str, ...] | list[str]) -> list[float] | None:
-    """float() of each text (what the line-by-line reading does), or None when one is not a number."""
-    try:
-        return list(map(float, texts))
-    except ValueError:
-        return None
+_LAST_CHAR = operator.itemgetter(slice(-1, None))
 
 
 def _pipe_log_fast(
@@ -353,53 +357,67 @@ def _pipe_log_fast(
 ) -> TrainingLog | None:
     """What parse_pipe_log() reads from `text`, read by a template (above); None when the template does not
     apply, and the line-by-line reading must."""
-    if may_hold_nan_value(text) and NAN_VALUE.search(text) is not None:
-        return None
     template = _template(text, fields, wrapped)
     if template is None:
         return None
-    # Searched up to the end of the last record head's line: a search that fails is tried again from each later
-    # offset, to the end (quadratic time on the text after the last record)
-    last = _last_head(text, template.heads)
-    if last < 0:
+    # The whole text is split: a template match holds a record head, so none starts after the last head's line;
+    # a match ends at its line's end and tries each later offset once (a bounded try), so the split is linear.
+    # With `wrapped`, the pattern's look at the next line also covers the last record's next line
+    pieces = template.pattern.split(text)
+    width = template.pattern.groups + 1
+    # column by column (each freed once read, so the texts of a column are not all kept to the end):
+    # the text before the first record, between each two and after the last; [day, time,] iteration, max, values
+    columns: list[list[str]] = [pieces[index::width] for index in range(width)]
+    del pieces
+    between = columns[0]
+    count = len(between) - 1
+    if not count:
         return None
-    end = text.find("\n", last)
-    end = len(text) if end < 0 else end
-    if wrapped and end < len(text):  # the line after the last record does not finish it (what the pattern checks
-        following = text.find("\n", end + 1)  # for the others)
-        if template.continued.match(text, end + 1, following if following >= 0 else len(text)):
-            return None
-    found = list(template.pattern.finditer(text, 0, end))
-    if not found or len(template.heads.findall(text)) != len(found):
+    # Every record head of the text is one of these records. Each record holds `words` times "iteration" at its
+    # literal text, where no head can start (a key's is followed by ':' before any '|'): when the text holds no
+    # more, every head is a record's (the count, a C scan, spares most files the head pattern's scan)
+    if text.count("iteration") != count * template.words and len(template.heads.findall(text)) != count:
         return None
     if not template.stamped and _STAMP_BEFORE_HEAD.search(text) is not None:
         return None
-    starts = list(map(re.Match.start, found))
     if not template.stamped:  # a record after a word character (`preiteration`) is none
-        before = "".join(map(text.__getitem__, [at - 1 for at in starts if at]))
-        if _WORD.search(before) is not None:
+        if _WORD.search("".join(map(_LAST_CHAR, between[:-1]))) is not None:
             return None
-    columns = list(zip(*map(re.Match.groups, found), strict=True))
-    del found
+    # No nan or inf value (NAN_VALUE) in the text: a match starts at a ':' and stays on its line, so it lies in the
+    # text between records (a record starts with '[' or 'iteration', which no match reaches into) or in a part's
+    # value (a record's other ':' are its print time's, followed by digits): the values a field reads are checked
+    # as numbers below (a value NAN_VALUE matches is not a number or not finite), the others here
     offset = 2 if template.stamped else 0
+    unread = [offset + 3 + index for index, (name, _) in enumerate(template.fields) if name is None]
+    if pieces_hold_nan_value(between) or pieces_hold_nan_value(
+            itertools.chain.from_iterable(map(columns.__getitem__, unread)), ":"):
+        return None
+    for index in unread:
+        columns[index] = []
     values: dict[str, list[Any]] = {}
+    step_times: list[float] | None = None
     for index, (name, factor) in enumerate(template.fields):
-        floats = _floats(columns[offset + 2 + index])
-        if floats is None:
+        if name is None:
+            continue
+        floats = column_floats(columns[offset + 3 + index])
+        columns[offset + 3 + index] = []
+        if floats is None or not math.isfinite(sum(floats)):  # not a number, or nan or inf (or a sum past 1e308)
             return None
         if factor != 1.0:
             floats = [value / factor for value in floats]
-        if name in _INTS:
+        if name == "step_time_s":
+            step_times = floats  # the last of two parts of one field wins, as in _record()
+        elif name in _INTS:
             values[name] = (list(map(int, floats)) if all(map(float.is_integer, floats))
                             else [int(value) if value.is_integer() else value for value in floats])
         else:
             values[name] = floats
-    step_times = values.pop("step_time_s", None)
     if step_times is None or any(map((0.0).__gt__, step_times)):  # none, or one below 0
         return None
-    count = len(starts)
-    newlines = map(text.count, itertools.repeat("\n"), [0, *starts[:-1]], starts)  # between one record and the next
-    lines = list(itertools.accumulate(newlines, initial=1))[1:]
+    newlines = list(map(str.count, between, itertools.repeat("\n")))
+    del between
+    columns[0] = []
+    lines = list(itertools.accumulate(newlines[:-1], initial=1))[1:]  # a record holds no line break
     pause = [0.0] * count
     untimed = [False] * count
     tflops: dict[int, float] = {}
@@ -420,15 +438,15 @@ def _pipe_log_fast(
     if "Step Time" in text:  # a throughput line after each record (Megatron-Bridge): all at once
         timings = list(template.step_time.finditer(text))
         if timings:
-            between = map(text.count, itertools.repeat("\n"), [0, *map(re.Match.start, timings[:-1])],
-                          map(re.Match.start, timings))
-            numbers = list(itertools.accumulate(between, initial=1))[1:]
+            starts = list(map(re.Match.start, timings))
+            gaps = map(text.count, itertools.repeat("\n"), [0, *starts[:-1]], starts)
+            numbers = list(itertools.accumulate(gaps, initial=1))[1:]
             if not record_lines.isdisjoint(numbers) or len(set(numbers)) != len(numbers):
                 return None  # on a record's line, or two on one line (the first counts): line by line
             texts = list(zip(*map(re.Match.groups, timings), strict=True))
-            if _floats(texts[0]) is None:  # the seconds must be a number too
+            if column_floats(list(texts[0])) is None:  # the seconds must be a number too
                 return None
-            throughputs = _floats(texts[1])
+            throughputs = column_floats(list(texts[1]))
             if throughputs is None:
                 return None
             afters = map(bisect.bisect_left, itertools.repeat(lines), numbers)  # the records before each
@@ -441,35 +459,24 @@ def _pipe_log_fast(
     timestamps: list[float | None]
     if template.stamped:
         stamps: dict[tuple[str, str], float | None] = {}
-        for day_time in zip(columns[0], columns[1], strict=True):
+        days, clocks = columns[1], columns[2]
+        for day_time in zip(days, clocks, strict=True):
             if day_time not in stamps:
                 stamps[day_time] = _epoch_of(*day_time)
-        timestamps = [stamps[day_time] for day_time in zip(columns[0], columns[1], strict=True)]
+        timestamps = list(map(stamps.__getitem__, zip(days, clocks, strict=True)))
+        del days, clocks
+        columns[1] = columns[2] = []
     else:
         timestamps = [None] * count
     names = ["iteration", "max_iteration", "step_time_s", "line", "timestamp_s", "pause_s", "untimed_pause",
              *values]
-    table = zip(map(int, columns[offset]), map(int, columns[offset + 1]), map(float, step_times), lines,
-                timestamps, [ms / 1000.0 for ms in pause], untimed, *values.values(), strict=True)
-    new = object.__new__
-    steps = []
-    for row in table:  # make_step(), inlined
-        step = new(TrainingStep)
-        state = step.__dict__
-        state.update(STEP_DEFAULTS)
-        state.update(zip(names, row, strict=True))
-        steps.append(step)
-    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=[], line_count=line_total(text),
-                       warnings=[])
-
-
-def _last_head(text: str, heads: re.Pattern[str]) -> int:
-    """The offset of the text's last record head (`iteration N/ M |`), or -1."""
-    at = len(text)
-    while True:
-        at = text.rfind("iteration", 0, at)
-        if at < 0 or heads.match(text, at) is not None:
-            return at
+    iterations, most = column_ints(columns[offset + 1]), column_ints(columns[offset + 2])
+    del columns
+    steps = make_steps(names, [iterations, most, step_times, lines, timestamps, [ms / 1000.0 for ms in pause], untimed,
+                               *values.values()])
+    total = sum(newlines)  # the text's line breaks: every one lies between records
+    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=[],
+                       line_count=total + (0 if not text or text.endswith("\n") else 1), warnings=[])
 
 
 def _epoch_of(day: str, clock: str) -> float | None:

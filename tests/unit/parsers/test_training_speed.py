@@ -1,0 +1,265 @@
+# ruff: noqa: E501  (log lines as the tools print them)
+"""The bulk readings of NeMo, Megatron and Megatron-DeepSpeed logs (a template split over the whole text, values
+converted column by column) read what the line-by-line readings read: on generated logs with random variations
+(odd spacing, CRLF, non-ASCII text, missing fields, nan values, records of other shapes, bad numbers) both give
+the same steps (float bits and types included), lines, warnings, nan marks and located errors; and on small
+logs the values and lines counted by hand."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from clustercert.errors import EvidenceError
+from clustercert.parsers import megatron, nemo
+from clustercert.parsers.megatron import MEGATRON_FIELDS, parse_megatron
+from clustercert.parsers.megatron_deepspeed import parse_megatron_deepspeed
+from clustercert.parsers.nemo import parse_nemo
+from clustercert.parsers.training import (
+    TrainingLog,
+    TrainingStep,
+    column_floats,
+    column_ints,
+    make_steps,
+    pieces_hold_nan_value,
+    read_text,
+)
+
+
+def exact(value: object) -> object:
+    """A value with its type, floats by their bits (nan equals nan here, -0.0 differs from 0.0)."""
+    return (type(value).__name__, value.hex() if isinstance(value, float) else value)
+
+
+def outcome(read: Callable[[Path, str], TrainingLog], path: Path) -> object:
+    """Everything a reading gives, comparable exactly: each step's attributes in order, or the error's place."""
+    try:
+        log = read(path, "x.log")
+    except EvidenceError as error:
+        return ("error", str(error), error.line, error.field)
+    return (
+        [[(key, exact(value)) for key, value in vars(step).items()] for step in log.steps],
+        log.nan_marks, log.line_count, log.warnings, log.format, log.file,
+    )
+
+
+def both(monkeypatch: pytest.MonkeyPatch, read: Callable[[Path, str], TrainingLog], path: Path) -> tuple[object, object]:
+    """(the reading as it runs, the line-by-line reading with the bulk reading turned off)."""
+    fast = outcome(read, path)
+    with monkeypatch.context() as patch:
+        patch.setattr(megatron, "_pipe_log_fast", lambda *args, **kwargs: None)
+        patch.setattr(nemo, "_nemo_fast", lambda *args, **kwargs: None)
+        slow = outcome(read, path)
+    return fast, slow
+
+
+def number(rng: random.Random) -> str:
+    return rng.choice([f"{rng.uniform(0, 900):.3f}", f"{rng.uniform(0, 9):E}", str(rng.randint(0, 99999)),
+                       f"{rng.random():.17g}", "1e-07", "0.1"])
+
+
+def odd_space(rng: random.Random) -> str:
+    return rng.choice([" ", " ", " ", "", "  ", "\t", " \x1f", "\u00a0"])
+
+
+def mutate(rng: random.Random, line: str) -> str:
+    """One record line changed in a way that may change what is read (or not)."""
+    kind = rng.randrange(12)
+    if kind == 0:
+        return line.replace(": ", ":" + odd_space(rng), 1)
+    if kind == 1:
+        return line.replace("|", " |" + odd_space(rng), 2)
+    if kind == 2:
+        at = rng.randrange(len(line) + 1)
+        return line[:at] + rng.choice(["nan", "-inf", "5.0.1", "x", "é", ":", "|", "\u2028"]) + line[at:]
+    if kind == 3:
+        return line.replace(rng.choice([": 1", ": 2", ": 7", ": 0"]), rng.choice([": nan", ": -inf", ": inf", ": 1_0", ": ½"]), 1)
+    if kind == 4:
+        parts = line.rstrip("\n").split("|")
+        if len(parts) > 1:
+            del parts[rng.randrange(1, len(parts))]
+        return "|".join(parts) + "\n"
+    if kind == 5:
+        return rng.choice(["pre", "x", " ", "é"]) + line
+    if kind == 6:
+        return line.rstrip("\n") + rng.choice([" |", " extra", "| lm loss: 3.0 |", " Training epoch 1, iteration 2/3 | train_step_timing in s: 9"]) + "\n"
+    if kind == 7:
+        return line.replace("\n", "\r\n")
+    if kind == 8:
+        return line + rng.choice(["Step Time : 0.5s GPU utilization: 99.5MODEL_TFLOP/s/GPU\n", "    save-checkpoint ..........: (10.0, 20.0)\n",
+                                  " validation loss at iteration 5 | lm loss value: 2.0 |\n", "grad norm: nan\n", "lm loss : -inf |\n"])
+    if kind == 9:
+        return line.replace("1", "\u0661", 1)  # an Arabic-Indic digit: a number for int() and float()
+    if kind == 10:
+        cut = rng.randrange(len(line) // 2, len(line))
+        return line[:cut] + "\n" + line[cut:]  # a record wrapped over two lines
+    return line.replace(" ", "  ", rng.randrange(1, 4))
+
+
+def megatron_line(rng: random.Random, i: int, stamped: bool) -> str:
+    stamp = f" [2025-08-29 17:{i // 60 % 60:02d}:{i % 60:02d}]" if stamped else ""
+    return (
+        f"{stamp} iteration {i:8d}/ 9999999 | consumed samples: {i * 8:12d} | elapsed time per iteration (ms): {number(rng)} | "
+        f"learning rate: 5.000000E-05 | global batch size:     8 | lm loss: {number(rng)} | loss scale: 1.0 | grad norm: {number(rng)} | "
+        "number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+    )
+
+
+def deepspeed_line(rng: random.Random, i: int, stamped: bool) -> str:
+    return (
+        f" iteration {i:8d}/ 9999999 | consumed samples: {i * 8} | elapsed time per iteration (s): {number(rng)} | "
+        f"learning rate: 1.0E-04 | global batch size: 8 | lm loss: {number(rng)} | grad norm: {number(rng)} | samples per second: "
+        f"{number(rng)} | TFLOPs: {number(rng)} |\n"
+    )
+
+
+def nemo_line(rng: random.Random, i: int, stamped: bool) -> str:
+    prefix = "ining-demo/0 [default0]:" if stamped else ""
+    return (
+        f"{prefix}Training epoch 0, iteration {i}/999 | lr: {number(rng)} | global_batch_size: 512 | global_step: {i} | "
+        f"reduced_train_loss: {number(rng)} | train_step_timing in s: {number(rng)} | consumed_samples: {i * 512}\n"
+    )
+
+
+def log_text(rng: random.Random, make: Callable[[random.Random, int, bool], str], mutations: int) -> str:
+    stamped = rng.random() < 0.5
+    out = ["> header line: nothing read here\n"]
+    for i in range(rng.randint(1, 40)):
+        out.append(make(rng, i, stamped))
+        if make is megatron_line and rng.random() < 0.7:
+            out.append(f"Step Time : 0.{rng.randint(100, 999)}s GPU utilization: {number(rng)}MODEL_TFLOP/s/GPU\n")
+        if rng.random() < 0.2:
+            out.append(rng.choice(["[NeMo I 2025-03-07 22:38:36 nemo_logging:381] other line\n", "\n", "iteration of the data loader\n",
+                                   "    save-checkpoint ......: (1200.0, 1500.0)\n", " validation loss at iteration 20 | lm loss value: 2.0 |\n"]))
+    for _ in range(mutations):
+        at = rng.randrange(1, len(out))
+        out[at] = mutate(rng, out[at])
+    text = "".join(out)
+    if rng.random() < 0.15:
+        text = text.replace("\n", "\r\n")
+    if rng.random() < 0.1:
+        text = text.rstrip("\n")
+    return text
+
+
+READERS: dict[str, tuple[Callable[[Path, str], TrainingLog], Callable[[random.Random, int, bool], str]]] = {
+    "megatron": (parse_megatron, megatron_line),
+    "megatron-deepspeed": (parse_megatron_deepspeed, deepspeed_line),
+    "nemo": (parse_nemo, nemo_line),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(READERS))
+@pytest.mark.parametrize("mutations", [0, 1, 3])
+@pytest.mark.parametrize("seed", range(40))
+def test_the_bulk_reading_reads_what_the_line_by_line_reading_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, mutations: int, seed: int
+) -> None:
+    read, make = READERS[fmt]
+    rng = random.Random(f"{fmt}-{mutations}-{seed}")
+    path = tmp_path / "x.log"
+    path.write_bytes(log_text(rng, make, mutations).encode())
+    fast, slow = both(monkeypatch, read, path)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("fmt", sorted(READERS))
+def test_clean_generated_logs_take_the_bulk_reading(tmp_path: Path, fmt: str) -> None:
+    # the comparison above proves something only where the bulk reading is used: without mutations it is
+    make = READERS[fmt][1]
+    rng = random.Random(fmt)
+    text = "".join(make(rng, i, True) for i in range(30))
+    path = tmp_path / "x.log"
+    path.write_bytes(text.encode())
+    as_read = read_text(path, "x.log", limit=1 << 30)
+    if fmt == "nemo":
+        assert nemo._nemo_fast(as_read, "x.log") is not None
+    else:
+        assert megatron._pipe_log_fast(as_read, "x.log", fmt=fmt, fields=MEGATRON_FIELDS,
+                                       wrapped=fmt == "megatron-deepspeed") is not None
+
+
+NEMO = (
+    "[NeMo I 2025-03-07 22:38:36 nemo_logging:381] start\n"
+    "ining-demo/0 [default0]:Training epoch 0, iteration 0/2 | lr: 1e-05 | global_batch_size: 512 | global_step: 0 | reduced_train_loss: 11.03 | train_step_timing in s: 7.5 | consumed_samples: 512\n"
+    "some other line\n"
+    "\n"
+    "ining-demo/0 [default0]:Training epoch 0, iteration 1/2 | lr: 2e-05 | global_batch_size: 512 | global_step: 1 | reduced_train_loss: 10.5 | train_step_timing in s: 7.25 | consumed_samples: 1024\n"
+    "ining-demo/0 [default0]:Training epoch 1, iteration 2/2 | lr: 3e-05 | global_batch_size: 512 | global_step: 2 | reduced_train_loss: 10.25 | train_step_timing in s: 7.125 | consumed_samples: 1536.5\n"
+    "done"
+)
+
+
+def test_nemo_bulk_reading_values_and_lines_counted_by_hand(tmp_path: Path) -> None:
+    path = tmp_path / "n.log"
+    path.write_bytes(NEMO.encode())
+    assert nemo._nemo_fast(read_text(path, "n.log", limit=1 << 30), "n.log") is not None
+    log = parse_nemo(path, "n.log")
+    assert [(s.epoch, s.iteration, s.max_iteration, s.line) for s in log.steps] == [(0, 0, 2, 2), (0, 1, 2, 5), (1, 2, 2, 6)]
+    assert [s.step_time_s for s in log.steps] == [7.5, 7.25, 7.125]
+    assert [s.loss for s in log.steps] == [11.03, 10.5, 10.25]
+    assert [s.global_step for s in log.steps] == [0, 1, 2] and all(type(s.global_step) is int for s in log.steps)
+    assert [s.consumed_samples for s in log.steps] == [512, 1024, 1536.5]  # an integer is an int, 1536.5 stays
+    assert [type(s.consumed_samples) for s in log.steps] == [int, int, float]
+    assert log.steps[0] == TrainingStep(iteration=0, step_time_s=7.5, line=2, loss=11.03, global_step=0, epoch=0,
+                                        max_iteration=2, global_batch_size=512, consumed_samples=512)
+    assert log.line_count == 7 and log.nan_marks == [] and log.warnings == []
+
+
+def test_nemo_bulk_reading_marks_a_nan_loss_on_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "n.log"
+    path.write_bytes(NEMO.replace("reduced_train_loss: 10.5", "reduced_train_loss: nan").encode())
+    log = parse_nemo(path, "n.log")
+    assert math.isnan(log.steps[1].loss or 0.0)
+    assert [(m.line, m.field) for m in log.nan_marks] == [(5, "reduced_train_loss")]
+
+
+def test_nemo_nan_marks_between_steps_are_found(tmp_path: Path) -> None:
+    # a nan on a line no step is on, and one in a part the reading skips, are marked; a step's values unchanged
+    text = NEMO.replace("some other line", "grad_norm: nan").replace("lr: 3e-05", "lr: nan | grad_norm : -inf")
+    path = tmp_path / "n.log"
+    path.write_bytes(text.encode())
+    log = parse_nemo(path, "n.log")
+    assert [(m.line, m.field) for m in log.nan_marks] == [(3, "grad_norm"), (6, "grad_norm")]
+    assert [s.line for s in log.steps] == [2, 5, 6]
+
+
+def test_nemo_bad_number_in_the_middle_is_named_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "n.log"
+    path.write_bytes(NEMO.replace("train_step_timing in s: 7.25", "train_step_timing in s: 7.2.5").encode())
+    with pytest.raises(EvidenceError) as caught:
+        parse_nemo(path, "n.log")
+    assert (caught.value.line, caught.value.field) == (5, "train_step_timing in s")
+
+
+def test_nemo_step_of_another_shape_keeps_its_own_values(tmp_path: Path) -> None:
+    text = NEMO.replace("| consumed_samples: 1024", "| TFLOPS_per_GPU: 410.5 | consumed_samples: 1024")
+    path = tmp_path / "n.log"
+    path.write_bytes(text.encode())
+    log = parse_nemo(path, "n.log")
+    assert [s.tflops_per_gpu for s in log.steps] == [None, 410.5, None]
+
+
+def test_a_word_running_into_iteration_and_a_nan_between_records_read_alike(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    lines = [deepspeed_line(rng, i, False) for i in range(6)]
+    path = tmp_path / "d.log"
+    path.write_bytes(("".join(lines[:3]) + "lm loss: nan\n" + "".join(lines[3:])).encode())
+    log = parse_megatron_deepspeed(path, "d.log")
+    assert [(m.line, m.field) for m in log.nan_marks] == [(4, "lm loss")]
+    assert [s.line for s in log.steps] == [1, 2, 3, 5, 6, 7]
+
+
+def test_column_helpers_convert_each_text_as_float_and_int_do() -> None:
+    repeated = ["8"] * 3000 + [" 7.5 ", "1e3"]
+    assert column_floats(repeated) == [8.0] * 3000 + [7.5, 1000.0]
+    assert column_floats(["1.0", "x"]) is None
+    assert column_ints(["12"] * 2000 + ["3"]) == [12] * 2000 + [3]
+    assert pieces_hold_nan_value(["a", " nan"], ":") and not pieces_hold_nan_value(["a", " nanx", "b: 1"], ":")
+    assert not pieces_hold_nan_value([": inf"[:2] + "x"]) and pieces_hold_nan_value(["x: INF"])
+    steps = make_steps(["iteration", "step_time_s", "line", "loss"], [[1, 2], [0.5, 0.25], [3, 4], [None, 2.0]])
+    assert steps == [TrainingStep(1, 0.5, 3), TrainingStep(2, 0.25, 4, loss=2.0)]
