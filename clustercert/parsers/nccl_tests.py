@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import math
+import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +14,7 @@ from pathlib import Path
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import open_regular
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float, to_int
-from clustercert.parsers.training import read_text_lines
+from clustercert.parsers.training import line_total, read_text
 
 __all__ = ["CollectiveTest", "NcclRow", "NcclTestsResult", "parse_nccl_tests"]
 
@@ -155,132 +158,190 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
         head = handle.read(1)
     if head in (b"{", b"["):
         return _parse_json(path, display, limit)
-    lines = read_text_lines(path, display, limit=limit)
+    text = read_text(path, display, limit=limit)
     name_hint = _BINARY.search(path.name)
-    last_binary: str | None = name_hint.group(1) if name_hint else None
-    tests: list[CollectiveTest] = []
-    current: _Open | None = None
-    pending: tuple[str, int] | None = None  # a row cut by a debug print, waiting for its remainder
-    last_error: tuple[str, int] | None = None  # the first error line of the open test, with its number
+    reader = _Reader(display, name_hint.group(1) if name_hint else None)
+    _read_fast(text, reader)
+    return reader.finish(line_total(text))
 
-    def close(test: _Open, end: int) -> None:
+
+def _read_lines(text: str, reader: _Reader) -> None:
+    """Every line of read_text()'s `text` through reader.step(), in file order: the reading _read_fast() must
+    give alike (tests compare the two)."""
+    step = reader.step
+    for number, raw in enumerate(text.split("\n")[: line_total(text)], start=1):
+        step(raw, number)
+
+
+class _Reader:
+    """The line-by-line reading of a text file: step() takes each line in file order, finish() the end."""
+
+    __slots__ = ("current", "display", "last_binary", "last_error", "pending", "tests")
+
+    def __init__(self, display: str, last_binary: str | None) -> None:
+        self.display = display
+        self.last_binary = last_binary  # the collective of the last `*_perf` command or binary name seen
+        self.tests: list[CollectiveTest] = []
+        self.current: _Open | None = None
+        self.pending: tuple[str, int] | None = None  # a row cut by a debug print, waiting for its remainder
+        self.last_error: tuple[str, int] | None = None  # the first error line of the open test, with its number
+
+    def close(self, test: _Open, end: int) -> None:
         error = test.error
-        first = (test.cause_text, test.cause[1]) if test.cause and test.cause_text else last_error
+        first = (test.cause_text, test.cause[1]) if test.cause and test.cause_text else self.last_error
         said = f": line {first[1]} says {first[0]!r}" if first else ": the log ends without an error message"
         if error is None and test.avg is None:
             error = "aborted before its '# Avg bus bandwidth' line" + said
         if error is None and not test.rows:
             error = "aborted: no result rows" + said
         hosts = tuple(test.hosts[r] for r in sorted(test.hosts)) if len(test.hosts) == len(test.ranks) else ()
-        tests.append(
-            CollectiveTest(
-                collective=test.collective or last_binary or "unknown",
-                ranks=len(test.ranks) or None,
-                rows=[] if error else test.rows,
-                reported_avg_busbw=test.avg,
-                error=error,
-                line=test.line,
-                last_line=max(end, test.line),
-                hosts=hosts,
-                cause=test.cause[0] if test.cause else None,
-                cause_line=test.cause[1] if test.cause else None,
-            )
+        done = _new(CollectiveTest)  # CollectiveTest(...) without the frozen dataclass's per-field __init__
+        done.__dict__.update(  # in field order, as __init__ sets them
+            collective=test.collective or self.last_binary or "unknown",
+            ranks=len(test.ranks) or None,
+            rows=[] if error else test.rows,
+            reported_avg_busbw=test.avg,
+            error=error,
+            line=test.line,
+            last_line=max(end, test.line),
+            hosts=hosts,
+            cause=test.cause[0] if test.cause else None,
+            cause_line=test.cause[1] if test.cause else None,
         )
+        self.tests.append(done)
 
-    def note_error(text: str, number: int) -> None:
-        nonlocal last_error
+    def note_error(self, text: str, number: int) -> None:
+        current = self.current
         if current is None:
             return
         cause = _CAUSE.search(text)
         if cause and current.cause is None:
             current.cause = (cause.group(1).strip(" /"), number)
             current.cause_text = text.strip()[:160]
-        if last_error is None:
-            last_error = (text.strip()[:160], number)
+        if self.last_error is None:
+            self.last_error = (text.strip()[:160], number)
 
-    for number, raw in enumerate(lines, start=1):
+    def step(self, raw: str, number: int) -> None:
+        """Read line `number` (its text `raw`, without its line break)."""
+        current = self.current
         # each pattern is tried only on lines that hold the literal it needs (an `in` test is C speed; a search
         # is a call): _PREFIX.sub(count=1) is a match at the start, both _DEBUG forms need "NCCL"
         prefix = _PREFIX.match(raw)
         text = raw[prefix.end():] if prefix else raw
         cleaned = (_DEBUG.sub("", text) if "NCCL" in text else text).rstrip()
+        pending = self.pending
         if pending is not None and cleaned.strip() and not cleaned.lstrip().startswith("#"):
             if len(cleaned.split()) < _ROW_MIN:
                 cleaned = pending[0] + " " + cleaned.strip()
-            pending = None
+            self.pending = None
         if not cleaned.strip():
             if (text.strip() and current is not None and "NCCL INFO" not in text and _may_say_error(text)
                     and _ERROR.search(text)):
-                note_error(text, number)
-            continue
+                self.note_error(text, number)
+            return
         starting = _STARTING.search(cleaned) if "Collective test starting" in cleaned else None
         if (
             starting
             or ("nccl-tests version" in cleaned and _VERSION.search(cleaned))
-            or ("nThread" in cleaned and _NTHREAD.search(cleaned)
-                and (current is None or current.rows or current.avg is not None))
+            or ("nThread" in cleaned and _NTHREAD.search(cleaned) and self.after_results())
         ):
-            if starting and current is not None and current.collective is None and not current.rows:
-                current.collective = starting.group(1)
-                continue
-            if current is not None:
-                close(current, number - 1)
-            current = _Open(collective=starting.group(1) if starting else None, line=number)
-            last_error = None
-            continue
+            self.begin(starting.group(1) if starting else None, number)
+            return
         binary = _BINARY.search(cleaned) if "_perf" in cleaned else None
         if binary and not cleaned.lstrip().startswith("#"):
-            last_binary = binary.group(1)
+            self.last_binary = binary.group(1)
             if current is not None and current.collective is None and not current.rows:
-                current.collective = last_binary
-            continue
+                current.collective = self.last_binary
+            return
         if current is None:
-            continue
+            return
         if "Collective test concluded" in cleaned and _CONCLUDED.search(cleaned):
-            close(current, number)
-            current = None
-            continue
+            self.conclude(number)
+            return
         rank = _RANK.search(cleaned) if "Rank" in cleaned else None
         if rank:
-            index = int(rank.group(1))
-            current.ranks.add(index)
-            if rank.group(2):
-                current.hosts[index] = rank.group(2)
-            continue
+            self.rank(rank.group(1), rank.group(2))
+            return
         avg = _AVG.search(cleaned) if "Avg bus bandwidth" in cleaned else None
         if avg:
-            current.avg = to_float(
-                avg.group(1), file=display, line=number, field="Avg bus bandwidth", hint=_HINT
-            )
-            current.last_line = number
-            continue
+            self.average(avg.group(1), number)
+            return
         if cleaned.lstrip().startswith("#"):
-            continue
+            return
         if _ROW_START.match(cleaned):
             tokens = cleaned.split()
             if len(tokens) < _ROW_MIN:
-                pending = (cleaned, number)
-                continue
-            current.rows.append(_row(tokens, number, display))
-            continue
+                self.pending = (cleaned, number)
+                return
+            current.rows.append(_row(tokens, number, self.display))
+            return
         if _may_say_error(cleaned) and _ERROR.search(cleaned):
-            note_error(cleaned, number)
-    if pending is not None and current is not None:
-        raise EvidenceError(
-            display,
-            f"expected a complete result row, got {pending[0].strip()[:60]!r} (file cut short). {_HINT}",
-            line=pending[1],
-            field="row",
-        )
-    if current is not None:
-        close(current, len(lines))
-    if not tests:
-        raise EvidenceError(
-            display,
-            f"expected nccl-tests output (a '# nThread' or '# Collective test starting' "
-            f"header), found none. {_HINT}",
-        )
-    return NcclTestsResult(file=display, tests=tests)
+            self.note_error(cleaned, number)
+
+    # What step() does with a header line, once it knows the line's kind (the fast reading calls these too)
+
+    def after_results(self) -> bool:
+        """Whether a `# nThread` line starts a new test: none is open, or the open one has results."""
+        current = self.current
+        return current is None or bool(current.rows) or current.avg is not None
+
+    def begin(self, collective: str | None, number: int) -> None:
+        """A test header on line `number`: `# Collective test starting` (its collective), `# nccl-tests version` or
+        a `# nThread` line after results (None). The collective names a just-opened test without rows; any other
+        header closes the open test and opens a new one."""
+        current = self.current
+        if collective is not None and current is not None and current.collective is None and not current.rows:
+            current.collective = collective
+            return
+        if current is not None:
+            self.close(current, number - 1)
+        self.current = _Open(collective=collective, line=number)
+        self.last_error = None
+
+    def conclude(self, number: int) -> None:
+        """`# Collective test concluded` on line `number`: closes the open test."""
+        if self.current is not None:
+            self.close(self.current, number)
+            self.current = None
+
+    def rank(self, index_text: str, host: str | None) -> None:
+        """A `#  Rank N ... on HOST` line of the open test."""
+        if self.current is not None:
+            index = int(index_text)
+            self.current.ranks.add(index)
+            if host:
+                self.current.hosts[index] = host
+
+    def average(self, text: str, number: int) -> None:
+        """The `# Avg bus bandwidth : X` line of the open test, on line `number`."""
+        if self.current is not None:
+            self.current.avg = to_float(text, file=self.display, line=number, field="Avg bus bandwidth", hint=_HINT)
+            self.current.last_line = number
+
+    def add_rows(self, rows: list[NcclRow]) -> None:
+        """Read whole result rows that follow one another (debug lines between them do nothing), as step() does."""
+        self.pending = None  # a whole row ends the wait for a cut row's remainder
+        if self.current is not None:  # rows outside a test are not read
+            self.current.rows.extend(rows)
+
+    def finish(self, total: int) -> NcclTestsResult:
+        """The tests read, once step() has taken the file's `total` lines."""
+        if self.pending is not None and self.current is not None:
+            raise EvidenceError(
+                self.display,
+                f"expected a complete result row, got {self.pending[0].strip()[:60]!r} (file cut short). {_HINT}",
+                line=self.pending[1],
+                field="row",
+            )
+        if self.current is not None:
+            self.close(self.current, total)
+        if not self.tests:
+            raise EvidenceError(
+                self.display,
+                f"expected nccl-tests output (a '# nThread' or '# Collective test starting' "
+                f"header), found none. {_HINT}",
+            )
+        return NcclTestsResult(file=self.display, tests=self.tests)
 
 
 def _may_say_error(text: str) -> bool:
@@ -315,6 +376,127 @@ def _row(tokens: list[str], number: int, display: str) -> NcclRow:
                                 wrong_ip=wrong_ip, line=number)
             return row
     return _checked_row(tokens, number, display)
+
+
+# The fast reading. Most of a large file is result rows and NCCL INFO prints: one compiled pattern reads every line
+# of a stretch of the text at once (C speed), the rows' columns are converted at once, the header lines of the
+# usual shapes go to the _Reader method step() would call for them, and every other line through step() itself,
+# all in file order. A line is taken so only where step() provably reads it alike:
+# - a debug line starts with a host name that _PREFIX cannot take (a letter, not `rank<digit>`), so _DEBUG's
+#   first form removes it whole, and holds "NCCL INFO", so no error is noted: step() does nothing with it,
+#   whatever its state;
+# - a row has the 13 columns of nccl-tests 2.x, of ASCII digits, lowercase letters, '.', '-' and `N/A`: no
+#   _PREFIX, no "NCCL", none of the literals step() looks for (a type column holding `_perf` is refused), not a
+#   '#' line; so step() ends any wait for a cut row and, within a test, reads it with _row(). Its size has at most
+#   18 digits, each number at most 40 digits and one point, #wrong is `N/A` or at most 15 digits: int() and float()
+#   take each, every value finite and non-negative, where _row() reads it without _checked_row();
+# - a header line starts with '#' (no _PREFIX, no wait for a cut row touched), holds no "NCCL" and none of the
+#   literals step() tries before the one that decides it: `# Collective test starting: X_perf` (nothing after),
+#   `# nThread N ...`, `#  Rank N Group N Pid N on HOST ...`, `# Avg bus bandwidth : X` (X a number as above),
+#   `# Collective test concluded...` (lowercase letters, '_', ':' after). ' ' and [ \t] stand for step()'s \s
+#   within a line: a line with other white space (a tab between a row's columns) goes through step().
+# Any other line (an old 11- or 12-column row, a number with an exponent, a debug line of another shape) is read
+# by step() itself, with its located error.
+_SPACE = " +"  # between a row's columns: nccl-tests prints spaces (a literal repeat is the pattern's fastest loop)
+_NUMBER = "[0-9]{1,20}[.]?[0-9]{0,20}"
+_SIDE = f"{_NUMBER}{_SPACE}{_NUMBER}{_SPACE}{_NUMBER}{_SPACE}(?:N/A|[0-9]{{1,15}})"  # time algbw busbw #wrong
+_END = "[ \t]*(?![^\n])"  # trailing blanks, then the line ends
+# none of these on the rest of the line (tried after its '#')
+_UNSAID = r"(?![^\n]*(?:NCCL|Collective test|nccl-tests version|{}))"
+# groups: size, then out-of-place and in-place (time algbw busbw #wrong) in one text
+_ROW_LINE = (
+    f" *([0-9]{{1,18}}){_SPACE}[0-9]+{_SPACE}(?![a-z0-9_]*_perf)[a-z][a-z0-9_]*{_SPACE}[a-z]+{_SPACE}-?[0-9]+"
+    f"{_SPACE}({_SIDE}{_SPACE}{_SIDE}) *(?![^\n])"
+)
+# group: its first letter (a one-letter string, which Python does not allocate)
+_DEBUG_LINE = r"(?!rank[0-9])([A-Za-z])[A-Za-z0-9_.-]*:[0-9]+:[0-9]+ +\[[0-9]+\] +NCCL INFO[^\n]*"
+_HEADERS = (
+    f"#[ \t]*Collective test starting:[ \t]*({_COLLECTIVES})_perf{_END}",  # group: the collective
+    "(#)" + _UNSAID.format("Rank|Avg bus bandwidth") + "[ \t]*nThread[ \t]+[0-9]+[^\n]*",  # group: '#' (one character)
+    # groups: rank, host (_RANK's \S+)
+    "#" + _UNSAID.format("nThread")
+    + r"[ \t]+Rank[ \t]+([0-9]{1,9})[ \t]+Group[ \t]+[0-9]+[ \t]+Pid[ \t]+[0-9]+[ \t]+on[ \t]+(\S+)[^\n]*",
+    f"#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*({_NUMBER}){_END}",  # group: the average
+    "(#)[ \t]*Collective test concluded[: \ta-z_]*(?![^\n])",  # group: '#'
+)
+# One line from the line break before it: a row, a debug line, a header line, or any other line (group 13), then
+# the debug lines that follow it (group 14: a row and its debug prints make one match, not two). Every match
+# succeeds where it starts and ends where the next one starts: each line is read once (linear).
+_LINES = re.compile(
+    "\n(?:" + "|".join((_ROW_LINE, _DEBUG_LINE, *_HEADERS, "([^\n]*)")) + ")"
+    + f"((?:\n{_DEBUG_LINE.replace('([A-Za-z])', '[A-Za-z]')})*)"
+)
+_STRETCH = 1 << 18  # characters read by one findall(): what it returns stays small (and in cache)
+
+
+class _Wrong(dict[str, int | None]):
+    """#wrong texts and their values, as _row() reads them (a file holds a few distinct texts)."""
+
+    def __missing__(self, text: str) -> int | None:
+        value = self[text] = None if text == "N/A" else int(float(text))
+        return value
+
+
+def _read_fast(text: str, reader: _Reader) -> None:
+    """What _read_lines() reads: most lines read a stretch at a time (above), the others by reader.step()."""
+    first = text.find("\n")
+    reader.step(text if first < 0 else text[:first], 1)
+    limit = len(text) - 1 if text.endswith("\n") else len(text)  # the last line break ends the last line
+    pos, number = first, 2  # the line break before the next line to read, and that line's number
+    wrongs = _Wrong()
+    while 0 <= pos < limit:
+        stop = text.find("\n", pos + _STRETCH)
+        stop = limit if stop < 0 or stop > limit else stop
+        number = _read_stretch(_LINES.findall(text, pos, stop), number, reader, wrongs)
+        pos = stop
+
+
+def _read_stretch(found: list[tuple[str, ...]], number: int, reader: _Reader, wrongs: _Wrong) -> int:
+    """Read _LINES's matches, the first line numbered `number`; returns the number of the line after them."""
+    sizes, sides, debug, starting, nthread, rank, host, average, concluded, others, following = zip(*found, strict=True)
+    count = len(found)
+    # the line of each match: one line before it a match, and the debug lines that followed
+    after = list(map(str.count, following, itertools.repeat("\n"))) if any(following) else [0] * count
+    lines: list[int] = list(map(operator.add, range(number, number + count), itertools.accumulate(after, initial=0)))
+    # each row's 8 columns after its root, as _ROW_LINE took them (white space between them, none within)
+    words = " ".join(itertools.compress(sides, sizes)).split()
+    table = zip(
+        map(int, itertools.compress(sizes, sizes)), *(map(float, words[at::8]) for at in (0, 1, 2)),
+        map(wrongs.__getitem__, words[3::8]), *(map(float, words[at::8]) for at in (4, 5, 6)),
+        map(wrongs.__getitem__, words[7::8]), itertools.compress(lines, sizes), strict=True,
+    )
+    new = _new
+    rows = []
+    for size, t_oop, a_oop, b_oop, w_oop, t_ip, a_ip, b_ip, w_ip, line in table:
+        row = new(NcclRow)  # NcclRow(...) without the frozen dataclass's per-field __init__, as _row()
+        row.__dict__.update(size_bytes=size, time_us_oop=t_oop, algbw_oop=a_oop, busbw_oop=b_oop, wrong_oop=w_oop,
+                            time_us_ip=t_ip, algbw_ip=a_ip, busbw_ip=b_ip, wrong_ip=w_ip, line=line)
+        rows.append(row)
+    # the lines that are neither rows nor debug lines, in order, each after the rows before it
+    row_at = list(itertools.compress(range(count), sizes))
+    done = 0
+    for index in itertools.compress(range(count), map(operator.not_, map(operator.concat, sizes, debug))):
+        before = bisect.bisect_left(row_at, index, done)
+        if before > done:
+            reader.add_rows(rows[done:before])
+            done = before
+        line = lines[index]
+        if rank[index]:
+            reader.rank(rank[index], host[index])
+        elif starting[index]:
+            reader.begin(starting[index], line)
+        elif average[index]:
+            reader.average(average[index], line)
+        elif concluded[index]:
+            reader.conclude(line)
+        elif nthread[index]:
+            if reader.after_results():
+                reader.begin(None, line)
+        else:
+            reader.step(others[index], line)
+    if done < len(rows):
+        reader.add_rows(rows[done:])
+    return lines[-1] + after[-1] + 1
 
 
 def _checked_row(tokens: list[str], number: int, display: str) -> NcclRow:
