@@ -112,6 +112,14 @@ def test_sacct_jobs_steps_states(real_samples: Path) -> None:
     ]
     assert detect_format(path) == "sacct"
 
+def test_sacct_read_column_by_column_as_line_by_line(real_samples: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real multi-node dump through the block reading (the parser bench's 50 MB/s) and the line-by-line one:
+    the same jobs, steps, values, lines and warnings."""
+    from tests.unit.parsers.test_sacct_events_fast import REAL_SACCT_FIELDS, _compare_sacct
+
+    assert _compare_sacct(real_samples / "slurm" / "sacct-multi-node.txt", monkeypatch, fields=REAL_SACCT_FIELDS)
+
+
 
 @pytest.mark.parametrize(
     ("machine", "count", "first", "last"),
@@ -208,3 +216,14 @@ def test_nemo_straggler_report(real_samples: Path) -> None:
     warning = next(e for e in log.events if e.kind is LogEventKind.STRAGGLER_WARNING)
     assert (warning.line, warning.ranks, warning.nodes) == (180, [0, 1, 2, 4, 5, 6], ["4809917ea058"])
     assert any(e.kind is LogEventKind.STRAGGLER_TERMINATION and e.line == 181 for e in log.events)
+
+
+def test_nccl_sweeps_read_by_pattern_as_line_by_line(real_samples: Path) -> None:
+    """Every real nccl-tests output (the two pairwise sweeps included) through the whole-text reading (the parser
+    bench's 50 MB/s) and the line-by-line one: the same tests, rows, float bits, hosts and lines."""
+    from clustercert.parsers.training import read_text
+    from tests.unit.parsers.test_nccl_fast import assert_alike
+
+    logs = sorted((real_samples / "nccl-tests").rglob("*.log"))
+    kinds = [assert_alike(read_text(path, path.name, limit=1 << 30))[0] for path in logs]
+    assert len(kinds) > 300 and set(kinds) == {"ok"}
