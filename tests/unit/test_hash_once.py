@@ -186,3 +186,46 @@ def test_a_run_that_fails_while_rendering_leaves_no_pass_reading_the_bundle(
         folder.write_run_folder(tmp_path / "reports" / meta.run_id, inputs, {"outcome": "CERTIFIED"}, meta, key,
                                 ROOT / "templates")
     assert not [t for t in threading.enumerate() if t.name.startswith("clustercert-manifest")]
+
+
+def test_the_load_hashes_on_two_threads_and_names_the_first_file_it_cannot_hash(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_inputs hashes the evidence on two threads, largest first (a cluster's telemetry beside its thousands of
+    small files); the digests are each file's, in bundle order, and of two files that cannot be hashed the one
+    first in bundle order is named, even when the other fails first."""
+    import threading
+    import time
+
+    import clustercert.runs.folder as folder
+    from clustercert.evidence.bundle import load_bundle
+
+    files = ["bundle.yaml", *load_bundle(bundle).evidence_files()]
+    threads: set[str] = set()
+    real = folder.file_digest
+
+    def recorded(path: Path) -> str:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.01)  # long enough for the second thread to take the next file meanwhile
+        return real(path)
+
+    monkeypatch.setattr(folder, "file_digest", recorded)
+    inputs = load_inputs(bundle, ROOT / "references")
+    assert list(inputs.digests) == files
+    assert inputs.digests == {rel: _sha(bundle / rel) for rel in files}
+    assert len(threads) == 2
+
+    first, second = files[1], files[-1]
+
+    def failing(path: Path) -> str:
+        if path == bundle / first:
+            time.sleep(0.3)
+            raise EvidenceError(str(path), "cannot be read (first)")
+        if path == bundle / second:
+            raise EvidenceError(str(path), "cannot be read (second)")
+        return real(path)
+
+    monkeypatch.setattr(folder, "file_digest", failing)
+    (bundle / files[2]).write_bytes((bundle / files[2]).read_bytes() + b"\n")  # a new load, not the one remembered
+    with pytest.raises(EvidenceError, match=r"\(first\)"):
+        load_inputs(bundle, ROOT / "references")
