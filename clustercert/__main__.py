@@ -2,6 +2,6 @@
 
 import sys
 
-from clustercert.cli.app import main
+from clustercert.cli.app import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,13 +37,22 @@ def code_version() -> str:
 
 # The last Inputs evidence_digest() was asked for, and its digest: every cached task of a run asks for the same one.
 _last_digest: tuple[Inputs, str] | None = None
+# Held while a digest is computed: the efficiency flow submits a task per training log at once, and each asked for
+# the digest on its own thread before any had it (twelve listings of a 512-GPU bundle side by side, 3 s of its run).
+_digest_lock = threading.Lock()
 
 
 def evidence_digest(inputs: Inputs) -> str:
     """sha256 over bundle.yaml and every evidence file's sha256 (by relative path), as the run read them.
 
-    Computed once per Inputs (the object the load made; the last one asked for is remembered): listing a cluster's
-    bundle, thousands of files, for the key of each of its dozens of cached tasks took 8 s of a 512-GPU run."""
+    Computed once per Inputs (the object the load made; the last one asked for is remembered), by one thread at a
+    time (the others wait for it): listing a cluster's bundle, thousands of files, for the key of each of its dozens
+    of cached tasks took 8 s of a 512-GPU run."""
+    with _digest_lock:
+        return _evidence_digest(inputs)
+
+
+def _evidence_digest(inputs: Inputs) -> str:
     global _last_digest
     last = _last_digest
     if last is not None and last[0] is inputs:

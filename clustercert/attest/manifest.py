@@ -69,11 +69,14 @@ def write_manifest(
     run_files: list[str] | None = None,
     digests: dict[str, str] | None = None,
     hash_file: Callable[[Path], str] = sha256_file,
+    evidence_part: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Hash the run-folder files this run wrote (`run_files`; default every regular file there), take the evidence
-    subjects (see `evidence_subjects`), write manifest.json, then its DSSE envelope last, each by an atomic rename:
-    a folder without the envelope is unfinished and never verifies."""
-    evidence_part = evidence_subjects(bundle_root, evidence, digests, hash_file)
+    subjects (see `evidence_subjects`; `evidence_part` when the caller took them, and `evidence` is then not
+    hashed), write manifest.json, then its DSSE envelope last, each by an atomic rename: a folder without the
+    envelope is unfinished and never verifies."""
+    evidence_part = [*evidence_part, *evidence_subjects(bundle_root, evidence, digests, hash_file)] \
+        if evidence_part is not None else evidence_subjects(bundle_root, evidence, digests, hash_file)
     names = sorted(run_files) if run_files is not None else sorted(
         p.name for p in run_dir.iterdir() if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
     subjects = [

@@ -7,13 +7,15 @@ import functools
 import hashlib
 import os
 import shutil
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from clustercert.attest.atomic import write_atomic
-from clustercert.attest.manifest import ENVELOPE, write_manifest
+from clustercert.attest.manifest import ENVELOPE, evidence_subjects, write_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
@@ -102,11 +104,32 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     if described is not None:
         described()
     files = [BUNDLE_FILE, *bundle.evidence_files()]
-    digests = {rel: file_digest(bundle.root / rel) for rel in files if (bundle.root / rel).is_file()}
+    digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file()])
     inputs = Inputs(bundle, catalog, digests, mark)
     paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path]
     _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
     return inputs
+
+
+def _digests(root: Path, files: list[str]) -> dict[str, str]:
+    """file_digest() of each file, in `files`' order, hashed on two threads, largest first: a cluster's bundle is one
+    telemetry file of gigabytes (hashlib and reads release the GIL) and thousands of small files (whose hashing is
+    Python's own work), hashed side by side rather than one after the other. A file that cannot be hashed raises
+    as it did in a loop over `files`: the first such file in their order."""
+    sizes = {}
+    for rel in files:
+        try:
+            sizes[rel] = (root / rel).stat().st_size
+        except OSError:
+            sizes[rel] = 0  # file_digest names the problem
+    with ThreadPoolExecutor(2, thread_name_prefix="clustercert-load") as pool:
+        futures = {rel: pool.submit(file_digest, root / rel) for rel in sorted(files, key=sizes.__getitem__,
+                                                                                reverse=True)}
+        try:
+            return {rel: futures[rel].result() for rel in files}
+        finally:
+            for future in futures.values():
+                future.cancel()  # after a failure: the files not started are not read
 
 
 def check_seal(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> None:
@@ -152,9 +175,8 @@ def check_as_read(inputs: Inputs, *, parts: bool = True) -> None:
 _UNTOUCHED = "Leave the bundle untouched while certifying and certify again"
 
 
-def _hashing_parts(inputs: Inputs) -> Callable[[Path], str]:
-    """sha256_file() for the manifest, which also checks, in the same pass, the parts read of each file since the
-    load (`check_as_read`'s check of them)."""
+def _parts_wanted(inputs: Inputs) -> dict[str, tuple[str, list[tuple[int, int, str]]]]:
+    """By path: the load's sha256 and the parts read since the load, of each file that had parts read."""
     wanted: dict[str, tuple[str, list[tuple[int, int, str]]]] = {}
     for rel in [BUNDLE_FILE, *inputs.bundle.evidence_files()]:
         loaded = inputs.digests.get(rel)
@@ -164,7 +186,16 @@ def _hashing_parts(inputs: Inputs) -> Callable[[Path], str]:
                 pieces = parts_read(path, since=inputs.read_from)
                 if pieces:
                     wanted[str(path)] = (loaded, sorted(pieces))
+    return wanted
 
+
+def _hashing_parts(inputs: Inputs) -> Callable[[Path], str]:
+    """sha256_file() for the manifest, which also checks, in the same pass, the parts read of each file since the
+    load (`check_as_read`'s check of them)."""
+    return _hashing(_parts_wanted(inputs))
+
+
+def _hashing(wanted: dict[str, tuple[str, list[tuple[int, int, str]]]]) -> Callable[[Path], str]:
     def hash_file(path: Path) -> str:
         found = wanted.get(str(path))
         if found is None:
@@ -172,6 +203,62 @@ def _hashing_parts(inputs: Inputs) -> Callable[[Path], str]:
         return _check_parts(path, *found)
 
     return hash_file
+
+
+def _status(path: Path) -> tuple[int, int, int, int, int] | None:
+    """What changes when a file is written, replaced or touched (its ctime moves with any change), or None."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+class _ManifestPass:
+    """The manifest's pass over the evidence (`evidence_subjects` with the parts check of `_hashing_parts`) on a
+    thread of its own, started before the reports render: hashing a cluster's 3 GB of telemetry (hashlib and file
+    reads release the GIL) then overlaps WeasyPrint's layout, which holds it, rather than following it (5.7 s of a
+    512-GPU certification's report stage). What a pass at the end checked is still checked at the end
+    (`subjects`): each file's status is taken before it is hashed and must be the same then (a file written,
+    replaced or touched after its hash is refused), and parts read after the pass took its list are checked."""
+
+    def __init__(self, inputs: Inputs, evidence: list[str]) -> None:
+        self._inputs, self._evidence = inputs, evidence
+        self._wanted = _parts_wanted(inputs)
+        self._before: dict[str, tuple[int, int, int, int, int] | None] = {}
+        self._stopped = threading.Event()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="clustercert-manifest")
+        self._future = self._pool.submit(self._run)
+
+    def _run(self) -> list[dict[str, Any]]:
+        root, digests, hash_file = self._inputs.bundle.root, self._inputs.digests or None, _hashing(self._wanted)
+        subjects: list[dict[str, Any]] = []
+        for rel in self._evidence:
+            if self._stopped.is_set():  # the run failed: nothing will be signed
+                return []
+            self._before[rel] = _status(root / rel)
+            subjects += evidence_subjects(root, [rel], digests, hash_file)
+        return subjects
+
+    def subjects(self) -> list[dict[str, Any]]:
+        """The evidence subjects to sign (an EvidenceError of the pass is raised here), once nothing changed since
+        each file was hashed."""
+        subjects = self._future.result()
+        self._pool.shutdown()
+        root = self._inputs.bundle.root
+        for path, (loaded, pieces) in _parts_wanted(self._inputs).items():
+            if self._wanted.get(path) != (loaded, pieces):  # read since the pass began (nothing reads there today)
+                _check_parts(Path(path), loaded, pieces)
+        for rel, before in self._before.items():
+            if _status(root / rel) != before:
+                raise EvidenceError(str(root / rel), f"changed while the run wrote its report, after it was hashed "
+                                    f"for the manifest. {_UNTOUCHED}")
+        return subjects
+
+    def stop(self) -> None:
+        """End the pass without its result (the run failed); returns once no thread reads the bundle."""
+        self._stopped.set()
+        self._pool.shutdown(wait=True)
 
 
 def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -> str:
@@ -293,10 +380,23 @@ def write_run_folder(
     bytes than it had at the load (`check_as_read`) or than its seal says (`check_seal`).
 
     The parts read (a file's edges) are checked in the manifest's own pass over the evidence, which hashes each
-    file anyway (one pass over a cluster's 3 GB instead of two); a mismatch there removes the folder."""
+    file anyway (one pass over a cluster's 3 GB instead of two), on a thread while the reports render
+    (`_ManifestPass`); a mismatch there removes the folder."""
     check_as_read(inputs, parts=False)  # before any work: a run judged on other bytes is never written
     catalog_copy = _catalog_as_judged(inputs)
     create_run_dir(run_dir)
+    evidence = [BUNDLE_FILE, *inputs.bundle.evidence_files()]
+    manifest_pass = _ManifestPass(inputs, evidence)  # hashes the evidence while the reports render
+    try:
+        return _write_run_files(run_dir, inputs, results, meta, key, templates_dir, catalog_copy, manifest_pass,
+                                validation=validation, redact=redact)
+    finally:
+        manifest_pass.stop()
+
+
+def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key: KeyPair,
+                     templates_dir: Path, catalog_copy: bytes, manifest_pass: _ManifestPass, *,
+                     validation: dict[str, Any] | None, redact: bool) -> dict[str, Path]:
     bundle, catalog = inputs.bundle, inputs.catalog
     software = software_record()
     written: list[str] = []
@@ -337,8 +437,8 @@ def write_run_folder(
         # was read with other bytes, or disagrees with its seal) is a refusal.
         check_as_read(inputs, parts=False)
         check_seal(bundle, inputs.digests)
-        write_manifest(run_dir, bundle.root, [BUNDLE_FILE, *bundle.evidence_files()], predicate, key,
-                       run_files=written, digests=inputs.digests or None, hash_file=_hashing_parts(inputs))
+        write_manifest(run_dir, bundle.root, [], predicate, key, run_files=written,
+                       evidence_part=manifest_pass.subjects())
     except EvidenceError:
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused run is left to look certified
         raise

@@ -98,3 +98,35 @@ def test_seal_lists_every_file_in_sha256sum_format(tmp_path: Path) -> None:
         "bundle.yaml": hashlib.sha256((tmp_path / "bundle.yaml").read_bytes()).hexdigest(),
         "logs/r1.log": hashlib.sha256(b"x\n").hexdigest(),
     }
+
+
+def test_a_folders_real_path_remembered_gives_what_realpath_gives(tmp_path: Path) -> None:
+    """load_bundle checks each file's real path with its folder's remembered (one lstat per file, not one per part):
+    for files, folders, links to files and folders, inside and out, chains of links, dangling links and missing
+    files, relative and absolute, the same path as os.path.realpath."""
+    import os
+
+    from clustercert.evidence.bundle import _real_path
+
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "x.log").write_text("x")
+    root = tmp_path / "b"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f.log").write_text("f")
+    (root / "a" / "to-b").symlink_to("b")
+    (root / "a" / "to-f").symlink_to("b/f.log")
+    (root / "a" / "chain").symlink_to("to-f")
+    (root / "a" / "out").symlink_to(outside / "deep")
+    (root / "a" / "out-file").symlink_to(outside / "deep" / "x.log")
+    (root / "a" / "dangling").symlink_to("nowhere")
+    (root / "a" / "loop").symlink_to("loop")
+    (root / "linked-root").symlink_to(root / "a")
+    rels = ["a/b/f.log", "a/to-b/f.log", "a/to-f", "a/chain", "a/out/x.log", "a/out-file", "a/dangling",
+            "a/loop", "a/missing.log", "a/b", "a/to-b", "linked-root/to-b/f.log", "linked-root/chain",
+            "linked-root/missing/x", "a/to-b/missing/x.log"]
+    folders: dict[str, str] = {}
+    for base in (root, Path(os.path.relpath(root))):
+        for rel in rels * 2:  # the second time from the remembered folders
+            path = str(base / rel)
+            assert _real_path(path, folders) == os.path.realpath(path), rel

@@ -120,3 +120,112 @@ def test_the_load_says_when_the_description_is_read_before_hashing_the_evidence(
     with pytest.raises(EvidenceError):
         load_inputs(broken, ROOT / "references", described=lambda: told.append(-1))
     assert told == [0, len(hashed)]
+
+
+def test_the_manifest_pass_on_its_thread_signs_what_a_pass_at_the_end_signs(bundle: Path) -> None:
+    """write_run_folder hashes the evidence for the manifest on a thread while the reports render (a cluster's
+    3 GB overlap WeasyPrint's layout); unchanged evidence gives the subjects a pass at the end gives."""
+    from clustercert.runs.folder import _ManifestPass
+
+    inputs = load_inputs(bundle, ROOT / "references")
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    assert _ManifestPass(inputs, files).subjects() == evidence_subjects(bundle, files, inputs.digests)
+
+
+@pytest.mark.parametrize("change", ["touched", "rewritten alike", "replaced alike", "swapped"])
+def test_a_file_changed_after_the_pass_hashed_it_is_a_refusal_naming_it(bundle: Path, change: str) -> None:
+    """The pass runs before the signing, so a file written, replaced or touched after its hash (its status moved:
+    size, inode, modification or change time) is refused when the subjects are taken, as a pass at the end would
+    have refused other bytes; same bytes written again are refused too (nobody may write the bundle meanwhile)."""
+    import os
+    import time
+
+    from clustercert.runs.folder import _ManifestPass
+
+    inputs = load_inputs(bundle, ROOT / "references")
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    victim = bundle / next(rel for rel in files if rel.endswith(".log"))
+    manifest_pass = _ManifestPass(inputs, files)
+    manifest_pass._future.exception()  # the pass has hashed every file
+    time.sleep(0.01)  # a coarse file-system clock still moves
+    data = victim.read_bytes()
+    if change == "touched":
+        os.utime(victim)
+    elif change == "rewritten alike":
+        victim.write_bytes(data)
+    elif change == "replaced alike":
+        (bundle / "new").write_bytes(data)
+        os.replace(bundle / "new", victim)
+    else:
+        victim.write_bytes(data.replace(b"1", b"2", 1))
+    with pytest.raises(EvidenceError) as caught:
+        manifest_pass.subjects()
+    assert str(caught.value) == (f"{victim}: changed while the run wrote its report, after it was hashed for the "
+                                 "manifest. Leave the bundle untouched while certifying and certify again")
+
+
+def test_a_run_that_fails_while_rendering_leaves_no_pass_reading_the_bundle(
+    bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import clustercert.runs.folder as folder
+    from clustercert.runs.meta import new_run_meta
+    from clustercert.runs.results import RunMeta
+
+    inputs = load_inputs(bundle, ROOT / "references")
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the renderer failed")
+
+    monkeypatch.setattr(folder, "render_reports", fails)
+    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, "SHA256:t", True, tmp_path / "reports", None,
+                                          key_dir=tmp_path / "keys"))
+    key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    with pytest.raises(RuntimeError, match="the renderer failed"):
+        folder.write_run_folder(tmp_path / "reports" / meta.run_id, inputs, {"outcome": "CERTIFIED"}, meta, key,
+                                ROOT / "templates")
+    assert not [t for t in threading.enumerate() if t.name.startswith("clustercert-manifest")]
+
+
+def test_the_load_hashes_on_two_threads_and_names_the_first_file_it_cannot_hash(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_inputs hashes the evidence on two threads, largest first (a cluster's telemetry beside its thousands of
+    small files); the digests are each file's, in bundle order, and of two files that cannot be hashed the one
+    first in bundle order is named, even when the other fails first."""
+    import threading
+    import time
+
+    import clustercert.runs.folder as folder
+    from clustercert.evidence.bundle import load_bundle
+
+    files = ["bundle.yaml", *load_bundle(bundle).evidence_files()]
+    threads: set[str] = set()
+    real = folder.file_digest
+
+    def recorded(path: Path) -> str:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.01)  # long enough for the second thread to take the next file meanwhile
+        return real(path)
+
+    monkeypatch.setattr(folder, "file_digest", recorded)
+    inputs = load_inputs(bundle, ROOT / "references")
+    assert list(inputs.digests) == files
+    assert inputs.digests == {rel: _sha(bundle / rel) for rel in files}
+    assert len(threads) == 2
+
+    first, second = files[1], files[-1]
+
+    def failing(path: Path) -> str:
+        if path == bundle / first:
+            time.sleep(0.3)
+            raise EvidenceError(str(path), "cannot be read (first)")
+        if path == bundle / second:
+            raise EvidenceError(str(path), "cannot be read (second)")
+        return real(path)
+
+    monkeypatch.setattr(folder, "file_digest", failing)
+    (bundle / files[2]).write_bytes((bundle / files[2]).read_bytes() + b"\n")  # a new load, not the one remembered
+    with pytest.raises(EvidenceError, match=r"\(first\)"):
+        load_inputs(bundle, ROOT / "references")
