@@ -265,15 +265,15 @@ class _HashingReader(io.RawIOBase):
             super().close()
 
 
-def whole_sha256(handle: BinaryIO) -> str:
+def whole_sha256(handle: BinaryIO, *, block: int = 1 << 20) -> str:
     """Read to its end a handle of `open_regular` read so far only from its start (or not at all) and return the
     file's sha256 as read: the hash the handle keeps of every byte it delivers (its buffer's read-ahead included),
     not a second one."""
     raw = getattr(handle, "raw", None)
     if not isinstance(raw, _HashingReader):
         raise TypeError("whole_sha256: expected a handle of open_regular")
-    block = memoryview(bytearray(1 << 20))
-    while raw.readinto(block):
+    buffer = memoryview(bytearray(block))
+    while raw.readinto(buffer):
         pass
     digest = raw.whole_digest()
     if digest is None:

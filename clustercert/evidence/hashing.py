@@ -13,10 +13,10 @@ __all__ = ["sha256_bytes", "sha256_file"]
 _HASH_LIMIT = 1 << 50
 
 
-def sha256_file(path: Path, display: str | None = None) -> str:
-    """The sha256 of a regular file; anything else is an EvidenceError naming it."""
+def sha256_file(path: Path, display: str | None = None, *, block: int = 1 << 20) -> str:
+    """The sha256 of a regular file, read in blocks of `block` bytes; anything else is an EvidenceError naming it."""
     with open_regular(path, display, limit=_HASH_LIMIT) as handle:
-        return whole_sha256(handle)  # the hash the guarded handle keeps anyway: one pass of sha256, not two
+        return whole_sha256(handle, block=block)  # the hash the guarded handle keeps anyway: one pass, not two
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -195,12 +195,13 @@ def _hashing_parts(inputs: Inputs) -> Callable[[Path], str]:
     return _hashing(_parts_wanted(inputs))
 
 
-def _hashing(wanted: dict[str, tuple[str, list[tuple[int, int, str]]]]) -> Callable[[Path], str]:
+def _hashing(wanted: dict[str, tuple[str, list[tuple[int, int, str]]]], *,
+             block: int = 1 << 20) -> Callable[[Path], str]:
     def hash_file(path: Path) -> str:
         found = wanted.get(str(path))
         if found is None:
-            return sha256_file(path)
-        return _check_parts(path, *found)
+            return sha256_file(path, block=block)
+        return _check_parts(path, *found, block=block)
 
     return hash_file
 
@@ -214,13 +215,22 @@ def _status(path: Path) -> tuple[int, int, int, int, int] | None:
     return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
+# A file this large is hashed for the manifest on the pass's thread, in blocks this large. The thread needs the GIL
+# back after each read and each hash update, and a thread that wants it waits up to the switch interval (5 ms) while
+# the main thread lays out the report: thousands of small files (or 1 MB blocks) would starve the thread (a pass of
+# a 512-GPU bundle took 171 s beside a busy main thread, 4 s alone), so those are hashed on the main thread.
+_LARGE = 64 * 1024**2
+
+
 class _ManifestPass:
-    """The manifest's pass over the evidence (`evidence_subjects` with the parts check of `_hashing_parts`) on a
-    thread of its own, started before the reports render: hashing a cluster's 3 GB of telemetry (hashlib and file
-    reads release the GIL) then overlaps WeasyPrint's layout, which holds it, rather than following it (5.7 s of a
-    512-GPU certification's report stage). What a pass at the end checked is still checked at the end
-    (`subjects`): each file's status is taken before it is hashed and must be the same then (a file written,
-    replaced or touched after its hash is refused), and parts read after the pass took its list are checked."""
+    """The manifest's pass over the evidence (`evidence_subjects` with the parts check of `_hashing_parts`), its
+    large files on a thread of their own started before the reports render: hashing a cluster's 3 GB of telemetry
+    (hashlib and file reads release the GIL) then overlaps WeasyPrint's layout, which holds it, rather than
+    following it (3-6 s of a 512-GPU certification's report stage). The other files are hashed at `subjects`, in
+    bundle order with the large ones' results (the first file that cannot be signed is named, as before). What a
+    pass at the end checked is still checked then: each large file's status is taken before it is hashed and must
+    be the same (a file written, replaced or touched after its hash is refused), and parts read after the pass
+    took its list are checked."""
 
     def __init__(self, inputs: Inputs, evidence: list[str]) -> None:
         self._inputs, self._evidence = inputs, evidence
@@ -228,24 +238,27 @@ class _ManifestPass:
         self._before: dict[str, tuple[int, int, int, int, int] | None] = {}
         self._stopped = threading.Event()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="clustercert-manifest")
-        self._future = self._pool.submit(self._run)
+        root = inputs.bundle.root
+        large = [rel for rel in evidence if (status := _status(root / rel)) is not None and status[2] >= _LARGE]
+        self._large = {rel: self._pool.submit(self._hash, rel) for rel in large}
 
-    def _run(self) -> list[dict[str, Any]]:
-        root, digests, hash_file = self._inputs.bundle.root, self._inputs.digests or None, _hashing(self._wanted)
-        subjects: list[dict[str, Any]] = []
-        for rel in self._evidence:
-            if self._stopped.is_set():  # the run failed: nothing will be signed
-                return []
-            self._before[rel] = _status(root / rel)
-            subjects += evidence_subjects(root, [rel], digests, hash_file)
-        return subjects
+    def _hash(self, rel: str) -> list[dict[str, Any]]:
+        if self._stopped.is_set():  # the run failed: nothing will be signed
+            return []
+        root = self._inputs.bundle.root
+        self._before[rel] = _status(root / rel)
+        return evidence_subjects(root, [rel], self._inputs.digests or None, _hashing(self._wanted, block=_LARGE))
 
     def subjects(self) -> list[dict[str, Any]]:
-        """The evidence subjects to sign (an EvidenceError of the pass is raised here), once nothing changed since
-        each file was hashed."""
-        subjects = self._future.result()
-        self._pool.shutdown()
+        """The evidence subjects to sign (an EvidenceError of the pass is raised here, the first in bundle order),
+        once nothing changed since each large file was hashed."""
         root = self._inputs.bundle.root
+        digests, hash_file = self._inputs.digests or None, _hashing(self._wanted)
+        subjects: list[dict[str, Any]] = []
+        for rel in self._evidence:
+            found = self._large.get(rel)
+            subjects += found.result() if found is not None else evidence_subjects(root, [rel], digests, hash_file)
+        self._pool.shutdown()
         for path, (loaded, pieces) in _parts_wanted(self._inputs).items():
             if self._wanted.get(path) != (loaded, pieces):  # read since the pass began (nothing reads there today)
                 _check_parts(Path(path), loaded, pieces)
@@ -261,20 +274,20 @@ class _ManifestPass:
         self._pool.shutdown(wait=True)
 
 
-def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -> str:
+def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]], *, block: int = 1 << 20) -> str:
     """The parts read of `path` are the bytes at their offsets of the file as loaded: one pass over the file now
     hashes the whole (it must be the load's, which is returned) and each part from the same bytes."""
     hashers = [hashlib.sha256() for _ in pieces]
     at = 0
     with open_regular(path, limit=1 << 50) as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            end = at + len(block)
+        for data in iter(lambda: handle.read(block), b""):
+            end = at + len(data)
             for (offset, length, _), hasher in zip(pieces, hashers, strict=True):
                 lo, hi = max(offset, at), min(offset + length, end)
                 if lo < hi:
-                    hasher.update(block[lo - at:hi - at])
+                    hasher.update(data[lo - at:hi - at])
             at = end
-        whole = whole_sha256(handle)  # the guarded handle's own hash of the bytes just read
+        whole = whole_sha256(handle, block=block)  # the guarded handle's own hash of the bytes just read
     if whole != loaded:
         raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, now "
                             f"{whole}. {_UNTOUCHED}")

@@ -122,31 +122,43 @@ def test_the_load_says_when_the_description_is_read_before_hashing_the_evidence(
     assert told == [0, len(hashed)]
 
 
-def test_the_manifest_pass_on_its_thread_signs_what_a_pass_at_the_end_signs(bundle: Path) -> None:
-    """write_run_folder hashes the evidence for the manifest on a thread while the reports render (a cluster's
-    3 GB overlap WeasyPrint's layout); unchanged evidence gives the subjects a pass at the end gives."""
-    from clustercert.runs.folder import _ManifestPass
+@pytest.mark.parametrize("large", [1, 2000, 1 << 40])
+def test_the_manifest_pass_on_its_thread_signs_what_a_pass_at_the_end_signs(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch, large: int
+) -> None:
+    """write_run_folder hashes the evidence's large files for the manifest on a thread while the reports render (a
+    cluster's 3 GB overlap WeasyPrint's layout), the others after; unchanged evidence gives the subjects a pass at
+    the end gives, in bundle order, whichever files count as large."""
+    import clustercert.runs.folder as folder
 
+    monkeypatch.setattr(folder, "_LARGE", large)
     inputs = load_inputs(bundle, ROOT / "references")
     files = ["bundle.yaml", *inputs.bundle.evidence_files()]
-    assert _ManifestPass(inputs, files).subjects() == evidence_subjects(bundle, files, inputs.digests)
+    manifest_pass = folder._ManifestPass(inputs, files)
+    if large == 2000:
+        assert 0 < len(manifest_pass._large) < len(files)  # some files on the thread, the others after
+    assert manifest_pass.subjects() == evidence_subjects(bundle, files, inputs.digests)
 
 
 @pytest.mark.parametrize("change", ["touched", "rewritten alike", "replaced alike", "swapped"])
-def test_a_file_changed_after_the_pass_hashed_it_is_a_refusal_naming_it(bundle: Path, change: str) -> None:
+def test_a_file_changed_after_the_pass_hashed_it_is_a_refusal_naming_it(
+    bundle: Path, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pass runs before the signing, so a file written, replaced or touched after its hash (its status moved:
     size, inode, modification or change time) is refused when the subjects are taken, as a pass at the end would
     have refused other bytes; same bytes written again are refused too (nobody may write the bundle meanwhile)."""
     import os
     import time
 
-    from clustercert.runs.folder import _ManifestPass
+    import clustercert.runs.folder as folder
 
+    monkeypatch.setattr(folder, "_LARGE", 1)  # every file hashed on the pass's thread
     inputs = load_inputs(bundle, ROOT / "references")
     files = ["bundle.yaml", *inputs.bundle.evidence_files()]
     victim = bundle / next(rel for rel in files if rel.endswith(".log"))
-    manifest_pass = _ManifestPass(inputs, files)
-    manifest_pass._future.exception()  # the pass has hashed every file
+    manifest_pass = folder._ManifestPass(inputs, files)
+    for hashed in manifest_pass._large.values():
+        hashed.exception()  # the pass has hashed every file
     time.sleep(0.01)  # a coarse file-system clock still moves
     data = victim.read_bytes()
     if change == "touched":
