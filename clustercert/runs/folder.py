@@ -189,14 +189,10 @@ def _parts_wanted(inputs: Inputs) -> dict[str, tuple[str, list[tuple[int, int, s
     return wanted
 
 
-def _hashing_parts(inputs: Inputs) -> Callable[[Path], str]:
-    """sha256_file() for the manifest, which also checks, in the same pass, the parts read of each file since the
-    load (`check_as_read`'s check of them)."""
-    return _hashing(_parts_wanted(inputs))
-
-
 def _hashing(wanted: dict[str, tuple[str, list[tuple[int, int, str]]]], *,
              block: int = 1 << 20) -> Callable[[Path], str]:
+    """sha256_file() for the manifest, which also checks, in the same pass, the parts read of each file since the
+    load (`_parts_wanted`: `check_as_read`'s check of them)."""
     def hash_file(path: Path) -> str:
         found = wanted.get(str(path))
         if found is None:
@@ -223,14 +219,14 @@ _LARGE = 64 * 1024**2
 
 
 class _ManifestPass:
-    """The manifest's pass over the evidence (`evidence_subjects` with the parts check of `_hashing_parts`), its
-    large files on a thread of their own started before the reports render: hashing a cluster's 3 GB of telemetry
-    (hashlib and file reads release the GIL) then overlaps WeasyPrint's layout, which holds it, rather than
-    following it (3-6 s of a 512-GPU certification's report stage). The other files are hashed at `subjects`, in
-    bundle order with the large ones' results (the first file that cannot be signed is named, as before). What a
-    pass at the end checked is still checked then: each large file's status is taken before it is hashed and must
-    be the same (a file written, replaced or touched after its hash is refused), and parts read after the pass
-    took its list are checked."""
+    """The manifest's pass over the evidence (`evidence_subjects`, with each file's parts read checked in the same
+    read: `_hashing`), its large files on a thread of their own started before the reports render: hashing a
+    cluster's 3 GB of telemetry (hashlib and file reads release the GIL) then overlaps WeasyPrint's layout, which
+    holds it, rather than following it (3-6 s of a 512-GPU certification's report stage). The other files are
+    hashed at `subjects`, in bundle order with the large ones' results (the first file that cannot be signed is
+    named, as before). What a pass at the end checked is still checked then: each large file's status is taken
+    before it is hashed and must be the same (a file written, replaced or touched after its hash is refused), and
+    parts read after the pass took its list are checked."""
 
     def __init__(self, inputs: Inputs, evidence: list[str]) -> None:
         self._inputs, self._evidence = inputs, evidence

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from clustercert.attest.manifest import MANIFEST, verify_run
+from clustercert.attest.manifest import verify_run
 from clustercert.attest.signing import init_keys
 from clustercert.errors import CatalogError, EvidenceError
 from clustercert.evidence.guards import (
@@ -281,31 +281,29 @@ def test_a_log_swapped_during_certify_and_restored_before_signing_is_refused(tmp
     assert folders == [], "a refused run left a folder"
 
 
-def test_edges_read_with_other_bytes_refuse_the_manifest_in_its_own_hashing_pass(tmp_path: Path,
-                                                                                 hostile: Count) -> None:
+@pytest.mark.parametrize("large", [1, 1 << 40])  # the file hashed on the pass's thread, or after the render
+def test_edges_read_with_other_bytes_refuse_the_manifest_in_its_own_hashing_pass(
+    tmp_path: Path, hostile: Count, monkeypatch: pytest.MonkeyPatch, large: int
+) -> None:
     """write_run_folder checks the parts read (the collection window's edges) in the manifest's own pass over the
-    evidence (`_hashing_parts`): a window read from other bytes is refused there, naming the file and the bytes,
-    and no manifest is written; the loaded bytes pass with the load's digest."""
-    from clustercert.attest.manifest import write_manifest
-    from clustercert.runs.folder import _hashing_parts
+    evidence (`_ManifestPass`): a window read from other bytes is refused there, naming the file and the bytes,
+    before any manifest is written; the loaded bytes pass with the load's digest."""
+    import clustercert.runs.folder as folder
 
+    monkeypatch.setattr(folder, "_LARGE", large)
     bundle = write_bundle(tmp_path / "b")
     log = bundle / "r1.log"
     log.write_text("".join(f"[2026-11-02 03:{i // 60 % 60:02d}:{i % 60:02d}] step {i} done\n" for i in range(6000)))
     inputs = load_inputs(bundle, ROOT / "references")
     original = log.read_bytes()
     files = ["bundle.yaml", *inputs.bundle.evidence_files()]
-    key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
     assert collection_window(inputs.bundle) is not None  # the loaded bytes
-    assert _hashing_parts(inputs)(log) == inputs.digests["r1.log"]
+    signed = {s["name"]: s["digest"]["sha256"] for s in folder._ManifestPass(inputs, files).subjects()}
+    assert signed["evidence/r1.log"] == inputs.digests["r1.log"]
 
     log.write_bytes(original[:-40] + original[-40:].replace(b"2026-11-02", b"2026-11-03"))
     assert collection_window(inputs.bundle) is not None  # read from the swapped bytes
     log.write_bytes(original)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
     with pytest.raises(EvidenceError, match=rf"{log}: changed while the run read it: .* but bytes \d+-{len(original)}"):
-        write_manifest(run_dir, bundle, files, {"outcome": "CERTIFIED"}, key, run_files=[], digests=inputs.digests,
-                       hash_file=_hashing_parts(inputs))
-    assert not (run_dir / MANIFEST).exists()
+        folder._ManifestPass(inputs, files).subjects()
     hostile(1)
