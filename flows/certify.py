@@ -3,6 +3,7 @@ arguments through `flows.runners.bulky`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from prefect import flow
@@ -10,6 +11,7 @@ from prefect.utilities.annotations import opaque
 
 from clustercert.evidence.parse import holding_parsed, release_parsed
 from clustercert.heap import settle, settling
+from clustercert.report.ahead import ChartsAhead
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
@@ -46,6 +48,19 @@ def certify_flow(
 def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: str, references_dir: str,
              templates_dir: str, catalog: str | None, limit: int, dask_address: str | None,
              redact: bool) -> opaque:
+    # the charts are drawn from the phases' sections and the rules alone: on the other core while the run validates
+    ahead = ChartsAhead() if _cores() > 1 else None
+    try:
+        return _stages(bundle_path, run_dir, run_meta, key_dir, references_dir, templates_dir, catalog, limit,
+                       dask_address, redact, ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: str, references_dir: str,
+            templates_dir: str, catalog: str | None, limit: int, dask_address: str | None, redact: bool,
+            ahead: ChartsAhead | None) -> opaque:
     meta = RunMeta.from_json(run_meta)
     report("load", bundle_path)
     inputs = load_task(bundle_path, references_dir, catalog)
@@ -57,18 +72,30 @@ def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: 
     report("resilience", "the long run")
     resilience = received(on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit))
     settle()
+    sections = {"efficiency": efficiency["section"], "scaling": scaling["section"],
+                "resilience": resilience["section"]}
+    if ahead is not None:
+        ahead.send({"phases": sections, "rules": inputs.catalog.spec.rules.model_dump(mode="json")})
     report("validate", "expectation suites over every table")
     validation = validate_task(bulky(inputs), limit)
     release_parsed()  # every reader of the parsed evidence is done; what was read stays recorded for the last check
     checks = gate_task(bulky([*efficiency["checks"], *scaling["checks"], *resilience["checks"]]), bulky(validation))
     settle()
     report("judge", f"{len(checks)} checks")
-    results = judge_task(meta, bulky(inputs), bulky(checks), bulky(efficiency["workloads"]), bulky({
-        "efficiency": efficiency["section"], "scaling": scaling["section"], "resilience": resilience["section"]}))
+    results = judge_task(meta, bulky(inputs), bulky(checks), bulky(efficiency["workloads"]), bulky(sections))
     settle()
     report("report", f"render and sign into {run_dir}")
     paths = write_task(run_dir, bulky(inputs), bulky(results), meta, key_dir, templates_dir, bulky(validation),
-                       redact=redact)
+                       redact=redact, charts=bulky(ahead.drawn() if ahead is not None else None))
     report("publish", "Prefect artifacts")
     publish_artifacts_task(bulky(results), paths)
     return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})
+
+def _cores() -> int:
+    """The processors this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+

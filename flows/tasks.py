@@ -61,9 +61,11 @@ def judge_task(
 
 @task(name="render-and-sign", **UNCACHED)
 def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
-               templates_dir: str, validation: ValidationReport | None = None, redact: bool = False) -> dict[str, str]:
+               templates_dir: str, validation: ValidationReport | None = None, redact: bool = False,
+               charts: dict[str, Any] | None = None) -> dict[str, str]:
     # The passphrase is read here, never passed as a parameter (Prefect records parameters).
     key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
     paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir),
-                             validation=None if validation is None else validation.to_json(), redact=redact)
+                             validation=None if validation is None else validation.to_json(), redact=redact,
+                             charts=charts)
     return {k: str(v) for k, v in paths.items()}

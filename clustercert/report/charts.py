@@ -59,10 +59,13 @@ _SHARED: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def shared_charts() -> Iterator[None]:
+def shared_charts(drawn: dict[str, Any] | None = None) -> Iterator[None]:
     """Within it, a chart asked for twice with the same data is drawn once: the auditor's report and its redacted
-    copy share every chart no hostname, user name or process id enters (the same data gives the same bytes)."""
-    token = _SHARED.set({})
+    copy share every chart no hostname, user name or process id enters (the same data gives the same bytes).
+
+    `drawn` is where the charts are kept, keyed by their function and arguments: what another process drew for the
+    same data (`clustercert.report.ahead`) is taken from there, and what is drawn within is added to it."""
+    token = _SHARED.set({} if drawn is None else drawn)
     try:
         yield
     finally:

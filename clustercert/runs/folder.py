@@ -328,9 +328,11 @@ def render_reports(
     redaction_secret: bytes | None,
     base_dir: Path,
     templates_dir: Path,
+    charts: dict[str, Any] | None = None,
 ) -> dict[str, tuple[str, bytes]]:
     """The HTML and unsigned PDF of the report ("report") and, given a secret, of its redacted copy
-    ("report.redacted"): the same arguments give the same bytes (what `rerun` compares)."""
+    ("report.redacted"): the same arguments give the same bytes (what `rerun` compares). `charts` are charts drawn
+    ahead (`clustercert.report.ahead`), keyed by their data: one whose data is not there is drawn here."""
     bundle, catalog = inputs.bundle, inputs.catalog
     inventory = [
         {"path": rel, "bytes": (bundle.root / rel).stat().st_size,
@@ -347,7 +349,7 @@ def render_reports(
         redactor = Redactor(redaction_secret, [str(n) for n in system.get("nodes", [])])
         copies.append(("report.redacted", {**redactor(copies[0][1]), "redacted": True}))
     out = {}
-    with shared_charts():  # the redacted copy draws again only the charts redaction changed
+    with shared_charts(dict(charts or {})):  # the redacted copy draws again only the charts redaction changed
         for stem, data in copies:
             context = build_context(
                 data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
@@ -383,6 +385,7 @@ def write_run_folder(
     *,
     validation: dict[str, Any] | None = None,
     redact: bool = False,
+    charts: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
     manifest.json and its DSSE envelope. Refused (EvidenceError, no folder left) when a file was read with other
@@ -398,14 +401,15 @@ def write_run_folder(
     manifest_pass = _ManifestPass(inputs, evidence)  # hashes the evidence while the reports render
     try:
         return _write_run_files(run_dir, inputs, results, meta, key, templates_dir, catalog_copy, manifest_pass,
-                                validation=validation, redact=redact)
+                                validation=validation, redact=redact, charts=charts)
     finally:
         manifest_pass.stop()
 
 
 def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key: KeyPair,
                      templates_dir: Path, catalog_copy: bytes, manifest_pass: _ManifestPass, *,
-                     validation: dict[str, Any] | None, redact: bool) -> dict[str, Path]:
+                     validation: dict[str, Any] | None, redact: bool,
+                     charts: dict[str, Any] | None = None) -> dict[str, Path]:
     bundle, catalog = inputs.bundle, inputs.catalog
     software = software_record()
     written: list[str] = []
@@ -421,7 +425,7 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
     put("catalog.yaml", catalog_copy)
     rendered = render_reports(inputs, results, meta, software, validation=validation,
                               redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
-                              templates_dir=templates_dir)
+                              templates_dir=templates_dir, charts=charts)
     signing = {"reason": f"clustercert certification {results['outcome']} of {bundle.spec.cluster.name}",
                "location": f"run {meta.run_id}"}
     paths = {}

@@ -1,0 +1,130 @@
+"""The report's charts drawn ahead, in a process of their own, while the run validates and judges.
+
+Every chart is drawn from the phases' sections and the catalog's rules, which the run has once its phases are done;
+validation, judging and the report's HTML come after and need the main process. A run on two cores draws its charts
+(4 s of the sample's report stage, 4-5 s at 512 GPUs) on the other core meanwhile. `ChartsAhead` starts a fresh
+interpreter (spawned, never forked: the run has Prefect's threads) when the run starts; it loads what drawing needs
+and waits. Once the phases are done it is sent their sections, builds each phase's report context as
+`render.build_context` does, and sends back what it drew, keyed as `charts.shared_charts` keys a chart (its
+function and its arguments). The report takes a chart from there only where its key, its data, is the same; any
+other chart (a redacted copy's, one whose data changed) is drawn as before. Drawn bytes do not depend on the
+process (tests/unit/test_charts_ahead.py compares them), so the report is the same either way; a child that fails,
+dies or is not done within `WAIT_S` leaves every chart to the report, which draws it."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["WAIT_S", "ChartsAhead", "draw_all"]
+
+WAIT_S = 600.0
+log = logging.getLogger(__name__)
+
+
+def draw_all(results: dict[str, Any]) -> dict[str, Any]:
+    """Every chart the report of `results` (results.json, or only its `phases` and `rules`) draws, keyed as
+    `charts.shared_charts` keys them."""
+    from clustercert.report import charts
+    from clustercert.report.render import PHASES, _phase_context
+
+    drawn: dict[str, Any] = {}
+    with charts.shared_charts(drawn):
+        for name in PHASES:
+            _phase_context(name, results, [])
+    return drawn
+
+
+def warm() -> None:
+    """What drawing needs loaded (matplotlib, the report's modules, the chart font), loaded while the child waits
+    for its data."""
+    from clustercert.report import charts, render  # noqa: F401
+
+    fig = charts._draw(1.0, 1.0)
+    fig.add_subplot().set_title("warm")
+    charts._png(fig)
+
+
+def _child(conn: Any, target: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    try:
+        warm()
+        results = conn.recv()
+        conn.send(("drawn", target(results)))
+    except BaseException as exc:  # the parent draws instead; it says why in its log
+        with contextlib.suppress(OSError):
+            conn.send(("failed", f"{exc.__class__.__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+class ChartsAhead:
+    """A child process that draws the charts of the data `send()` gives it; `drawn()` waits for them (at most
+    `wait_s`) and returns them, or {} when nothing was sent or the child failed or took too long; `close()` stops a
+    child still running. Started early (before the phases), the child loads what drawing needs while the run works.
+
+    The data goes to the child through a pipe of our own, written by a thread: whatever is handed to a spawned
+    process's start is written before that start returns, into a pipe the parent holds open too, so a child that
+    dies first would leave the write (anything over 64 KiB) blocked forever. Our pipe's other end is the child's
+    alone: a child that dies makes the write fail and `drawn()` return {} at once."""
+
+    def __init__(self, *, target: Callable[[dict[str, Any]], dict[str, Any]] = draw_all,
+                 wait_s: float = WAIT_S) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._wait_s = wait_s
+        self._drawn: dict[str, Any] | None = None
+        self._sender: threading.Thread | None = None
+        self._conn, child_conn = context.Pipe(duplex=True)
+        self._process = context.Process(target=_child, args=(child_conn, target), daemon=True,
+                                        name="clustercert-charts")
+        self._process.start()
+        child_conn.close()  # the child holds its end: a child that dies closes it, and recv() then fails at once
+
+    def send(self, results: dict[str, Any]) -> None:
+        """Draw the charts of `results` (results.json, or only its `phases` and `rules`); once."""
+        if self._sender is not None:
+            raise RuntimeError("the charts ahead were sent their data already")
+        self._sender = threading.Thread(target=self._send, args=(results,), name="clustercert-charts-send",
+                                        daemon=True)
+        self._sender.start()
+
+    def _send(self, results: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the child died, or close() came first: drawn() says so
+            self._conn.send(results)
+
+    def drawn(self) -> dict[str, Any]:
+        if self._drawn is None:
+            self._drawn = self._receive()
+            self.close()
+        return self._drawn
+
+    def _receive(self) -> dict[str, Any]:
+        if self._sender is None:
+            return {}
+        try:
+            if not self._conn.poll(self._wait_s):
+                log.warning("charts drawn ahead: not done within %g s; the report draws them", self._wait_s)
+                return {}
+            kind, value = self._conn.recv()
+        except (EOFError, OSError) as exc:  # the child died before it sent anything
+            log.warning("charts drawn ahead: the child process ended without them (%s); the report draws them",
+                        exc.__class__.__name__)
+            return {}
+        if kind != "drawn":
+            log.warning("charts drawn ahead: %s; the report draws them", value)
+            return {}
+        return dict(value)
+
+    def close(self) -> None:
+        """The child stopped (it is done, or killed), the pipe closed and the sender done; safe to call again."""
+        if self._process.is_alive():
+            self._process.join(timeout=1.0)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        if self._sender is not None:
+            self._sender.join()  # the child is gone, so its end of the pipe is closed: a blocked send fails now
+        self._conn.close()

@@ -1,0 +1,136 @@
+"""Charts drawn ahead in a child process are the charts the report draws, and a child that fails costs nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+
+from clustercert.report import build_context, charts, render_html
+from clustercert.report.ahead import ChartsAhead, draw_all
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+TEMPLATES = ROOT / "templates"
+
+
+def _input() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((GOLDEN / "report_input.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _html(data: dict[str, Any]) -> str:
+    return render_html(build_context(
+        data["results"], meta=data["meta"], system=data["system"], models=data["models"], sources=data["sources"],
+        inventory=data["inventory"], software=data["software"], validation=data["validation"], mlps=data["mlps"]),
+        TEMPLATES)
+
+
+def _what_the_flow_sends(results: dict[str, Any]) -> dict[str, Any]:
+    return {"phases": results["phases"], "rules": results["rules"]}
+
+
+# Targets for the child (module level: a spawned child imports them by name).
+def _raises(results: dict[str, Any]) -> dict[str, Any]:
+    raise RuntimeError("no charts today")
+
+
+def _dies(results: dict[str, Any]) -> dict[str, Any]:
+    os._exit(3)
+
+
+def _sleeps(results: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(60)
+    return {}
+
+
+@pytest.fixture(scope="module")
+def ahead_drawn() -> dict[str, Any]:
+    ahead = ChartsAhead()
+    ahead.send(_what_the_flow_sends(_input()["results"]))
+    try:
+        return ahead.drawn()
+    finally:
+        ahead.close()
+
+
+def test_the_child_draws_the_bytes_drawn_here(ahead_drawn: dict[str, Any]) -> None:
+    here = draw_all(_input()["results"])
+    assert set(ahead_drawn) == set(here)
+    assert ahead_drawn == here  # Chart ids, titles, alt texts and PNG bytes alike
+    uris = [c.uri for v in here.values() for c in (v if isinstance(v, list) else [v]) if c is not None]
+    # every chart of the report: step time per workload, weak scaling, bus bandwidth, the pair heatmap, resilience
+    assert len(uris) >= 6 and all(u.startswith("data:image/png;base64,iVBOR") for u in uris)
+
+
+def test_a_report_given_the_charts_drawn_ahead_draws_none_and_is_the_same(
+        ahead_drawn: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _input()
+    alone = _html(data)
+    drawn: list[str] = []
+    png = charts._png
+    monkeypatch.setattr(charts, "_png", lambda fig: drawn.append("x") or png(fig))
+    with charts.shared_charts(dict(ahead_drawn)):
+        together = _html(data)
+    assert together == alone
+    assert drawn == []
+
+
+def test_a_chart_whose_data_changed_since_is_drawn_again(ahead_drawn: dict[str, Any],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _input()
+    events = data["results"]["phases"]["resilience"]["events"]
+    data["results"]["phases"]["resilience"]["events"] = events[:-1]  # one event less than the child drew
+    alone = _html(data)
+    drawn: list[str] = []
+    png = charts._png
+    monkeypatch.setattr(charts, "_png", lambda fig: drawn.append("x") or png(fig))
+    with charts.shared_charts(dict(ahead_drawn)):
+        together = _html(data)
+    assert together == alone
+    assert drawn == ["x"]  # the event timeline, drawn from the data it now has
+
+
+@pytest.mark.parametrize("target", [_raises, _dies], ids=["raises", "dies"])
+def test_a_child_that_fails_leaves_the_charts_to_the_report(target: Any) -> None:
+    ahead = ChartsAhead(target=target, wait_s=120)
+    ahead.send(_what_the_flow_sends(_input()["results"]))
+    started = time.monotonic()
+    assert ahead.drawn() == {}
+    assert time.monotonic() - started < 60  # told at once, not after the wait
+    ahead.close()
+    assert not ahead._process.is_alive()
+
+
+def test_a_child_that_is_late_is_stopped_and_the_report_draws() -> None:
+    ahead = ChartsAhead(target=_sleeps, wait_s=0.5)
+    ahead.send({"phases": {}})
+    assert ahead.drawn() == {}
+    assert not ahead._process.is_alive()  # killed, not left running beside the report
+    ahead.close()  # again: nothing left to do
+
+
+def test_a_child_killed_before_it_read_its_data_blocks_nothing() -> None:
+    # 40 MB: far more than a pipe holds, so the send waits for a reader that is gone
+    big = {"phases": {}, "padding": [f"{i:06d}" + "x" * 1000 for i in range(40_000)]}  # distinct: pickled whole
+    ahead = ChartsAhead(target=_sleeps, wait_s=120)
+    ahead._process.kill()
+    ahead.send(big)
+    started = time.monotonic()
+    assert ahead.drawn() == {}
+    ahead.close()
+    assert time.monotonic() - started < 60
+    assert not ahead._sender.is_alive()
+
+
+def test_nothing_sent_is_nothing_drawn_and_the_child_is_stopped() -> None:
+    ahead = ChartsAhead(wait_s=120)
+    started = time.monotonic()
+    assert ahead.drawn() == {}  # a run that failed before its phases were done: no wait
+    assert time.monotonic() - started < 60
+    assert not ahead._process.is_alive()
+    with pytest.raises(RuntimeError, match="sent their data already"):
+        ahead.send({"phases": {}}) or ahead.send({"phases": {}})
