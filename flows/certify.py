@@ -99,3 +99,13 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+
+def import_stack() -> None:
+    """Import what a certification loads when it gets there (Great Expectations for validation, WeasyPrint and
+    matplotlib's font manager for the report): called while the temporary Prefect server starts
+    (`prefect_runtime`'s `meanwhile`), these seconds are spent in a wait instead of on the run's path. Only a
+    certification calls it: `--help`, `verify` and `evidence parse` import none of them."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # as clustercert.validation.suites does
+    import great_expectations  # noqa: F401
+    import matplotlib.font_manager  # noqa: F401
+    import weasyprint  # noqa: F401

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -207,16 +207,27 @@ def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS,
 
 
 @contextmanager
-def prefect_runtime(server: TemporaryServer | None = None) -> Iterator[str | None]:
+def prefect_runtime(server: TemporaryServer | None = None,
+                    meanwhile: Callable[[], None] | None = None) -> Iterator[str | None]:
     """The API started (see `start_api`; `server`, one `spawn_api` started earlier, is waited for) and the flows'
     client pointed at it; unless the user set PREFECT_FLOWS_HEARTBEAT_FREQUENCY, flow-run heartbeats off: a
     certification is a short local process, and each flow's heartbeat thread costs up to a second at its end (four
-    flows per certification). Yields the temporary server's API URL, or None; the server is stopped after."""
+    flows per certification). Yields the temporary server's API URL, or None; the server is stopped after.
+
+    `meanwhile` is called once the server is spawned, before it is waited for: work the run needs later, done while
+    the server starts on the other core (its start takes about 6 s here, in which this process would only wait)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if server is None:
         server = spawn_api()
-    url = start_api(server=server) if server is not None else None
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        url = start_api(server=server) if server is not None else None
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     updates: dict[Any, Any] = {} if _HEARTBEAT_VAR in os.environ else {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     if url is not None:
         updates[PREFECT_API_URL] = url

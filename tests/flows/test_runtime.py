@@ -68,6 +68,42 @@ def test_the_temporary_server_spawned_early_answers_the_flows_client_and_stops_a
         assert db.execute(types).fetchall() == template.execute(types).fetchall()
 
 
+_MEANWHILE = """
+import sys
+from prefect.settings import PREFECT_API_URL
+from flows.runtime import RUNNING, prefect_runtime
+seen = []
+
+def meanwhile():  # called with the server spawned and the flows' client not yet pointed at it
+    seen.append((len(RUNNING), RUNNING[0].poll() if RUNNING else "none", PREFECT_API_URL.value()))
+    if sys.argv[1] == "fails":
+        raise KeyError("meanwhile failed")
+
+try:
+    with prefect_runtime(meanwhile=meanwhile) as url:
+        print("ran", seen, url.startswith("http://127.0.0.1:"))
+except KeyError as exc:
+    print("raised", exc, seen)
+print("left", RUNNING)
+"""
+
+
+@pytest.mark.parametrize("how", ["works", "fails"])
+def test_work_meanwhile_runs_while_the_server_starts_and_a_failure_there_stops_it(how: str, tmp_path: Path) -> None:
+    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.run([sys.executable, "-c", _MEANWHILE, how], cwd=ROOT, env={
+        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600,
+        check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    # one server process, running (poll() None), and no API URL set yet when the work ran
+    seen = "[(1, None, None)]"
+    if how == "works":
+        assert lines == [f"ran {seen} True", "left []"], proc.stdout
+    else:
+        assert lines == [f"raised 'meanwhile failed' {seen}", "left []"], proc.stdout  # the server stopped
+
+
 def test_a_start_that_cannot_meet_its_bound_is_tried_again_then_refused_in_one_line() -> None:
     # One second is less than the server's own imports take: every try times out.
     proc = _start(1, 2)
