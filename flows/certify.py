@@ -100,12 +100,19 @@ def _cores() -> int:
 
 
 
-def import_stack() -> None:
-    """Import what a certification loads when it gets there (Great Expectations for validation, WeasyPrint and
-    matplotlib's font manager for the report): called while the temporary Prefect server starts
-    (`prefect_runtime`'s `meanwhile`), these seconds are spent in a wait instead of on the run's path. Only a
-    certification calls it: `--help`, `verify` and `evidence parse` import none of them."""
+
+def _import_great_expectations() -> None:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # as clustercert.validation.suites does
     import great_expectations  # noqa: F401
+
+
+def _import_report() -> None:
     import matplotlib.font_manager  # noqa: F401
     import weasyprint  # noqa: F401
+
+
+# What a certification imports when it gets there (Great Expectations for validation, WeasyPrint and matplotlib's
+# font manager for the report), in that order: `prefect_runtime` takes these steps while the temporary Prefect
+# server starts, so these seconds are spent in a wait instead of on the run's path. Only a certification (certify,
+# rerun) takes them: `--help`, `verify` and `evidence parse` import none of them.
+IMPORT_STEPS = (_import_great_expectations, _import_report)

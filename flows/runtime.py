@@ -18,7 +18,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,14 @@ class TemporaryServer:
             os.close(fd)
         RUNNING.append(self.process)
 
+    def answers(self) -> bool:
+        """Whether the server answers its health check now."""
+        try:
+            with urllib.request.urlopen(f"{self.api_url}/health", timeout=1) as response:
+                return bool(response.status == 200)
+        except (OSError, ValueError):
+            return False
+
     def wait(self, timeout_s: float) -> str:
         """The API URL once the server answers its health check; RuntimeError when it exits or `timeout_s` passes."""
         deadline = time.monotonic() + timeout_s
@@ -208,21 +216,26 @@ def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS,
 
 @contextmanager
 def prefect_runtime(server: TemporaryServer | None = None,
-                    meanwhile: Callable[[], None] | None = None) -> Iterator[str | None]:
+                    meanwhile: Sequence[Callable[[], None]] = ()) -> Iterator[str | None]:
     """The API started (see `start_api`; `server`, one `spawn_api` started earlier, is waited for) and the flows'
     client pointed at it; unless the user set PREFECT_FLOWS_HEARTBEAT_FREQUENCY, flow-run heartbeats off: a
     certification is a short local process, and each flow's heartbeat thread costs up to a second at its end (four
     flows per certification). Yields the temporary server's API URL, or None; the server is stopped after.
 
-    `meanwhile` is called once the server is spawned, before it is waited for: work the run needs later, done while
-    the server starts on the other core (its start takes about 6 s here, in which this process would only wait)."""
+    `meanwhile` are steps of work the run needs later (imports that take seconds), taken one by one while the
+    temporary server is starting and not yet answering, on the other core: its start takes about 6 s here, in which
+    this process would only wait. A server that answers already (a run whose own start-up took as long: a cluster's
+    bundle is hashed first) is not kept waiting, and the steps left are done where the run needs them.
+    """
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if server is None:
         server = spawn_api()
     try:
-        if meanwhile is not None:
-            meanwhile()
+        for step in meanwhile:
+            if server is None or server.answers():
+                break
+            step()
         url = start_api(server=server) if server is not None else None
     except BaseException:
         if server is not None:

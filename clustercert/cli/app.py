@@ -137,7 +137,7 @@ def certify(
     run_dir = reports / run_id
     try:
         from clustercert.cli.progress import Progress
-        from flows.certify import certify_flow, import_stack
+        from flows.certify import IMPORT_STEPS, certify_flow
         from flows.progress import listening
         from flows.runners import received
         from flows.runtime import prefect_runtime
@@ -146,7 +146,7 @@ def certify(
         workers = (settings.dask_workers or 2) if dask else settings.dask_workers
         progress = Progress(err, enabled=not as_json, started=started)
         progress("start", "Prefect API")
-        with safety.running(run_dir), progress, listening(progress), prefect_runtime(server, import_stack), \
+        with safety.running(run_dir), progress, listening(progress), prefect_runtime(server, IMPORT_STEPS), \
                 cli_ops.dask_address(workers, settings.dask_address) as address:
             summary = received(certify_flow(
                 bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),

@@ -131,10 +131,10 @@ def rerun(
             err.print(f"warning: software differs from the manifest's: {line}", markup=False)
         os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result
         _quiet()
-        from flows.certify import certify_flow, import_stack
+        from flows.certify import IMPORT_STEPS, certify_flow
         from flows.runtime import prefect_runtime
 
-        with prefect_runtime(meanwhile=import_stack):
+        with prefect_runtime(meanwhile=IMPORT_STEPS):
             certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
                          key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
                          templates_dir=str(settings.templates_dir),

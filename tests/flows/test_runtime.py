@@ -71,16 +71,19 @@ def test_the_temporary_server_spawned_early_answers_the_flows_client_and_stops_a
 _MEANWHILE = """
 import sys
 from prefect.settings import PREFECT_API_URL
-from flows.runtime import RUNNING, prefect_runtime
+from flows.runtime import RUNNING, prefect_runtime, spawn_api
 seen = []
 
-def meanwhile():  # called with the server spawned and the flows' client not yet pointed at it
-    seen.append((len(RUNNING), RUNNING[0].poll() if RUNNING else "none", PREFECT_API_URL.value()))
+def step():  # taken with the server spawned, not yet answering, and the flows' client not yet pointed at it
+    seen.append((len(RUNNING), RUNNING[0].poll() if RUNNING else "none", server.answers(), PREFECT_API_URL.value()))
     if sys.argv[1] == "fails":
         raise KeyError("meanwhile failed")
 
+server = spawn_api()
+if sys.argv[1] == "answering":
+    server.wait(300)  # a run whose own start-up took longer than the server's
 try:
-    with prefect_runtime(meanwhile=meanwhile) as url:
+    with prefect_runtime(server, [step, step]) as url:
         print("ran", seen, url.startswith("http://127.0.0.1:"))
 except KeyError as exc:
     print("raised", exc, seen)
@@ -88,7 +91,7 @@ print("left", RUNNING)
 """
 
 
-@pytest.mark.parametrize("how", ["works", "fails"])
+@pytest.mark.parametrize("how", ["works", "fails", "answering"])
 def test_work_meanwhile_runs_while_the_server_starts_and_a_failure_there_stops_it(how: str, tmp_path: Path) -> None:
     full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     proc = subprocess.run([sys.executable, "-c", _MEANWHILE, how], cwd=ROOT, env={
@@ -96,12 +99,14 @@ def test_work_meanwhile_runs_while_the_server_starts_and_a_failure_there_stops_i
         check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    # one server process, running (poll() None), and no API URL set yet when the work ran
-    seen = "[(1, None, None)]"
-    if how == "works":
-        assert lines == [f"ran {seen} True", "left []"], proc.stdout
+    # one server process, running (poll() None), not answering, and no API URL set yet when the step ran
+    step = "(1, None, False, None)"
+    if how == "works":  # both steps (a step takes no time: the server is still starting after both)
+        assert lines == [f"ran [{step}, {step}] True", "left []"], proc.stdout
+    elif how == "fails":
+        assert lines == [f"raised 'meanwhile failed' [{step}]", "left []"], proc.stdout  # the server stopped
     else:
-        assert lines == [f"raised 'meanwhile failed' {seen}", "left []"], proc.stdout  # the server stopped
+        assert lines == ["ran [] True", "left []"], proc.stdout  # a server that answers is not kept waiting
 
 
 def test_a_start_that_cannot_meet_its_bound_is_tried_again_then_refused_in_one_line() -> None:
