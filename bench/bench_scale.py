@@ -296,6 +296,27 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _pss(pid: int) -> int:
+    """The process's proportional set size: pages it shares with another process (a parent and the vfork child
+    it starts a program with share them all) are counted once in a sum over the tree, not once per process."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")[:80].strip()
+    except OSError:
+        return "?"
+
+
 @dataclass
 class Watch:
     """What the watchdog and the stderr reader saw while the child ran."""
@@ -305,6 +326,8 @@ class Watch:
     peak_tree: int = 0
     peak_child: int = 0
     peak_by_stage: dict[str, int] = field(default_factory=dict)
+    peak_tree_pss: int = 0
+    peak_tree_parts: list[dict[str, Any]] = field(default_factory=list)  # each process at the tree's RSS peak
     tail: list[str] = field(default_factory=list)
     killed: str | None = None
 
@@ -325,8 +348,13 @@ def _read_stderr(stream: Any, watch: Watch) -> None:
 
 def _watchdog(proc: subprocess.Popen[bytes], watch: Watch, limit: int, deadline: float) -> None:
     while proc.poll() is None:
-        tree = sum(_rss(p) for p in _tree(proc.pid))
+        parts = {p: _rss(p) for p in _tree(proc.pid)}
+        tree = sum(parts.values())
         child = _rss(proc.pid)
+        if tree > watch.peak_tree:
+            watch.peak_tree_parts = [{"pid": p, "rss_gib": round(r / 1024**3, 3), "command": _comm(p),
+                                      "stage": watch.stage} for p, r in parts.items()]
+        watch.peak_tree_pss = max(watch.peak_tree_pss, sum(_pss(p) for p in parts))
         watch.peak_tree = max(watch.peak_tree, tree)
         watch.peak_child = max(watch.peak_child, child)
         watch.peak_by_stage[watch.stage] = max(watch.peak_by_stage.get(watch.stage, 0), tree)
@@ -400,6 +428,8 @@ def certify(bundle: Path, work: Path, limit_bytes: int, timeout_s: float) -> dic
     result: dict[str, Any] = {
         "outcome": outcome, "exit_code": proc.returncode, "seconds": round(seconds, 2),
         "peak_rss_tree_gib": round(watch.peak_tree / 1024**3, 3),
+        "peak_rss_tree_processes": watch.peak_tree_parts,
+        "peak_pss_tree_gib": round(watch.peak_tree_pss / 1024**3, 3),
         "peak_rss_child_sampled_gib": round(watch.peak_child / 1024**3, 3),
         "peak_rss_child_wait4_gib": round(usage.ru_maxrss * 1024 / 1024**3, 3),
         "cpu_user_s": round(usage.ru_utime, 2), "cpu_system_s": round(usage.ru_stime, 2),
