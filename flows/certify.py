@@ -3,6 +3,7 @@ arguments through `flows.runners.bulky`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -20,6 +21,8 @@ from flows.runners import bulky, handed_back, on_runner, received
 from flows.tasks import gate_task, judge_task, load_task, validate_task, write_task
 
 __all__ = ["certify_flow"]
+
+log = logging.getLogger(__name__)
 
 
 @flow(name="certify")
@@ -49,7 +52,7 @@ def _certify(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: 
              templates_dir: str, catalog: str | None, limit: int, dask_address: str | None,
              redact: bool) -> opaque:
     # the charts are drawn from the phases' sections and the rules alone: on the other core while the run validates
-    ahead = ChartsAhead() if _cores() > 1 else None
+    ahead = _charts_ahead()
     try:
         return _stages(bundle_path, run_dir, run_meta, key_dir, references_dir, templates_dir, catalog, limit,
                        dask_address, redact, ahead)
@@ -90,6 +93,18 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
     report("publish", "Prefect artifacts")
     publish_artifacts_task(bulky(results), paths)
     return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})
+
+def _charts_ahead() -> ChartsAhead | None:
+    """The chart drawing process, on a machine with a core for it; None where it cannot start (no process or pipe
+    left to this user): the report draws the charts, as on one core."""
+    if _cores() < 2:
+        return None
+    try:
+        return ChartsAhead()
+    except OSError as exc:
+        log.warning("charts drawn ahead: no child process (%s); the report draws them", exc)
+        return None
+
 
 def _cores() -> int:
     """The processors this process may run on."""

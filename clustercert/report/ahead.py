@@ -77,6 +77,7 @@ class ChartsAhead:
         self._wait_s = wait_s
         self._drawn: dict[str, Any] | None = None
         self._sender: threading.Thread | None = None
+        self._sent = False
         self._conn, child_conn = context.Pipe(duplex=True)
         self._process = context.Process(target=_child, args=(child_conn, target), daemon=True,
                                         name="clustercert-charts")
@@ -85,11 +86,16 @@ class ChartsAhead:
 
     def send(self, results: dict[str, Any]) -> None:
         """Draw the charts of `results` (results.json, or only its `phases` and `rules`); once."""
-        if self._sender is not None:
+        if self._sent:
             raise RuntimeError("the charts ahead were sent their data already")
-        self._sender = threading.Thread(target=self._send, args=(results,), name="clustercert-charts-send",
-                                        daemon=True)
-        self._sender.start()
+        self._sent = True
+        sender = threading.Thread(target=self._send, args=(results,), name="clustercert-charts-send", daemon=True)
+        try:
+            sender.start()
+        except RuntimeError as exc:  # no thread left to this process: drawn() returns {}, the report draws them
+            log.warning("charts drawn ahead: no thread to send the data (%s); the report draws them", exc)
+            return
+        self._sender = sender
 
     def _send(self, results: dict[str, Any]) -> None:
         with contextlib.suppress(OSError, ValueError):  # the child died, or close() came first: drawn() says so

@@ -134,3 +134,37 @@ def test_nothing_sent_is_nothing_drawn_and_the_child_is_stopped() -> None:
     assert not ahead._process.is_alive()
     with pytest.raises(RuntimeError, match="sent their data already"):
         ahead.send({"phases": {}}) or ahead.send({"phases": {}})
+
+
+def test_a_run_without_a_core_or_a_process_for_the_charts_draws_them_in_the_report(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import flows.certify as certify
+
+    def no_process(**_: Any) -> ChartsAhead:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(certify, "ChartsAhead", no_process)
+    monkeypatch.setattr(certify, "_cores", lambda: 2)
+    said: list[str] = []
+    monkeypatch.setattr(certify.log, "warning", lambda text, *args: said.append(text % args))
+    assert certify._charts_ahead() is None
+    assert said == ["charts drawn ahead: no child process ([Errno 11] Resource temporarily unavailable); the report "
+                    "draws them"]
+    monkeypatch.setattr(certify, "ChartsAhead", lambda **_: pytest.fail("one core: no child"))
+    monkeypatch.setattr(certify, "_cores", lambda: 1)
+    assert certify._charts_ahead() is None
+
+
+def test_no_thread_to_send_the_data_is_nothing_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    ahead = ChartsAhead(wait_s=120)
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    ahead.send({"phases": {}})
+    monkeypatch.undo()
+    assert ahead.drawn() == {}
+    assert not ahead._process.is_alive()
