@@ -94,6 +94,8 @@ _STEP_FIELDS = tuple(TrainingStep.__dataclass_fields__)
 STEP_DEFAULTS = {name: f.default for name, f in TrainingStep.__dataclass_fields__.items()
                   if f.default is not MISSING}
 _new = object.__new__
+_FIELD_SET = frozenset(_STEP_FIELDS)
+_REQUIRED = _FIELD_SET - STEP_DEFAULTS.keys()
 
 
 def make_step(values: dict[str, object]) -> TrainingStep:
@@ -108,8 +110,35 @@ def make_step(values: dict[str, object]) -> TrainingStep:
 
 
 def make_steps(names: Sequence[str], columns: Sequence[Iterable[object]]) -> list[TrainingStep]:
-    """make_step() of every row of `columns` (one iterable per name of `names`, all of one length): the steps a
-    bulk reading builds, in one loop with nothing looked up per row."""
+    """make_step() of every row of `columns` (one iterable per name of `names`, all of one length: ValueError
+    otherwise): the steps a bulk reading builds, in one loop with nothing looked up per row.
+
+    Each step's state is one dict built from the row (a default a column of its own) in the order of the dict
+    make_step() leaves (the defaulted fields first, each replaced in place, then the others); set as the
+    instance's __dict__ it costs a tenth less than two updates of the empty one (Megatron at 50 MB: 0.6 s of 1.0 s
+    is this loop)."""
+    listed = [column if isinstance(column, list) else list(column) for column in columns]
+    lengths = {len(column) for column in listed}
+    if len(lengths) > 1:
+        raise ValueError(f"make_steps: columns of different lengths {sorted(lengths)}")
+    given = dict(zip(names, listed, strict=False))
+    if len(given) != len(names) or len(names) != len(listed) or not _REQUIRED <= given.keys() <= _FIELD_SET:
+        return _make_steps_by_update(names, listed)  # a name twice, no field's name, a field left out: as before
+    rows = lengths.pop() if lengths else 0
+    # make_step's order: the defaulted fields first, then the others as `names` gives them
+    fields = (*STEP_DEFAULTS, *(name for name in names if name not in STEP_DEFAULTS))
+    full = [given[name] if name in given else [STEP_DEFAULTS[name]] * rows for name in fields]
+    steps: list[TrainingStep] = []
+    append = steps.append
+    new, set_state = _new, object.__setattr__
+    for row in zip(*full, strict=False):  # lengths checked above
+        step = new(TrainingStep)
+        set_state(step, "__dict__", dict(zip(fields, row, strict=False)))
+        append(step)
+    return steps
+
+
+def _make_steps_by_update(names: Sequence[str], columns: Sequence[Iterable[object]]) -> list[TrainingStep]:
     steps: list[TrainingStep] = []
     append = steps.append
     new, defaults = _new, STEP_DEFAULTS
@@ -117,7 +146,7 @@ def make_steps(names: Sequence[str], columns: Sequence[Iterable[object]]) -> lis
         step = new(TrainingStep)
         state = step.__dict__
         state.update(defaults)
-        state.update(zip(names, row, strict=False))  # a row has a value per name (strict= checks per row: +40%)
+        state.update(zip(names, row, strict=False))
         append(step)
     return steps
 

@@ -7,10 +7,12 @@ logs the values and lines counted by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from clustercert.parsers.training import (
     TrainingStep,
     column_floats,
     column_ints,
+    make_step,
     make_steps,
     pieces_hold_nan_value,
     read_text,
@@ -263,3 +266,35 @@ def test_column_helpers_convert_each_text_as_float_and_int_do() -> None:
     assert not pieces_hold_nan_value([": inf"[:2] + "x"]) and pieces_hold_nan_value(["x: INF"])
     steps = make_steps(["iteration", "step_time_s", "line", "loss"], [[1, 2], [0.5, 0.25], [3, 4], [None, 2.0]])
     assert steps == [TrainingStep(1, 0.5, 3), TrainingStep(2, 0.25, 4, loss=2.0)]
+
+
+def test_make_steps_builds_what_the_dataclass_and_make_step_build_field_for_field_and_in_order() -> None:
+    rng = random.Random(13)
+    fields = [f.name for f in dataclasses.fields(TrainingStep)]
+    optional = [f for f in fields if f not in ("iteration", "step_time_s", "line")]
+    values = {"tflops_per_gpu": 1.5, "loss": None, "grad_norm": 0.25, "global_step": 7, "epoch": 0,
+              "max_iteration": 90, "global_batch_size": 1024, "consumed_samples": 512, "samples_per_s": 3.0,
+              "timestamp_s": 1.7e9, "pause_s": 2.5, "untimed_pause": True}
+    for _ in range(200):
+        names = ["iteration", "step_time_s", "line", *rng.sample(optional, rng.randint(0, len(optional)))]
+        rng.shuffle(names)
+        n = rng.randint(0, 5)
+        columns: list[Any] = [[i if name in ("iteration", "line") else (0.5 * i if name == "step_time_s"
+                                                                        else values[name]) for i in range(n)]
+                              for name in names]
+        if rng.random() < 0.3:
+            columns = [iter(c) for c in columns]  # any iterables, not only lists
+        steps = make_steps(names, columns)
+        expected = [TrainingStep(**{name: (i if name in ("iteration", "line") else
+                                           0.5 * i if name == "step_time_s" else values[name]) for name in names})
+                    for i in range(n)]
+        assert steps == expected
+        one_by_one = [make_step(dict(zip(names, row, strict=True))) for row in zip(
+            *[[i if name in ("iteration", "line") else (0.5 * i if name == "step_time_s" else values[name])
+               for i in range(n)] for name in names], strict=True)]
+        assert [list(vars(s).items()) for s in steps] == [list(vars(e).items()) for e in one_by_one]  # order too
+    # a name twice: the later column's value, as make_step's update gives
+    twice = make_steps(["iteration", "step_time_s", "line", "loss", "loss"], [[1], [0.5], [2], [1.0], [3.0]])
+    assert twice == [TrainingStep(1, 0.5, 2, loss=3.0)]
+    with pytest.raises(ValueError, match="different lengths"):
+        make_steps(["iteration", "step_time_s", "line"], [[1, 2], [0.5], [3, 4]])
