@@ -94,6 +94,7 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
     publish_artifacts_task(bulky(results), paths)
     return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})
 
+
 def _charts_ahead() -> ChartsAhead | None:
     """The chart drawing process, on a machine with a core for it; None where it cannot start (no process or pipe
     left to this user): the report draws the charts, as on one core."""
@@ -112,8 +113,6 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
 
 
 def _import_great_expectations() -> None:
