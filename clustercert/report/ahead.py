@@ -119,6 +119,9 @@ class ChartsAhead:
             log.warning("charts drawn ahead: the child process ended without them (%s); the report draws them",
                         exc.__class__.__name__)
             return {}
+        except Exception as exc:  # what it sent cannot be read back (unpickling): nothing of it is used
+            log.warning("charts drawn ahead: unreadable (%s: %s); the report draws them", exc.__class__.__name__, exc)
+            return {}
         if kind != "drawn":
             log.warning("charts drawn ahead: %s; the report draws them", value)
             return {}

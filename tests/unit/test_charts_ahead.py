@@ -168,3 +168,23 @@ def test_no_thread_to_send_the_data_is_nothing_drawn(monkeypatch: pytest.MonkeyP
     monkeypatch.undo()
     assert ahead.drawn() == {}
     assert not ahead._process.is_alive()
+
+
+class _Unreadable:
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (_refuse, ("no",))  # pickles; unpickling in the parent raises
+
+
+def _refuse(text: str) -> None:
+    raise ValueError(text)
+
+
+def _sends_unreadable(results: dict[str, Any]) -> dict[str, Any]:
+    return {"chart": _Unreadable()}
+
+
+def test_charts_that_cannot_be_read_back_are_left_to_the_report() -> None:
+    ahead = ChartsAhead(target=_sends_unreadable, wait_s=120)
+    ahead.send({"phases": {}})
+    assert ahead.drawn() == {}
+    assert not ahead._process.is_alive()
