@@ -66,17 +66,22 @@ def test_the_child_draws_the_bytes_drawn_here(ahead_drawn: dict[str, Any]) -> No
     assert len(uris) >= 6 and all(u.startswith("data:image/png;base64,iVBOR") for u in uris)
 
 
-def test_a_report_given_the_charts_drawn_ahead_draws_none_and_is_the_same(
-        ahead_drawn: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    data = _input()
+def _with_drawn(data: dict[str, Any], drawn_ahead: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The report of `data` given the charts drawn ahead is the report drawn alone; returns one mark per chart it
+    drew itself."""
     alone = _html(data)
     drawn: list[str] = []
     png = charts._png
     monkeypatch.setattr(charts, "_png", lambda fig: drawn.append("x") or png(fig))
-    with charts.shared_charts(dict(ahead_drawn)):
+    with charts.shared_charts(dict(drawn_ahead)):
         together = _html(data)
     assert together == alone
-    assert drawn == []
+    return drawn
+
+
+def test_a_report_given_the_charts_drawn_ahead_draws_none_and_is_the_same(
+        ahead_drawn: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _with_drawn(_input(), ahead_drawn, monkeypatch) == []
 
 
 def test_a_chart_whose_data_changed_since_is_drawn_again(ahead_drawn: dict[str, Any],
@@ -84,14 +89,7 @@ def test_a_chart_whose_data_changed_since_is_drawn_again(ahead_drawn: dict[str, 
     data = _input()
     events = data["results"]["phases"]["resilience"]["events"]
     data["results"]["phases"]["resilience"]["events"] = events[:-1]  # one event less than the child drew
-    alone = _html(data)
-    drawn: list[str] = []
-    png = charts._png
-    monkeypatch.setattr(charts, "_png", lambda fig: drawn.append("x") or png(fig))
-    with charts.shared_charts(dict(ahead_drawn)):
-        together = _html(data)
-    assert together == alone
-    assert drawn == ["x"]  # the event timeline, drawn from the data it now has
+    assert _with_drawn(data, ahead_drawn, monkeypatch) == ["x"]  # the event timeline, drawn from its data now
 
 
 @pytest.mark.parametrize("target", [_raises, _dies], ids=["raises", "dies"])
