@@ -98,8 +98,14 @@ class ChartsAhead:
         self._sender = sender
 
     def _send(self, results: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError, ValueError):  # the child died, or close() came first: drawn() says so
+        try:
             self._conn.send(results)
+        except (OSError, ValueError):  # the child died, or close() came first: drawn() says so
+            pass
+        except Exception as exc:  # the data cannot be pickled: the child is stopped, so drawn() returns {} at once
+            log.warning("charts drawn ahead: the data cannot be sent (%s: %s); the report draws them",
+                        exc.__class__.__name__, exc)
+            self._process.kill()
 
     def drawn(self) -> dict[str, Any]:
         if self._drawn is None:

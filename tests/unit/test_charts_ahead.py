@@ -186,3 +186,12 @@ def test_charts_that_cannot_be_read_back_are_left_to_the_report() -> None:
     ahead.send({"phases": {}})
     assert ahead.drawn() == {}
     assert not ahead._process.is_alive()
+
+
+def test_data_that_cannot_be_sent_stops_the_child_and_nothing_waits() -> None:
+    ahead = ChartsAhead(wait_s=120)
+    ahead.send({"phases": {}, "not data": lambda: None})  # a lambda does not pickle
+    started = time.monotonic()
+    assert ahead.drawn() == {}
+    assert time.monotonic() - started < 60  # not the 120 s wait
+    assert not ahead._process.is_alive()
