@@ -23,7 +23,7 @@ PLAN = PLAN_HEADER + """\
     nodes: 2
     workload: {steps: 70, batch: 64, checkpoint_every: 10, straggler_threshold: 0.75, straggler_window: 10}
     faults:
-      - {kind: slow, at_step: 15, node: last, slowdown: 0.6}
+      - {kind: slow, at_step: 15, node: last, slowdown: 0.8}
   - id: hang
     kind: resilience
     nodes: 2
