@@ -436,21 +436,26 @@ def _pipe_log_fast(
         if after < count and "validation loss at" in raw and _UNTIMED.search(raw) is not None:
             untimed[after] = True
     if "Step Time" in text:  # a throughput line after each record (Megatron-Bridge): all at once
-        timings = list(template.step_time.finditer(text))
-        if timings:
-            starts = list(map(re.Match.start, timings))
-            gaps = map(text.count, itertools.repeat("\n"), [0, *starts[:-1]], starts)
+        # split like the records (the text between the lines and their two numbers, no Match objects); a match
+        # holds no line break, so a line's number is 1 + the line breaks of the texts before it
+        parts = template.step_time.split(text)
+        if len(parts) > 1:
+            width = template.step_time.groups + 1
+            gaps = map(str.count, parts[0:-1:width], itertools.repeat("\n"))
             numbers = list(itertools.accumulate(gaps, initial=1))[1:]
             if not record_lines.isdisjoint(numbers) or len(set(numbers)) != len(numbers):
                 return None  # on a record's line, or two on one line (the first counts): line by line
-            texts = list(zip(*map(re.Match.groups, timings), strict=True))
-            if column_floats(list(texts[0])) is None:  # the seconds must be a number too
+            if column_floats(parts[1::width]) is None:  # the seconds must be a number too
                 return None
-            throughputs = column_floats(list(texts[1]))
+            throughputs = column_floats(parts[2::width])
+            del parts
             if throughputs is None:
                 return None
-            afters = map(bisect.bisect_left, itertools.repeat(lines), numbers)  # the records before each
-            tflops = {after - 1: value for after, value in zip(afters, throughputs, strict=True) if after}
+            afters = list(map(bisect.bisect_left, itertools.repeat(lines), numbers))  # the records before each
+            if afters == list(range(1, count + 1)):  # one after each record (the usual log): the column itself
+                values["tflops_per_gpu"] = throughputs
+            else:
+                tflops = {after - 1: value for after, value in zip(afters, throughputs, strict=True) if after}
     if tflops:
         amended = values.get("tflops_per_gpu", [None] * count)
         for index, value in tflops.items():
@@ -458,11 +463,11 @@ def _pipe_log_fast(
         values["tflops_per_gpu"] = amended
     timestamps: list[float | None]
     if template.stamped:
-        stamps: dict[tuple[str, str], float | None] = {}
         days, clocks = columns[1], columns[2]
-        for day_time in zip(days, clocks, strict=True):
-            if day_time not in stamps:
-                stamps[day_time] = _epoch_of(*day_time)
+        # each distinct print time converted once (a whole second: many records share one)
+        stamps: dict[tuple[str, str], float | None] = dict.fromkeys(zip(days, clocks, strict=True))
+        for day_time in stamps:
+            stamps[day_time] = _epoch_of(*day_time)
         timestamps = list(map(stamps.__getitem__, zip(days, clocks, strict=True)))
         del days, clocks
         columns[1] = columns[2] = []
