@@ -437,6 +437,16 @@ def _stackable(spec: ExpectationSpec, dtypes: Mapping[str, str]) -> bool:
     return spec.type in _DTYPE and dtypes.get(str(spec.kwargs.get("column")), "object") not in ("object", "category")
 
 
+def _frame_dtype(array: Any) -> str:
+    """The dtype a frame built from `array` gives its column: a numeric array's own; an object array's is what pandas
+    infers from its values (strings read as pandas' string dtype)."""
+    if array.dtype.kind != "O":
+        return str(array.dtype)
+    import pandas as pd
+
+    return str(pd.Series(array, copy=False).dtype)
+
+
 def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput],
                     runnable: Sequence[Sequence[ExpectationSpec]]) -> list[dict[str, bool]]:
     """Per table, the expectations decided by one validation of its stack, with whether they count rows.
@@ -453,29 +463,36 @@ def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput]
     import pandas as pd
 
     groups: dict[tuple[Any, ...], list[int]] = {}
-    frames: dict[int, Any] = {}
+    frames: dict[int, Any] = {}  # a table's frame, or its columns (TableInput.columns: no frame built)
+    kinds: dict[int, list[str]] = {}  # each table's dtypes, in its columns' order
     stacked_specs: dict[int, list[ExpectationSpec]] = {}
     for number, table in enumerate(tables):
         if table.batched or table.rows == 0:
             continue
-        frame = next(iter(table.batches()))
-        dtypes = {str(c): str(t) for c, t in frame.dtypes.items()}
+        frame = table.columns() if table.columns is not None else next(iter(table.batches()))
+        dtypes = ({str(c): _frame_dtype(a) for c, a in frame.items()} if isinstance(frame, dict)
+                  else {str(c): str(t) for c, t in frame.dtypes.items()})
         specs = [s for s in runnable[number] if _stackable(s, dtypes)]
         if not specs:
             continue
         key = (table.suite, table.table, tuple(dtypes.items()),
                tuple((s.id, json.dumps(_resolved(s.kwargs, table.parameters), sort_keys=True)) for s in specs))
         groups.setdefault(key, []).append(number)
-        frames[number], stacked_specs[number] = frame, specs
+        frames[number], kinds[number], stacked_specs[number] = frame, list(dtypes.values()), specs
     passes: list[dict[str, bool]] = [{} for _ in tables]
     for members in groups.values():
         if len(members) < 2:
             continue
         first = tables[members[0]]
-        stack = pd.concat([frames[n] for n in members], ignore_index=True)
-        if [str(t) for t in stack.dtypes] != [str(t) for t in frames[members[0]].dtypes]:
+        parts = [frames[n] for n in members]
+        if all(isinstance(p, dict) for p in parts):  # columns of one key (names and dtypes): joined column-wise
+            stack = pd.DataFrame({name: np.concatenate([p[name] for p in parts]) for name in parts[0]}, copy=False)
+        else:
+            stack = pd.concat([p if not isinstance(p, dict) else pd.DataFrame(p, copy=False) for p in parts],
+                              ignore_index=True)
+        if [str(t) for t in stack.dtypes] != kinds[members[0]]:
             continue  # the stack changed a dtype: each table is validated on its own
-        starts = np.cumsum([0] + [len(frames[n]) for n in members[:-1]])
+        starts = np.cumsum([0] + [len(next(iter(p.values()))) if isinstance(p, dict) else len(p) for p in parts[:-1]])
         specs = stacked_specs[members[0]]
         try:
             outcome = batch_definition.get_batch(batch_parameters={"dataframe": stack}).validate(

@@ -175,7 +175,7 @@ def frame_change(table: TableInput, change: Callable[[pd.DataFrame], pd.DataFram
         for frame in source():
             yield change(frame.copy())
 
-    return dataclasses.replace(table, batches=batches)
+    return dataclasses.replace(table, batches=batches, columns=None)  # its columns are no longer the frame's
 
 
 def _set(column: str, index: int, value: Any, dtype: str | None = None) -> Callable[[pd.DataFrame], pd.DataFrame]:
