@@ -379,15 +379,15 @@ def _collective_checks(
     for scope, colls in fixed.items():
         must.setdefault(scope, [])
         must[scope] += [c for c in colls if c not in must[scope]]
-    keys: list[tuple[str, str]] = [(scope, coll) for scope, colls in must.items() for coll in colls]
+    # each (scope, collective) the catalog requires, then each other one measured, in the order first measured;
+    # the runs of each, in the order measured
+    of_key: dict[tuple[str, str], list[_Measured]] = {(scope, coll): [] for scope, colls in must.items()
+                                                      for coll in colls}
     for m in measured:
-        key = (m.result.scope.value, m.result.collective.value)
-        if key not in keys:
-            keys.append(key)
+        of_key.setdefault((m.result.scope.value, m.result.collective.value), []).append(m)
     checks: list[Check] = []
     section: list[dict[str, object]] = []
-    for scope, coll in keys:
-        mine = [m for m in measured if (m.result.scope.value, m.result.collective.value) == (scope, coll)]
+    for (scope, coll), mine in of_key.items():
         needed = coll in must.get(scope, [])
         check_id = f"{PHASE}.{scope}-{coll}_busbw_meets_target"
         title = f"{coll} bus bandwidth at scope {scope} reaches its target (the link model's expected x fraction)"
