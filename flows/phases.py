@@ -43,7 +43,8 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
 @task(name="judge-efficiency", **CACHED)
 def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
                           mlperf: dict[str, object]) -> EfficiencyResult:
-    return judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
+    with paused():  # builds what it keeps: no collection traverses the parsed evidence again
+        return judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
 
 
 @flow(name="efficiency")
@@ -65,12 +66,14 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None,
 
 @task(name="judge-scaling", **UNCACHED)
 def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
-    return judge_scaling(inputs.bundle, inputs.catalog, parsed)
+    with paused():  # builds what it keeps: no collection traverses the parsed evidence again
+        return judge_scaling(inputs.bundle, inputs.catalog, parsed)
 
 
 @task(name="judge-resilience", **UNCACHED)
 def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
-    return judge_resilience(inputs.bundle, inputs.catalog, parsed)
+    with paused():  # builds what it keeps: no collection traverses the parsed evidence again
+        return judge_resilience(inputs.bundle, inputs.catalog, parsed)
 
 
 @flow(name="scaling")
