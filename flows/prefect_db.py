@@ -14,6 +14,9 @@ database's URL, so a copy starts without one: about a second, upserting what the
 has a database, or what one leaves behind (a WAL or journal), a database elsewhere than a local SQLite file or in a
 folder that does not exist, or no template: nothing is copied, and Prefect creates (or refuses) its database as it
 always did.
+
+The temporary server's app is Prefect's own, made by `create_app` with one change: its SQLite write transactions
+wait their turn for the lock instead of failing (`immediate_sqlite_writes`, PrefectHQ/prefect#18934).
 """
 
 from __future__ import annotations
@@ -25,10 +28,13 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_template", "seed_database", "server_command", "template_path"]
+__all__ = ["build_template", "create_app", "immediate_sqlite_writes", "seed_database", "server_command",
+           "template_path"]
 
 _SQLITE = "sqlite+aiosqlite:///"
 # what a database's last session can leave beside it: never put a template under them
@@ -36,12 +42,49 @@ _LEFTOVERS = ("-wal", "-journal", "-shm")
 
 
 def server_command(port: int) -> list[str]:
-    """Prefect's server app as Prefect's temporary server runs it: uvicorn on 127.0.0.1:`port`."""
+    """Prefect's server app as Prefect's temporary server runs it (uvicorn on 127.0.0.1:`port`), made by
+    `create_app`."""
     import prefect
 
     return [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-            "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level",
+            "flows.prefect_db:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level",
             "error", "--lifespan", "on"]
+
+
+def create_app() -> Any:
+    """Prefect's server app (`prefect.server.api.server:create_app`, as Prefect's temporary server makes it), its
+    SQLite write transactions begun IMMEDIATE (`immediate_sqlite_writes`)."""
+    from prefect.server.api.server import create_app as prefect_app
+
+    immediate_sqlite_writes()
+    return prefect_app()
+
+
+def immediate_sqlite_writes() -> None:
+    """Every transaction Prefect's server begins on SQLite takes the write lock when it begins (BEGIN IMMEDIATE,
+    Prefect's own mode for a transaction `with_for_update`), so that it waits its turn (SQLite's busy timeout,
+    60 s in Prefect) instead of failing.
+
+    Prefect begins them DEFERRED: the lock is taken at the first write. A transaction that reads before it writes
+    cannot take it once another connection has written since its read began; SQLite then fails at once ("database
+    is locked"), whatever the busy timeout. The API's task-run creation reads the flow run's labels, then inserts,
+    while the server's task-run recorder writes the runs that the client's events report: when a certification
+    starts a phase (a subflow, whose tracking task run the API creates), the phase before has just reported its
+    tasks. The API answers 503 and Prefect's client waits 2 s (its back-off, not a setting) before it asks again:
+    twice in each certification of the sample measured, 4 of its 18-23 s (PrefectHQ/prefect#18934, open)."""
+    from prefect.server.database.configurations import AioSqliteConfiguration
+
+    deferred = AioSqliteConfiguration.begin_transaction
+    if getattr(deferred, "clustercert_immediate", False):
+        return
+
+    @asynccontextmanager
+    async def begin_transaction(self: Any, session: Any, with_for_update: bool = False) -> AsyncIterator[Any]:
+        async with deferred(self, session, with_for_update=True) as transaction:
+            yield transaction
+
+    begin_transaction.clustercert_immediate = True  # type: ignore[attr-defined]
+    AioSqliteConfiguration.begin_transaction = begin_transaction  # type: ignore[method-assign]
 
 
 def template_path() -> Path:

@@ -84,8 +84,9 @@ def _port_taken(port: int) -> bool:
 
 class TemporaryServer:
     """Prefect's server app for this process alone, as Prefect's own temporary server runs it (uvicorn on a free
-    local port, the UI off, ephemeral mode, this process' Prefect settings), started without importing the server
-    in this process (about 3 s of imports the child makes anyway) and with its output in `log`.
+    local port, the UI off, ephemeral mode, this process' Prefect settings; its SQLite writes wait their turn, see
+    `flows.prefect_db.create_app`), started without importing the server in this process (about 3 s of imports the
+    child makes anyway) and with its output in `log`.
 
     `spawn` starts it and returns at once, so a certification goes on with its own work while the server starts
     on the other core; `wait` then waits for its health endpoint, up to a deadline on the wall clock."""

@@ -141,3 +141,68 @@ def test_the_temporary_servers_telemetry_is_off_unless_the_user_turned_it_on(tmp
     proc = subprocess.run([sys.executable, "-c", _SPAWN], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert (proc.returncode, proc.stdout.strip()) == (0, expected), proc.stdout + proc.stderr
+
+
+# A Prefect server transaction that reads, then writes, while another connection writes in between: what the API's
+# task-run creation does while the task-run recorder writes (flows/prefect_db.py `immediate_sqlite_writes`).
+_READ_THEN_WRITE = """
+import asyncio, sqlite3, sys
+import sqlalchemy as sa
+from prefect.server.database.configurations import AioSqliteConfiguration
+
+if sys.argv[2] == "clustercert":
+    from flows.prefect_db import immediate_sqlite_writes
+    immediate_sqlite_writes()
+    immediate_sqlite_writes()  # a second call changes nothing more
+
+async def main(path):
+    config = AioSqliteConfiguration(connection_url=f"sqlite+aiosqlite:///{path}")
+    engine = await config.engine()
+    session = await config.session(engine)
+    async with session:
+        async with config.begin_transaction(session):
+            await session.execute(sa.text("SELECT count(*) FROM task_run"))
+            other = sqlite3.connect(path, timeout=0)
+            try:
+                other.execute("INSERT INTO task_run VALUES ('recorded')")
+                other.commit()
+                print("the other connection wrote")
+            except sqlite3.OperationalError as exc:
+                print(f"the other connection waits its turn ({exc})")
+            finally:
+                other.close()
+            try:
+                await session.execute(sa.text("INSERT INTO task_run VALUES ('created')"))
+                print("the transaction wrote")
+            except sa.exc.OperationalError as exc:
+                print(f"the transaction failed ({exc.orig})")
+    await engine.dispose()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    # Prefect's own mode: the transaction fails at once, whatever the busy timeout (the API answers 503, and the
+    # client waits 2 s). If this case ever passes, Prefect has changed how it begins transactions: look again.
+    ("prefect", ["the other connection wrote", "the transaction failed (database is locked)"]),
+    ("clustercert", ["the other connection waits its turn (database is locked)", "the transaction wrote"]),
+])
+def test_the_temporary_servers_transactions_take_the_write_lock_when_they_begin(tmp_path: Path, mode: str,
+                                                                                 expected: list[str]) -> None:
+    database = tmp_path / "prefect.db"
+    with sqlite3.connect(database) as db:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("CREATE TABLE task_run (name TEXT)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _READ_THEN_WRITE, str(database), mode], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == expected
+    # what was written: the other connection's row or the transaction's, never both
+    assert _rows(database, "SELECT name FROM task_run") == [("recorded",) if mode == "prefect" else ("created",)]
+
+
+def test_the_temporary_server_is_prefects_app_with_immediate_writes() -> None:
+    command = prefect_db.server_command(4200)
+    assert command[command.index("--factory") + 1] == "flows.prefect_db:create_app"
