@@ -67,18 +67,20 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
     meta = RunMeta.from_json(run_meta)
     report("load", bundle_path)
     inputs = load_task(bundle_path, references_dir, catalog)
+    rules = inputs.catalog.spec.rules.model_dump(mode="json")
     report("efficiency", "training logs")
     efficiency = received(on_runner(efficiency_flow, dask_address)(bundle_path, references_dir, catalog, limit))
+    _draw_ahead(ahead, "efficiency", efficiency["section"], rules)
     report("scaling", "training runs and collectives")
     scaling = received(on_runner(scaling_flow, dask_address)(bundle_path, references_dir, catalog, limit))
+    _draw_ahead(ahead, "scaling", scaling["section"], rules)
     settle()
     report("resilience", "the long run")
     resilience = received(on_runner(resilience_flow, dask_address)(bundle_path, references_dir, catalog, limit))
+    _draw_ahead(ahead, "resilience", resilience["section"], rules)
     settle()
     sections = {"efficiency": efficiency["section"], "scaling": scaling["section"],
                 "resilience": resilience["section"]}
-    if ahead is not None:
-        ahead.send({"phases": sections, "rules": inputs.catalog.spec.rules.model_dump(mode="json")})
     report("validate", "expectation suites over every table")
     validation = validate_task(bulky(inputs), limit)
     release_parsed()  # every reader of the parsed evidence is done; what was read stays recorded for the last check
@@ -93,6 +95,12 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
     report("publish", "Prefect artifacts")
     publish_artifacts_task(bulky(results), paths)
     return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})
+
+
+def _draw_ahead(ahead: ChartsAhead | None, phase: str, section: dict[str, Any], rules: dict[str, Any]) -> None:
+    """A phase's charts drawn on the other core as soon as the phase is done, while the next one runs."""
+    if ahead is not None:
+        ahead.send({"phases": {phase: section}, "rules": rules})
 
 
 def _charts_ahead() -> ChartsAhead | None:

@@ -1,21 +1,23 @@
-"""The report's charts drawn ahead, in a process of their own, while the run validates and judges.
+"""The report's charts drawn ahead, in a process of their own, while the run goes on.
 
-Every chart is drawn from the phases' sections and the catalog's rules, which the run has once its phases are done;
-validation, judging and the report's HTML come after and need the main process. A run on two cores draws its charts
-(4 s of the sample's report stage, 4-5 s at 512 GPUs) on the other core meanwhile. `ChartsAhead` starts a fresh
+Every chart is drawn from a phase's section and the catalog's rules, which the run has as soon as that phase is
+done; the later phases, validation, judging and the report's HTML need the main process. A run on two cores draws
+its charts (3 s of the sample's, 4-5 s at 512 GPUs) on the other core meanwhile. `ChartsAhead` starts a fresh
 interpreter (spawned, never forked: the run has Prefect's threads) when the run starts; it loads what drawing needs
-and waits. Once the phases are done it is sent their sections, builds each phase's report context as
-`render.build_context` does, and sends back what it drew, keyed as `charts.shared_charts` keys a chart (its
-function and its arguments). The report takes a chart from there only where its key, its data, is the same; any
-other chart (a redacted copy's, one whose data changed) is drawn as before. Drawn bytes do not depend on the
-process (tests/unit/test_charts_ahead.py compares them), so the report is the same either way; a child that fails,
-dies or is not done within `WAIT_S` leaves every chart to the report, which draws it."""
+and waits. Each phase's section is sent to it when the phase is done (`send`, once per phase): it draws that phase's
+charts as `render.build_context` would, while the next phase runs, and sends back everything it drew when the report
+asks (`drawn`), keyed as `charts.shared_charts` keys a chart (its function and its arguments). The report takes a
+chart from there only where its key, its data, is the same; any other chart (a redacted copy's, one whose data
+changed) is drawn as before. Drawn bytes do not depend on the process (tests/unit/test_charts_ahead.py compares
+them), so the report is the same either way; a child that fails, dies or is not done within `WAIT_S` leaves every
+chart to the report, which draws it."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import multiprocessing
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -52,8 +54,10 @@ def warm() -> None:
 def _child(conn: Any, target: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     try:
         warm()
-        results = conn.recv()
-        conn.send(("drawn", target(results)))
+        drawn: dict[str, Any] = {}
+        while (part := conn.recv()) is not None:  # None: the report asks for what was drawn
+            drawn.update(target(part))
+        conn.send(("drawn", drawn))
     except BaseException as exc:  # the parent draws instead; it says why in its log
         with contextlib.suppress(OSError):
             conn.send(("failed", f"{exc.__class__.__name__}: {exc}"))
@@ -62,22 +66,25 @@ def _child(conn: Any, target: Callable[[dict[str, Any]], dict[str, Any]]) -> Non
 
 
 class ChartsAhead:
-    """A child process that draws the charts of the data `send()` gives it; `drawn()` waits for them (at most
-    `wait_s`) and returns them, or {} when nothing was sent or the child failed or took too long; `close()` stops a
-    child still running. Started early (before the phases), the child loads what drawing needs while the run works.
+    """A child process that draws the charts of the data each `send()` gives it (a phase's section as it is done);
+    `drawn()` waits for them (at most `wait_s`) and returns them all, or {} when nothing was sent or the child
+    failed or took too long; `close()` stops a child still running. Started early (before the phases), the child
+    loads what drawing needs while the run works.
 
-    The data goes to the child through a pipe of our own, written by a thread: whatever is handed to a spawned
-    process's start is written before that start returns, into a pipe the parent holds open too, so a child that
-    dies first would leave the write (anything over 64 KiB) blocked forever. Our pipe's other end is the child's
-    alone: a child that dies makes the write fail and `drawn()` return {} at once."""
+    The data goes to the child through a pipe of our own, written in order by one thread: whatever is handed to a
+    spawned process's start is written before that start returns, into a pipe the parent holds open too, so a child
+    that dies first would leave the write (anything over 64 KiB) blocked forever. Our pipe's other end is the
+    child's alone: a child that dies makes the write fail and `drawn()` return {} at once."""
 
     def __init__(self, *, target: Callable[[dict[str, Any]], dict[str, Any]] = draw_all,
                  wait_s: float = WAIT_S) -> None:
         context = multiprocessing.get_context("spawn")
         self._wait_s = wait_s
         self._drawn: dict[str, Any] | None = None
+        self._parts: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._sender: threading.Thread | None = None
-        self._sent = False
+        self._unsendable = False  # no thread to send with: nothing is drawn ahead
+        self._asked = False
         self._conn, child_conn = context.Pipe(duplex=True)
         self._process = context.Process(target=_child, args=(child_conn, target), daemon=True,
                                         name="clustercert-charts")
@@ -85,27 +92,37 @@ class ChartsAhead:
         child_conn.close()  # the child holds its end: a child that dies closes it, and recv() then fails at once
 
     def send(self, results: dict[str, Any]) -> None:
-        """Draw the charts of `results` (results.json, or only its `phases` and `rules`); once."""
-        if self._sent:
-            raise RuntimeError("the charts ahead were sent their data already")
-        self._sent = True
-        sender = threading.Thread(target=self._send, args=(results,), name="clustercert-charts-send", daemon=True)
-        try:
-            sender.start()
-        except RuntimeError as exc:  # no thread left to this process: drawn() returns {}, the report draws them
-            log.warning("charts drawn ahead: no thread to send the data (%s); the report draws them", exc)
+        """Draw the charts of `results` (results.json, or some of its `phases` and its `rules`); any number of
+        times before `drawn()`."""
+        if self._asked:
+            raise RuntimeError("the charts ahead were asked for already: nothing more is drawn")
+        if self._unsendable:
             return
-        self._sender = sender
+        if self._sender is None:
+            sender = threading.Thread(target=self._send_parts, name="clustercert-charts-send", daemon=True)
+            try:
+                sender.start()
+            except RuntimeError as exc:  # no thread left to this process: drawn() returns {}, the report draws them
+                log.warning("charts drawn ahead: no thread to send the data (%s); the report draws them", exc)
+                self._unsendable = True
+                return
+            self._sender = sender
+        self._parts.put(results)
 
-    def _send(self, results: dict[str, Any]) -> None:
-        try:
-            self._conn.send(results)
-        except (OSError, ValueError):  # the child died, or close() came first: drawn() says so
-            pass
-        except Exception as exc:  # the data cannot be pickled: the child is stopped, so drawn() returns {} at once
-            log.warning("charts drawn ahead: the data cannot be sent (%s: %s); the report draws them",
-                        exc.__class__.__name__, exc)
-            self._process.kill()
+    def _send_parts(self) -> None:
+        while True:
+            part = self._parts.get()
+            try:
+                self._conn.send(part)
+            except (OSError, ValueError):  # the child died, or close() came first: drawn() says so
+                return
+            except Exception as exc:  # the data cannot be pickled: the child is stopped, so drawn() returns {} at once
+                log.warning("charts drawn ahead: the data cannot be sent (%s: %s); the report draws them",
+                            exc.__class__.__name__, exc)
+                self._process.kill()
+                return
+            if part is None:
+                return
 
     def drawn(self) -> dict[str, Any]:
         if self._drawn is None:
@@ -114,8 +131,10 @@ class ChartsAhead:
         return self._drawn
 
     def _receive(self) -> dict[str, Any]:
+        self._asked = True
         if self._sender is None:
             return {}
+        self._parts.put(None)  # the end of the data: the child sends what it drew
         try:
             if not self._conn.poll(self._wait_s):
                 log.warning("charts drawn ahead: not done within %g s; the report draws them", self._wait_s)
@@ -135,11 +154,13 @@ class ChartsAhead:
 
     def close(self) -> None:
         """The child stopped (it is done, or killed), the pipe closed and the sender done; safe to call again."""
+        self._asked = True
         if self._process.is_alive():
             self._process.join(timeout=1.0)
         if self._process.is_alive():
             self._process.kill()
             self._process.join()
         if self._sender is not None:
+            self._parts.put(None)  # a sender that waits for more data ends: its write to the gone child fails
             self._sender.join()  # the child is gone, so its end of the pipe is closed: a blocked send fails now
         self._conn.close()

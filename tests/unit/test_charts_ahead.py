@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,11 @@ def _what_the_flow_sends(results: dict[str, Any]) -> dict[str, Any]:
     return {"phases": results["phases"], "rules": results["rules"]}
 
 
+def _phase_by_phase(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the certify flow sends: each phase's section when that phase is done."""
+    return [{"phases": {name: section}, "rules": results["rules"]} for name, section in results["phases"].items()]
+
+
 # Targets for the child (module level: a spawned child imports them by name).
 def _raises(results: dict[str, Any]) -> dict[str, Any]:
     raise RuntimeError("no charts today")
@@ -47,10 +53,16 @@ def _sleeps(results: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def _marks(part: dict[str, Any]) -> dict[str, Any]:
+    Path(part["mark"]).write_text("drawn", encoding="utf-8")
+    return {part["mark"]: "chart"}
+
+
 @pytest.fixture(scope="module")
 def ahead_drawn() -> dict[str, Any]:
     ahead = ChartsAhead()
-    ahead.send(_what_the_flow_sends(_input()["results"]))
+    for part in _phase_by_phase(_input()["results"]):
+        ahead.send(part)
     try:
         return ahead.drawn()
     finally:
@@ -58,7 +70,7 @@ def ahead_drawn() -> dict[str, Any]:
 
 
 def test_the_child_draws_the_bytes_drawn_here(ahead_drawn: dict[str, Any]) -> None:
-    here = draw_all(_input()["results"])
+    here = draw_all(_input()["results"])  # all phases at once, in this process
     assert set(ahead_drawn) == set(here)
     assert ahead_drawn == here  # Chart ids, titles, alt texts and PNG bytes alike
     uris = [c.uri for v in here.values() for c in (v if isinstance(v, list) else [v]) if c is not None]
@@ -130,8 +142,28 @@ def test_nothing_sent_is_nothing_drawn_and_the_child_is_stopped() -> None:
     assert ahead.drawn() == {}  # a run that failed before its phases were done: no wait
     assert time.monotonic() - started < 60
     assert not ahead._process.is_alive()
-    with pytest.raises(RuntimeError, match="sent their data already"):
-        ahead.send({"phases": {}}) or ahead.send({"phases": {}})
+    with pytest.raises(RuntimeError, match="asked for already"):
+        ahead.send({"phases": {}})
+
+
+def test_each_part_is_drawn_when_it_is_sent_and_drawn_returns_them_all(tmp_path: Path) -> None:
+    ahead = ChartsAhead(target=_marks, wait_s=120)
+    try:
+        first, second = tmp_path / "efficiency", tmp_path / "scaling"
+        ahead.send({"mark": str(first)})
+        deadline = time.monotonic() + 120
+        while not first.exists():  # drawn while the run goes on, before the report asks
+            assert time.monotonic() < deadline, "the first part was not drawn before drawn() was called"
+            time.sleep(0.05)
+        assert not second.exists()
+        ahead.send({"mark": str(second)})
+        assert ahead.drawn() == {str(first): "chart", str(second): "chart"}
+        with pytest.raises(RuntimeError, match="asked for already"):
+            ahead.send({"mark": str(tmp_path / "late")})
+    finally:
+        ahead.close()
+    assert not ahead._process.is_alive()
+    assert not (tmp_path / "late").exists()
 
 
 def test_a_run_without_a_core_or_a_process_for_the_charts_draws_them_in_the_report(
