@@ -206,3 +206,34 @@ def test_the_temporary_servers_transactions_take_the_write_lock_when_they_begin(
 def test_the_temporary_server_is_prefects_app_with_immediate_writes() -> None:
     command = prefect_db.server_command(4200)
     assert command[command.index("--factory") + 1] == "flows.prefect_db:create_app"
+
+
+_SPAWN_ENV = """
+from flows import runtime
+
+def popen(command, env, **kwargs):
+    print(env.get("PREFECT_API_BLOCKS_REGISTER_ON_START"), env.get("PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION"))
+    raise SystemExit(0)
+
+runtime.subprocess.Popen = popen
+runtime.TemporaryServer(runtime.server_log()).spawn()
+"""
+
+
+@pytest.mark.parametrize(("home", "user", "expected"), [
+    ("fresh", None, "false false"),  # seeded from the template, which has this release's block types
+    ("has a database", None, "None None"),  # Prefect registers them, or finds its memo of them
+    ("fresh", "true", "true false"),  # the user's choice stands
+])
+def test_a_server_on_a_home_seeded_from_the_template_does_not_register_block_types_again(
+        tmp_path: Path, home: str, user: str | None, expected: str) -> None:
+    assert template_path().is_file()
+    if home == "has a database":
+        shutil.copyfile(template_path(), tmp_path / "prefect.db")
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL" and "BLOCK" not in k}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path))
+    if user is not None:
+        env["PREFECT_API_BLOCKS_REGISTER_ON_START"] = user
+    proc = subprocess.run([sys.executable, "-c", _SPAWN_ENV], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert (proc.returncode, proc.stdout.strip()) == (0, expected), proc.stdout + proc.stderr
