@@ -119,11 +119,11 @@ def test_without_a_template_prefect_creates_the_database(tmp_path: Path, monkeyp
 
 
 _SPAWN = """
-import subprocess, sys
+import sys
 from flows import runtime
 
 def popen(command, env, **kwargs):
-    print(env["PREFECT_SERVER_ANALYTICS_ENABLED"])
+    print(" ".join(str(env.get(name)) for name in sys.argv[1:]))
     raise SystemExit(0)
 
 runtime.subprocess.Popen = popen
@@ -131,16 +131,22 @@ runtime.TemporaryServer(runtime.server_log()).spawn()
 """
 
 
+def _spawned_env(home: Path, names: list[str], user: dict[str, str]) -> str:
+    """The values of `names` in the environment a temporary server on `home` is spawned with (the spawn stopped at
+    Popen), given only the user's own `user` among them."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL" and k not in names}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(home), **user)
+    proc = subprocess.run([sys.executable, "-c", _SPAWN, *names], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip()
+
+
 @pytest.mark.parametrize(("user", "expected"), [(None, "false"), ("true", "True")])
 def test_the_temporary_servers_telemetry_is_off_unless_the_user_turned_it_on(tmp_path: Path, user: str | None,
                                                                              expected: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_SERVER_ANALYTICS_ENABLED")}
-    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path))
-    if user is not None:
-        env["PREFECT_SERVER_ANALYTICS_ENABLED"] = user
-    proc = subprocess.run([sys.executable, "-c", _SPAWN], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert (proc.returncode, proc.stdout.strip()) == (0, expected), proc.stdout + proc.stderr
+    name = "PREFECT_SERVER_ANALYTICS_ENABLED"
+    assert _spawned_env(tmp_path, [name], {} if user is None else {name: user}) == expected
 
 
 # A Prefect server transaction that reads, then writes, while another connection writes in between: what the API's
@@ -208,18 +214,6 @@ def test_the_temporary_server_is_prefects_app_with_immediate_writes() -> None:
     assert command[command.index("--factory") + 1] == "flows.prefect_db:create_app"
 
 
-_SPAWN_ENV = """
-from flows import runtime
-
-def popen(command, env, **kwargs):
-    print(env.get("PREFECT_API_BLOCKS_REGISTER_ON_START"), env.get("PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION"))
-    raise SystemExit(0)
-
-runtime.subprocess.Popen = popen
-runtime.TemporaryServer(runtime.server_log()).spawn()
-"""
-
-
 @pytest.mark.parametrize(("home", "user", "expected"), [
     ("fresh", None, "false false"),  # seeded from the template, which has this release's block types
     ("has a database", None, "None None"),  # Prefect registers them, or finds its memo of them
@@ -230,10 +224,5 @@ def test_a_server_on_a_home_seeded_from_the_template_does_not_register_block_typ
     assert template_path().is_file()
     if home == "has a database":
         shutil.copyfile(template_path(), tmp_path / "prefect.db")
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL" and "BLOCK" not in k}
-    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path))
-    if user is not None:
-        env["PREFECT_API_BLOCKS_REGISTER_ON_START"] = user
-    proc = subprocess.run([sys.executable, "-c", _SPAWN_ENV], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert (proc.returncode, proc.stdout.strip()) == (0, expected), proc.stdout + proc.stderr
+    names = ["PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION"]
+    assert _spawned_env(tmp_path, names, {} if user is None else {names[0]: user}) == expected
