@@ -31,12 +31,13 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
     """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect), in
     a Parcel that Prefect does not walk (`received` takes it out)."""
     wanted = set(run_ids)
+    runs = [r for r in inputs.bundle.spec.runs if r.id in wanted]
     out: dict[str, object] = {}
+    stage = current_stage(runs[0].phase.value) if runs else ""
     with paused():  # what is parsed is kept, and acyclic: no collection traverses it again file after file
-        for r in inputs.bundle.spec.runs:
-            if r.id in wanted:
-                report(current_stage(r.phase.value), f"parse {r.id} ({r.files[0]})")
-                out[r.id] = parse_run(inputs.bundle, r, limit)
+        for number, r in enumerate(runs, start=1):
+            report(stage, f"parse {r.id} ({r.files[0]}), {number:,} of {len(runs):,}")
+            out[r.id] = parse_run(inputs.bundle, r, limit)
     return Parcel(out)
 
 

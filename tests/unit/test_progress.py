@@ -47,3 +47,25 @@ def test_disabled_prints_nothing() -> None:
     with Progress(console, enabled=False) as progress, listening(progress):
         report("load", "bundle")
     assert buffer.getvalue() == ""
+
+
+def test_within_a_stage_a_line_is_shown_at_most_once_per_period() -> None:
+    console, buffer = _console(terminal=False)
+    with Progress(console, started=0.0, every=3600.0) as progress, listening(progress):
+        report("scaling", "training runs and collectives")
+        for number in range(1, 1001):  # a sweep's files: none of them a minute after the stage's line
+            report("scaling", f"parse pair-{number}, {number} of 1,000")
+        report("resilience", "the long run")  # a new stage is shown at once
+        report("resilience", "parse telemetry")
+    lines = buffer.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["scaling: training runs and collectives",
+                                                          "resilience: the long run"]
+
+
+def test_without_a_period_every_line_is_shown() -> None:
+    console, buffer = _console(terminal=False)
+    with Progress(console, started=0.0, every=0.0) as progress, listening(progress):
+        for number in range(1, 4):
+            report("scaling", f"parse pair-{number}")
+    assert [line.split("] ", 1)[1] for line in buffer.getvalue().splitlines()] == [
+        "scaling: parse pair-1", "scaling: parse pair-2", "scaling: parse pair-3"]
