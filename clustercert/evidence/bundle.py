@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
+import stat
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -174,7 +177,14 @@ class LoadedBundle:
 
     def resolve(self, rel: str, *, entry: str = "files") -> Path:
         """The path of a bundle file, refusing anything that leaves the bundle."""
-        return resolve_inside(self.root, rel, entry=entry)
+        return resolve_inside(self.root, rel, entry=entry, real_root=self.real_root)
+
+    @functools.cached_property
+    def real_root(self) -> str:
+        """The real path of the bundle's folder, found once: each file's own real path is found when it is asked
+        for. Should the folder become a link elsewhere later, its files' real paths leave this one and are refused
+        (a stale root can refuse a file, never let one out)."""
+        return os.path.realpath(self.root)
 
     def run_files(self, run: RunSpec) -> list[str]:
         """The files of a run relative to the bundle, a listed folder (an MLPerf result folder) by its files."""
@@ -198,9 +208,11 @@ class LoadedBundle:
         return list(out)
 
 
-def resolve_inside(root: Path, rel: str, *, entry: str, folders: dict[str, str] | None = None) -> Path:
+def resolve_inside(root: Path, rel: str, *, entry: str, folders: dict[str, str] | None = None,
+                   real_root: str | None = None) -> Path:
     """`root / rel`, refused when it is absolute, climbs out, links outside the bundle, is missing or is no regular
-    file or folder. `folders` (for one pass over a bundle's files) remembers the real path of each folder seen."""
+    file or folder. `folders` (for one pass over a bundle's files) remembers the real path of each folder seen;
+    `real_root` is the root's real path where the caller knows it."""
     where = f"{root / BUNDLE_FILE} {entry}"
     pure = PurePosixPath(rel)
     if pure.is_absolute() or rel.startswith("~") or Path(rel).is_absolute():
@@ -209,18 +221,27 @@ def resolve_inside(root: Path, rel: str, *, entry: str, folders: dict[str, str] 
         raise EvidenceError(where, f"expected a path inside the bundle, got '{rel}' which uses '..'")
     candidate = root / rel
     if folders is None:
-        real_root = os.path.realpath(root)  # os.path: a 30,000-run bundle.yaml spent seconds in Path.resolve
+        if real_root is None:
+            real_root = os.path.realpath(root)  # os.path: a 30,000-run bundle.yaml spent seconds in Path.resolve
         real = os.path.realpath(candidate)
     else:
         real_root = _real_path(str(root), folders)
         real = _real_path(str(candidate), folders)
     if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
         raise EvidenceError(where, f"expected a file inside the bundle, got '{rel}' which links outside it")
-    if not candidate.exists():
-        raise EvidenceError(where, f"expected an existing file, got '{rel}' which is missing")
-    if not candidate.is_dir():  # a folder is an MLPerf result folder (load_bundle checks the format)
+    try:
+        mode = os.stat(candidate).st_mode  # one stat for what exists(), is_dir() and check_regular() each asked
+    except OSError as exc:
+        if exc.errno in _MISSING:  # what Path.exists() calls missing
+            raise EvidenceError(where, f"expected an existing file, got '{rel}' which is missing") from None
+        mode = None  # check_regular names the error
+    if mode is None or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a folder is an MLPerf result folder
         check_regular(candidate, f"{where} '{rel}'")  # a FIFO, device or socket is refused here, before any read
     return candidate
+
+
+# The errors Path.exists() reads as "nothing there" (pathlib's _IGNORED_ERRNOS)
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 
 
 def _real_path(path: str, folders: dict[str, str]) -> str:

@@ -60,12 +60,13 @@ def _parse_copy(parser: Callable[..., T], path: Path, display: str, *args: Any, 
 
 
 def read_evidence(parser: Callable[..., T], path: Path, display: str, *args: Any, **options: Any) -> T:
-    """`parser(path, display, *args, **options)`, remembered for this file as it is on disk now (path, size,
-    modification time and inode): the second reader of a file gets the first one's result, and the records of
+    """`parser(path, display, *args, **options)`, remembered for this file as it is on disk now (device,
+    inode, size and modification time): the second reader of a file gets the first one's result, and the records of
     what the first one read are made again. Errors are not remembered (they are raised again by a fresh parse)."""
     stat = path.stat()
     frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
-    key = (getattr(parser, "__module__", ""), getattr(parser, "__qualname__", repr(parser)), str(path.resolve()),
+    # the file by its device and inode (whatever path reaches it), not by its resolved path: no realpath per file
+    key = (getattr(parser, "__module__", ""), getattr(parser, "__qualname__", repr(parser)), stat.st_dev,
            stat.st_size, stat.st_mtime_ns, stat.st_ino, display, args, frozen)
     with _MEMO_LOCK:
         known = _MEMO.get(key)

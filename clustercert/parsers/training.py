@@ -21,7 +21,7 @@ __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "TrainingLog",
     "TrainingStep", "column_floats", "column_ints", "fast_record", "line_record", "line_total", "make_step",
     "make_steps", "may_hold_nan_value", "nan_marks", "parse_number", "pieces_hold_nan_value", "read_text",
-    "read_text_lines",
+    "read_text_lines", "text_of",
 ]
 
 
@@ -189,7 +189,11 @@ def read_text(path: Path, display: str, *, limit: int) -> str:
     kind is left in it): parsers scan it whole with compiled patterns and count "\\n" for line numbers.
 
     Refuses empty, binary or oversized files with a located error, as read_text_lines() does."""
-    data = read_regular(path, display, limit=limit)
+    return text_of(read_regular(path, display, limit=limit), display)
+
+
+def text_of(data: bytes, display: str) -> str:
+    """read_text()'s text of a file's bytes `data` (for a parser that has looked at the bytes first)."""
     if not data or data.isspace():  # what `not data.strip()` says, without copying the file
         raise EvidenceError(display, "expected log text, got an empty file")
     if b"\x00" in data[:65536]:

@@ -88,6 +88,34 @@ def test_link_leaving_the_bundle_is_refused(tmp_path: Path) -> None:
         load_bundle(inner)
 
 
+def test_resolve_refuses_what_the_load_refused_and_a_root_that_became_a_link_elsewhere(tmp_path: Path) -> None:
+    """LoadedBundle.resolve (each parse's) finds the root's real path once: a file that later links out, a missing
+    file, a FIFO, are refused as at load; a bundle folder swapped for a link to another copy refuses its files."""
+    import os
+    import shutil
+
+    root = tmp_path / "b"
+    root.mkdir()
+    bundle = load_bundle(_bundle(root, GOOD))
+    assert bundle.resolve("logs/r1.log") == root / "logs" / "r1.log"
+    (root / "logs" / "out.log").symlink_to(tmp_path / "secret.log")
+    (tmp_path / "secret.log").write_text("secret\n")
+    with pytest.raises(EvidenceError, match="links outside it"):
+        bundle.resolve("logs/out.log")
+    with pytest.raises(EvidenceError, match="which is missing"):
+        bundle.resolve("logs/r2.log")
+    os.mkfifo(root / "logs" / "pipe.log")
+    with pytest.raises(EvidenceError, match="a named pipe"):
+        bundle.resolve("logs/pipe.log")
+    assert bundle.resolve("logs") == root / "logs"  # a folder (an MLPerf result folder) is given back
+    (root / "logs" / "pipe.log").unlink()
+    shutil.copytree(root, tmp_path / "elsewhere", symlinks=True)
+    root.rename(tmp_path / "moved")
+    root.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(EvidenceError, match="links outside it"):
+        bundle.resolve("logs/r1.log")
+
+
 def test_seal_lists_every_file_in_sha256sum_format(tmp_path: Path) -> None:
     import hashlib
 

@@ -90,3 +90,30 @@ def test_releasing_the_parses_keeps_the_record_of_what_was_read(bundle: Path) ->
         assert not evidence_parse._MEMO and digests_read(path) == read
         assert parse_run(inputs.bundle, run, LIMIT) is not first  # parsed again if asked again
     assert not evidence_parse._MEMO and digests_read(path) == set()
+
+
+def test_one_file_reached_by_two_paths_is_parsed_once_and_recorded_under_its_real_path(bundle: Path) -> None:
+    """The memo knows a file by its device and inode, the record of what was read by its real path as the kernel
+    names the open file: a bundle reached through a linked folder is the same files as the folder itself."""
+    from clustercert.evidence.guards import digests_read, read_mark
+    from clustercert.evidence.hashing import sha256_file
+    from clustercert.parsers.nccl_tests import parse_nccl_tests
+
+    alias = bundle.parent / "alias"
+    alias.symlink_to(bundle, target_is_directory=True)
+    rel = next(r for r in load_inputs(bundle, ROOT / "references").bundle.spec.runs
+               if r.kind is RunKind.COLLECTIVE).files[0]
+    mark = read_mark()
+    first = evidence_parse.read_evidence(parse_nccl_tests, alias / rel, "shown", limit=LIMIT)
+    assert evidence_parse.read_evidence(parse_nccl_tests, bundle / rel, "shown", limit=LIMIT) is first
+    digest = sha256_file(bundle / rel)
+    assert digests_read(bundle / rel, since=mark) == {digest} == digests_read(alias / rel, since=mark)
+    assert str((alias / rel).resolve()) in guards_registry()
+
+
+def guards_registry() -> set[str]:
+    """The paths the registry of reads holds."""
+    from clustercert.evidence import guards
+
+    with guards._READS_LOCK:
+        return set(guards._READS)
