@@ -65,6 +65,21 @@ def _signature(path: Path) -> tuple[str, int, int, int]:
     return (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
 
 
+def _unchanged(signatures: tuple[tuple[str, int, int, int], ...]) -> bool:
+    """Whether every file of `signatures` (their real paths) is still the file it was: the same size, modification
+    time and inode. A stat each, not _signature()'s walk of every part of the path again (a cluster's bundle has
+    8,168 files, and each of a certification's four loads checked them all: 0.3 s each)."""
+    stat = os.stat
+    try:
+        for path, size, mtime_ns, inode in signatures:
+            now = stat(path)
+            if (now.st_size, now.st_mtime_ns, now.st_ino) != (size, mtime_ns, inode):
+                return False
+    except OSError:
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=4096)
 def _digest(signature: tuple[str, int, int, int]) -> str:
     return sha256_file(Path(signature[0]))
@@ -89,11 +104,7 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     known = _LOADED.get(key)
     if known is not None:
         signatures, inputs = known
-        try:
-            current = tuple(_signature(Path(sig[0])) for sig in signatures)
-        except OSError:
-            current = ()
-        if current == signatures:
+        if _unchanged(signatures):
             if described is not None:
                 described()
             return inputs

@@ -50,6 +50,29 @@ def test_a_changed_file_is_loaded_again_with_its_new_digest(bundle: Path) -> Non
     assert second is not first and second.digests[rel] == _sha(bundle / rel) != first.digests[rel]
 
 
+def test_a_file_replaced_by_a_same_sized_one_of_the_same_time_is_loaded_again(bundle: Path) -> None:
+    """The later loads' check is a stat per file: size, modification time and inode. A file swapped for another of
+    the same size and time (another inode) is a changed file; one that vanished makes the load start over."""
+    import os
+
+    first = load_inputs(bundle, ROOT / "references")
+    rel = first.bundle.evidence_files()[0]
+    path = bundle / rel
+    data = bytearray(path.read_bytes())
+    data[0] = ord("#") if data[0] != ord("#") else ord(" ")
+    before = path.stat()
+    replacement = path.with_name(path.name + ".new")
+    replacement.write_bytes(bytes(data))
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    replacement.replace(path)
+    second = load_inputs(bundle, ROOT / "references")
+    assert second is not first and second.digests[rel] == _sha(path) != first.digests[rel]
+    assert load_inputs(bundle, ROOT / "references") is second
+    path.unlink()
+    with pytest.raises(EvidenceError, match="missing"):
+        load_inputs(bundle, ROOT / "references")
+
+
 def test_the_signed_digests_are_the_ones_read(bundle: Path) -> None:
     inputs = load_inputs(bundle, ROOT / "references")
     files = ["bundle.yaml", *inputs.bundle.evidence_files()]
