@@ -18,7 +18,9 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["paused", "settle", "settling"]
+__all__ = ["keep", "paused", "settle", "settling"]
+
+_SETTLING = [0]  # how many settling() blocks this process is in
 
 
 def settle() -> None:
@@ -27,12 +29,24 @@ def settle() -> None:
     gc.freeze()
 
 
+def keep() -> None:
+    """Inside `settling()`, what exists now is kept to the run's end: frozen without a collection first. For the end
+    of work done under `paused()` whose objects are kept, not dropped (a phase's parsed files): the first
+    collections after the pause would traverse each of them (a 512-GPU sweep's parse: a 0.19 s collection of the
+    youngest generation, then the older ones, then the stage's `settle()`, 0.79 s, which found 96 objects to free).
+    Outside `settling()` (a phase run on its own, a Dask worker) it does nothing: nobody would unfreeze them."""
+    if _SETTLING[0]:
+        gc.freeze()
+
+
 @contextmanager
 def settling() -> Iterator[None]:
     """A run whose stages `settle()`: every object frozen during it is given back to the collector at its end."""
+    _SETTLING[0] += 1
     try:
         yield
     finally:
+        _SETTLING[0] -= 1
         gc.unfreeze()
 
 

@@ -10,7 +10,7 @@ from prefect.utilities.annotations import opaque
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
-from clustercert.heap import paused
+from clustercert.heap import keep, paused
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
@@ -38,6 +38,7 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
         for number, r in enumerate(runs, start=1):
             report(stage, f"parse {r.id} ({r.files[0]}), {number:,} of {len(runs):,}")
             out[r.id] = parse_run(inputs.bundle, r, limit)
+        keep()  # kept to the run's end (released after validation): no collection need traverse it
     return Parcel(out)
 
 
@@ -45,7 +46,9 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
 def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
                           mlperf: dict[str, object]) -> EfficiencyResult:
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
-        return judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
+        result = judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
+        keep()  # the phase's result is kept to the report
+    return result
 
 
 @flow(name="efficiency")
@@ -68,13 +71,17 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None,
 @task(name="judge-scaling", **UNCACHED)
 def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
-        return judge_scaling(inputs.bundle, inputs.catalog, parsed)
+        result = judge_scaling(inputs.bundle, inputs.catalog, parsed)
+        keep()  # the phase's result is kept to the report
+    return result
 
 
 @task(name="judge-resilience", **UNCACHED)
 def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
-        return judge_resilience(inputs.bundle, inputs.catalog, parsed)
+        result = judge_resilience(inputs.bundle, inputs.catalog, parsed)
+        keep()  # the phase's result is kept to the report
+    return result
 
 
 @flow(name="scaling")

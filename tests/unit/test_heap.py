@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.heap import paused, settle, settling
+from clustercert.heap import keep, paused, settle, settling
 
 
 def test_no_collection_runs_while_paused_and_it_resumes_as_it_was() -> None:
@@ -109,3 +109,32 @@ def test_the_import_steps_leave_the_libraries_frozen_and_the_collector_as_it_was
             step()
         assert gc.get_freeze_count() > 100_000 and gc.isenabled()
     assert gc.get_freeze_count() == 0
+
+
+def test_kept_objects_are_frozen_without_a_collection_only_within_a_run() -> None:
+    """keep() freezes what exists, with no collection first (the parse it follows made no garbage to find), and
+    only inside settling(): a phase run on its own, or a Dask worker's task, freezes nothing nobody would unfreeze."""
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    keep()
+    assert gc.get_freeze_count() == 0  # outside a run: nothing frozen
+    gc.callbacks.append(count)
+    try:
+        with settling():
+            with paused():
+                parsed = [[i] for i in range(100_000)]
+                keep()
+            assert gc.get_freeze_count() >= 100_000 and collections == []
+            with settling():  # a run inside a run: the inner one's end gives everything back
+                pass
+        assert gc.get_freeze_count() == 0 and len(parsed) == 100_000
+        keep()
+        assert gc.get_freeze_count() == 0  # the run is over: nothing frozen any more
+    finally:
+        gc.callbacks.remove(count)
