@@ -58,6 +58,9 @@ def server_log() -> Path:
     return Path(PREFECT_HOME.value()) / "clustercert-temporary-server.log"
 
 
+# The settings that turn off the temporary server's services a certification does not use (see `spawn`)
+_UNNEEDED_SERVICES = ("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED", "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED")
+
 # The temporary servers this process started and has not stopped (`clustercert.cli.safety` stops them on a signal).
 RUNNING: list[subprocess.Popen[bytes]] = []
 # uvicorn's exit status when its start failed: its port was taken between our choice and its bind, or the app's
@@ -127,6 +130,13 @@ class TemporaryServer:
             if seed_database(settings):
                 for name in ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION"):
                     env.setdefault(name, "false")
+            # Two of the services Prefect runs in a temporary server serve nothing a certification's run needs: the
+            # event persister (every state change's event written to the database, beside the run's own records,
+            # which the task-run recorder keeps writing) and the automations' triggers (a temporary server has none).
+            # Off unless the user set them: fewer writes to a database the API also writes to, and the sample's
+            # certification 14.1 -> 13.7 s (median of six alternated pairs; 13.1-16.2 -> 13.2-14.8 s).
+            for name in _UNNEEDED_SERVICES:
+                env.setdefault(name, "false")
         fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,

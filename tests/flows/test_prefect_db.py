@@ -226,3 +226,14 @@ def test_a_server_on_a_home_seeded_from_the_template_does_not_register_block_typ
         shutil.copyfile(template_path(), tmp_path / "prefect.db")
     names = ["PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION"]
     assert _spawned_env(tmp_path, names, {} if user is None else {names[0]: user}) == expected
+
+
+@pytest.mark.parametrize(("user", "expected"), [(None, "false false"), ("true", "True false")])
+def test_the_temporary_server_runs_without_the_event_persister_and_triggers_unless_the_user_asked(
+        tmp_path: Path, user: str | None, expected: str) -> None:
+    """Events are not written to its database, and no automation is triggered: a certification reads neither; the
+    task-run recorder, which writes the task runs, stays on (the certification tests read its records)."""
+    names = ["PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED", "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED",
+             "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_ENABLED"]
+    values = _spawned_env(tmp_path, names, {} if user is None else {names[0]: user}).split()
+    assert values[:2] == expected.split() and values[2] == "None"
