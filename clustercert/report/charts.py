@@ -92,10 +92,10 @@ def _rc() -> Any:
     return matplotlib.rc_context(_RC)  # type: ignore[arg-type]  # the stubs want literal keys
 
 
-def _figure(width: float, height: float) -> Any:
+def _figure(width: float, height: float, *, constrained: bool = True) -> Any:
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    return Figure(figsize=(width, height), dpi=DPI, layout="constrained" if constrained else None)
 
 
 def _png(fig: Any) -> str:
@@ -107,12 +107,21 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _draw(width: float, height: float) -> Any:
+def _draw(width: float, height: float, *, constrained: bool = True) -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     with _rc():
-        return _figure(width, height)
+        return _figure(width, height, constrained=constrained)
+
+
+def _fixed_margins(fig: Any, width: float, height: float, tick_chars: int) -> None:
+    """Margins for one axes with an x label, a y label, y tick labels of at most `tick_chars` characters and a
+    one-line title, in inches converted to the figure's fractions: what the constrained layout finds for such a
+    chart, without measuring every text of it again for each figure (half of a bus-bandwidth chart's drawing)."""
+    char = 0.075  # inches per tick-label character at the charts' 8 pt (DejaVu Sans digits)
+    left = 0.34 + char * tick_chars  # the y label, its pad, the tick labels and the ticks
+    fig.subplots_adjust(left=left / width, right=1 - 0.12 / width, bottom=0.46 / height, top=1 - 0.28 / height)
 
 
 def _color(i: int) -> str:
@@ -219,29 +228,8 @@ def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
     charts = []
     for c in collectives:
         with _rc():
-            fig = _draw(6.6, 2.3)
-            ax = fig.add_subplot()
-            sizes = [float(s) for s in c["sizes_bytes"]]
-            values = [float(v) for v in c["busbw_gbps"]]
-            ax.plot(sizes, values, marker=".", ms=3, color=_color(0), label="measured busbw")
-            lines = [float(c[k]) for k in ("target_gbps", "expected_gbps") if c.get(k) is not None]
-            top = max([*values, *lines, 1.0]) * 1.15
-            if c.get("expected_gbps") is not None:
-                ax.axhline(float(c["expected_gbps"]), color="#17808a", ls="-.", lw=1.0,
-                           label=f"expected {float(c['expected_gbps']):.0f} GB/s (link model)")
-            if c.get("target_gbps") is not None:
-                ax.axhline(float(c["target_gbps"]), color="#2e8b57", ls="--", lw=1.0,
-                           label=f"target {float(c['target_gbps']):.0f} GB/s")
-            if float(c["ceiling_gbps"]) <= top:
-                ax.axhline(float(c["ceiling_gbps"]), color="#c0392b", ls=":", lw=1.2,
-                           label=f"plausibility ceiling {float(c['ceiling_gbps']):.0f} GB/s")
-            ax.set_ylim(0.0, max(top, float(c["ceiling_gbps"]) * 1.05) if float(c["ceiling_gbps"]) <= top else top)
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("message size (bytes)")
-            ax.set_ylabel("bus bandwidth (GB/s)")
-            ax.set_title(f"{c['collective']} over {c['ranks']} ranks ({c['scope']}): {c['status']}")
-            ax.legend(fontsize=6.5, loc="lower right")
-            uri = _png(fig)
+            uri = _png(_bus_figure(c))
+        sizes = c["sizes_bytes"]
         charts.append(Chart(
             id=f"chart-busbw-{c['run']}", title=f"{c['collective']} {c['scope']} bus bandwidth",
             alt=(f"Line chart of {c['collective']} bus bandwidth against message size over {c['ranks']} ranks "
@@ -253,6 +241,36 @@ def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
             uri=uri,
         ))
     return charts
+
+
+def _bus_figure(c: dict[str, Any]) -> Any:
+    """The figure of one collective run's bus bandwidth chart (inside `_rc()`), its margins fixed: the same for
+    every such chart but the width of its y tick labels."""
+    fig = _draw(6.6, 2.3, constrained=False)
+    ax = fig.add_subplot()
+    sizes = [float(s) for s in c["sizes_bytes"]]
+    values = [float(v) for v in c["busbw_gbps"]]
+    ax.plot(sizes, values, marker=".", ms=3, color=_color(0), label="measured busbw")
+    lines = [float(c[k]) for k in ("target_gbps", "expected_gbps") if c.get(k) is not None]
+    top = max([*values, *lines, 1.0]) * 1.15
+    if c.get("expected_gbps") is not None:
+        ax.axhline(float(c["expected_gbps"]), color="#17808a", ls="-.", lw=1.0,
+                   label=f"expected {float(c['expected_gbps']):.0f} GB/s (link model)")
+    if c.get("target_gbps") is not None:
+        ax.axhline(float(c["target_gbps"]), color="#2e8b57", ls="--", lw=1.0,
+                   label=f"target {float(c['target_gbps']):.0f} GB/s")
+    if float(c["ceiling_gbps"]) <= top:
+        ax.axhline(float(c["ceiling_gbps"]), color="#c0392b", ls=":", lw=1.2,
+                   label=f"plausibility ceiling {float(c['ceiling_gbps']):.0f} GB/s")
+    upper = max(top, float(c["ceiling_gbps"]) * 1.05) if float(c["ceiling_gbps"]) <= top else top
+    ax.set_ylim(0.0, upper)
+    _fixed_margins(fig, 6.6, 2.3, len(f"{upper:.0f}") if upper >= 10 else 4)  # below 10: "0.5" or "2.5"
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title(f"{c['collective']} over {c['ranks']} ranks ({c['scope']}): {c['status']}")
+    ax.legend(fontsize=6.5, loc="lower right")
+    return fig
 
 
 @_shareable

@@ -354,3 +354,37 @@ def test_a_cluster_scale_run_folds_the_per_file_tables() -> None:
     assert f"The first {APPENDIX_CAP} of the {APPENDIX_CAP + 100} evidence files" in section
     assert section.count('<code class="hash">') == APPENDIX_CAP
     assert f"{APPENDIX_CAP - 1:064x}" in section and f"{APPENDIX_CAP:064x}" not in section
+
+
+@pytest.mark.parametrize("busbw", [(0.05, 0.4), (0.5, 2.4), (431.0, 952.0), (880.0, 1120.0), (12000.0, 52000.0),
+                                   (95000.0, 870000.0)])
+def test_a_bus_bandwidth_charts_fixed_margins_hold_every_text_inside_and_apart(busbw: tuple[float, float]) -> None:
+    """The bus-bandwidth charts are laid out with fixed margins (the constrained layout measured every text of each
+    figure again, half of its drawing): at any scale of busbw, every title, label and tick label lies inside the
+    figure, and the y label clears the y tick labels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from clustercert.report.charts import _bus_figure, _rc
+
+    low, high = busbw
+    run = {"run": "r", "collective": "reduce_scatter", "ranks": 512, "scope": "nvlink-domain", "status": "ERROR",
+           "sizes_bytes": [1 << 25, 1 << 26, 1 << 27, 1 << 34], "busbw_gbps": [low, (low + high) / 2, high, high],
+           "target_gbps": high * 0.8, "expected_gbps": high * 0.9, "ceiling_gbps": high * 1.02}
+    with _rc():
+        fig = _bus_figure(run)
+        renderer = FigureCanvasAgg(fig).get_renderer()  # as savefig's PNG draws it
+        fig.draw(renderer)
+        (ax,) = fig.axes
+        page = fig.bbox
+        shown = [t.label1 for t in ax.yaxis.get_major_ticks()
+                 if t.label1.get_text() and ax.get_ylim()[0] <= t.get_loc() <= ax.get_ylim()[1]]
+        texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *shown,
+                 *(t.label1 for t in ax.xaxis.get_major_ticks()  # the ticks drawn: those within the view
+                   if t.label1.get_text() and ax.get_xlim()[0] <= t.get_loc() <= ax.get_xlim()[1])]
+        assert shown and len(texts) > len(shown) + 3
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, \
+                (text.get_text(), box, page)
+        ylabel = ax.yaxis.label.get_window_extent(renderer)
+        assert all(ylabel.x1 < t.get_window_extent(renderer).x0 for t in shown), [t.get_text() for t in shown]
