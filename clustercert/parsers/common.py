@@ -9,7 +9,7 @@ from pathlib import Path
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import check_regular, read_regular
 
-__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "read_json", "to_float", "to_int"]
+__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "json_of", "read_json", "to_float", "to_int"]
 
 DEFAULT_LIMIT = 2 * 1024**3
 
@@ -27,7 +27,11 @@ def check_size(path: Path, display: str, limit: int) -> int:
 
 def read_json(path: Path, display: str, *, limit: int) -> object:
     """A whole JSON document; any decoding problem is a located EvidenceError."""
-    data = read_regular(path, display, limit=limit)
+    return json_of(read_regular(path, display, limit=limit), display)
+
+
+def json_of(data: bytes, display: str) -> object:
+    """read_json()'s document of a file's bytes `data` (for a parser that has looked at the bytes first)."""
     if not data.strip():
         raise EvidenceError(display, "expected a JSON document, got an empty file")
     try:

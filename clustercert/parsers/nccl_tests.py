@@ -13,7 +13,7 @@ from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
-from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float, to_int
+from clustercert.parsers.common import DEFAULT_LIMIT, json_of, to_float, to_int
 from clustercert.parsers.training import line_total, text_of
 
 __all__ = ["CollectiveTest", "NcclRow", "NcclTestsResult", "parse_nccl_tests"]
@@ -156,7 +156,7 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
     """
     data = read_regular(path, display, limit=limit)  # one open and read (a cluster's sweep is 8,141 small files)
     if data[:1] in (b"{", b"["):
-        return _parse_json(path, display, limit)
+        return _parse_json(data, display)
     text = text_of(data, display)
     del data
     name_hint = _BINARY.search(path.name)
@@ -539,11 +539,11 @@ def _checked_row(tokens: list[str], number: int, display: str) -> NcclRow:
     )
 
 
-def _parse_json(path: Path, display: str, limit: int) -> NcclTestsResult:
+def _parse_json(data: bytes, display: str) -> NcclTestsResult:
     """nccl-tests `-J` output: an object (or list of objects) with `collective`/`name`,
     `nranks` and `results`, each result holding `size` and `out_of_place`/`in_place` objects
     with `time`, `algbw`, `busbw`, `wrong`."""
-    doc = read_json(path, display, limit=limit)
+    doc = json_of(data, display)
     items = doc if isinstance(doc, list) else doc.get("tests", [doc]) if isinstance(doc, dict) else None
     if not isinstance(items, list) or not items:
         raise EvidenceError(

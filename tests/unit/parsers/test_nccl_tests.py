@@ -134,6 +134,30 @@ def test_json_output(tmp_path: Path) -> None:
     )
 
 
+def test_a_file_is_opened_once_text_or_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first byte tells JSON from text in the bytes read once (a sweep is thousands of small files); a JSON
+    file that is not a document is still a located error."""
+    from clustercert.evidence import guards
+
+    opened: list[str] = []
+    real = guards.open_regular
+
+    def counting(path: Path, *args: object, **kwargs: object) -> object:
+        opened.append(Path(path).name)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(guards, "open_regular", counting)
+    doc = {"collective": "all_gather", "nranks": 4, "results": [
+        {"size": 1024, "out_of_place": {"time": 1.0, "algbw": 1.0, "busbw": 1.5, "wrong": 0},
+         "in_place": {"time": 1.0, "algbw": 1.0, "busbw": 2.5, "wrong": 0}}]}
+    assert parse_nccl_tests(write(tmp_path, json.dumps(doc), "n.json"), "n.json").tests[0].rows[0].busbw_ip == 2.5
+    text = HEADER + "  8  2  float  sum  -1  1.0  1.0  4.2  0  1.0  1.0  2.5  0\n# Avg bus bandwidth : 3.35\n"
+    assert parse_nccl_tests(write(tmp_path, text), "n.log").tests[0].rows[0].busbw_oop == 4.2
+    with pytest.raises(EvidenceError, match=r"n2.json.*expected valid JSON"):
+        parse_nccl_tests(write(tmp_path, '{"collective": ', "n2.json"), "n2.json")
+    assert opened == ["n.json", "n.log", "n2.json"]
+
+
 def test_bad_number_and_not_nccl(tmp_path: Path) -> None:
     text = HEADER + "  8  2  float  sum  -1  1.0  1.0  4.2e+  0  1.0  1.0  2.5  0\n"
     with pytest.raises(EvidenceError) as info:
