@@ -31,7 +31,6 @@ class Progress:
         self.every = (0.1 if self.live else 1.0) if every is None else every
         self._lock = threading.Lock()
         self._status: Any = None
-        self._last = ""
         self._stage: str | None = None  # the stage of the last line shown, and when it was shown
         self._shown = -math.inf
 
@@ -56,7 +55,6 @@ class Progress:
                     self._status.update(line)
             else:
                 self.console.print(f"progress {line}", markup=False, highlight=False)
-            self._last = line
 
     def __enter__(self) -> Progress:
         return self
