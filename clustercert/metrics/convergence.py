@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from clustercert.parsers.training import NanMark, TrainingStep
+from clustercert.parsers.training import NanMark, TrainingStep, step_column
 
 __all__ = ["LossProblem", "LossVerdict", "judge_loss"]
 
@@ -41,7 +41,8 @@ def judge_loss(steps: Sequence[TrainingStep], nan_marks: Sequence[NanMark], expl
     does not fall: the mean of the last quarter of logged losses is not below the mean of the first quarter.
     """
     nan_loss = [m for m in nan_marks if "loss" in m.field]
-    logged = [(s.loss, s.line) for s in steps if s.loss is not None]
+    logged = [(loss, line) for loss, line in zip(step_column(steps, "loss"), step_column(steps, "line"), strict=True)
+              if loss is not None]
     bad = next(((v, line) for v, line in logged if not math.isfinite(v)), None)
     if nan_loss or bad is not None:
         line = nan_loss[0].line if nan_loss else (bad[1] if bad else None)

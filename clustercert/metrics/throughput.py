@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clustercert.metrics.stats import bootstrap_mean_interval, mean_stats
-from clustercert.parsers.training import NanMark, TrainingStep
+from clustercert.parsers.training import NanMark, TrainingStep, step_column
 
 __all__ = [
     "Comparison",
@@ -73,37 +73,43 @@ def measure_window(
     problems: list[WindowProblem] = [
         WindowProblem(f"the log prints a nan/inf {m.field}", m.line, m.field) for m in nan_marks
     ]
-    counts = Counter(s.iteration for s in steps if first <= s.iteration <= last)
-    for s in steps:
-        if first <= s.iteration <= last and counts[s.iteration] > 1:
-            problems.append(WindowProblem(f"iteration {s.iteration} of the window is printed more than once", s.line))
-            counts[s.iteration] = 1
+    # column by column (a bulk reading's StepTable keeps its columns: no step object is built)
+    iterations, lines = step_column(steps, "iteration"), step_column(steps, "line")
+    step_times = step_column(steps, "step_time_s")
+    in_window = [i for i, iteration in enumerate(iterations) if first <= iteration <= last]
+    counts = Counter(iterations[i] for i in in_window)
+    for i in in_window:
+        if counts[iterations[i]] > 1:
+            problems.append(WindowProblem(f"iteration {iterations[i]} of the window is printed more than once",
+                                          lines[i]))
+            counts[iterations[i]] = 1
     missing = [i for i in range(first, last + 1) if i not in counts]
     if missing:
-        after = next((s.line for s in steps if s.iteration > missing[0]), steps[-1].line if steps else None)
+        after = next((line for iteration, line in zip(iterations, lines, strict=True) if iteration > missing[0]),
+                     lines[-1] if lines else None)
         problems.append(
             WindowProblem(f"iteration(s) {_ranges(missing)} of the window {first}-{last} are missing", after,
                           "iteration")
         )
-    in_window = [s for s in steps if first <= s.iteration <= last]
-    for s in in_window:
-        if s.step_time_s is None or not math.isfinite(s.step_time_s) or s.step_time_s <= 0:
-            problems.append(WindowProblem(f"step time {s.step_time_s!r} is not a positive number", s.line, "step time"))
-    final = steps[-1] if steps else None
-    if final is not None and final.max_iteration is not None:
-        reached = max((s.global_step if s.global_step is not None else s.iteration) for s in steps)
-        if reached < final.max_iteration:
+    for i in in_window:
+        seconds = step_times[i]
+        if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+            problems.append(WindowProblem(f"step time {seconds!r} is not a positive number", lines[i], "step time"))
+    most = step_column(steps, "max_iteration")[-1] if steps else None
+    if most is not None:
+        reached = max(step if step is not None else iteration
+                      for step, iteration in zip(step_column(steps, "global_step"), iterations, strict=True))
+        if reached < most:
             problems.append(
-                WindowProblem(f"the final iteration {final.max_iteration} was never logged (last: {reached})",
-                              final.line, "iteration")
+                WindowProblem(f"the final iteration {most} was never logged (last: {reached})", lines[-1], "iteration")
             )
     if problems:
         return problems
-    times = [float(s.step_time_s) for s in in_window if s.step_time_s is not None]
+    times = [float(step_times[i]) for i in in_window if step_times[i] is not None]
     stats = mean_stats(times)
     low, high = bootstrap_mean_interval(times, resamples=resamples, seed=seed)
     return RunThroughput(
-        window=window, step_times=tuple(times), lines=tuple(s.line for s in in_window),
+        window=window, step_times=tuple(times), lines=tuple(lines[i] for i in in_window),
         mean_s=stats.mean, std_s=stats.std, ci_low_s=low, ci_high_s=high,
     )
 

@@ -7,10 +7,10 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -18,10 +18,10 @@ from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
 
 __all__ = [
-    "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "TrainingLog",
-    "TrainingStep", "column_floats", "column_ints", "fast_record", "line_record", "line_total", "make_step",
-    "make_steps", "may_hold_nan_value", "nan_marks", "parse_number", "pieces_hold_nan_value", "read_text",
-    "read_text_lines", "text_of",
+    "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
+    "TrainingLog", "TrainingStep", "column_floats", "column_ints", "fast_record", "line_record", "line_total",
+    "make_step", "make_steps", "may_hold_nan_value", "nan_marks", "parse_number", "pieces_hold_nan_value",
+    "read_text", "read_text_lines", "step_column", "text_of",
 ]
 
 
@@ -63,7 +63,7 @@ class TrainingLog:
 
     format: str
     file: str
-    steps: list[TrainingStep]
+    steps: Sequence[TrainingStep]  # a list, or a StepTable (a bulk reading's columns)
     nan_marks: list[NanMark] = field(default_factory=list)
     line_count: int = 0
     warnings: list[str] = field(default_factory=list)  # what was read with a caveat, each naming its lines
@@ -111,43 +111,123 @@ def make_step(values: dict[str, object]) -> TrainingStep:
     return step
 
 
-def make_steps(names: Sequence[str], columns: Sequence[Iterable[object]]) -> list[TrainingStep]:
-    """make_step() of every row of `columns` (one iterable per name of `names`, all of one length: ValueError
-    otherwise): the steps a bulk reading builds, with nothing looked up or interpreted per row.
+def make_steps(names: Sequence[str], columns: Sequence[Iterable[object]]) -> StepTable:
+    """The steps of the rows of `columns` (one iterable per name of `names`, all of one length: ValueError
+    otherwise), kept as those columns: a StepTable, whose steps are the ones make_step() builds of each row, built
+    only when a reader asks for them one by one (a reader of a column takes it as it is)."""
+    return StepTable(names, columns)
+
+
+class StepTable(Sequence[TrainingStep]):
+    """A log's steps as columns, one list per TrainingStep field: what a bulk reading gives. It is the sequence
+    of the steps make_step() builds of each row (equal to a list of them, in order), and `column(name)` is the
+    list of one field's values (a defaulted field's default on every row), which a reader of a whole column
+    (validation, the window's step times, the loss) takes without a TrainingStep per step.
+
+    The steps themselves are built on the first iteration or slice (all at once, in C: make_steps' former loop)
+    and kept; an item asked for alone is built alone until a reader has asked for many. A pickle holds the
+    columns only."""
+
+    __slots__ = ("_asked", "_built", "_columns", "_rows")
+    _BUILD_AFTER = 64  # items asked for one at a time before all steps are built
+
+    def __init__(self, names: Sequence[str], columns: Sequence[Iterable[object]]) -> None:
+        listed = [column if isinstance(column, list) else list(column) for column in columns]
+        lengths = {len(column) for column in listed}
+        if len(lengths) > 1:
+            raise ValueError(f"make_steps: columns of different lengths {sorted(lengths)}")
+        if len(names) != len(listed):
+            raise ValueError(f"make_steps: {len(names)} names for {len(listed)} columns")
+        given = dict(zip(names, listed, strict=True))  # the last of a name given twice, as make_step's update
+        unknown = given.keys() - _FIELD_SET
+        if unknown:
+            raise ValueError(f"make_steps: no TrainingStep field is named {sorted(unknown)}")
+        if not _REQUIRED <= given.keys():
+            raise ValueError(f"make_steps: the required fields {sorted(_REQUIRED - given.keys())} are not given")
+        self._rows = lengths.pop() if lengths else 0
+        self._columns = given
+        self._built: list[TrainingStep] | None = None
+        self._asked = 0
+
+    def column(self, name: str) -> list[Any]:
+        """Every step's value of the field `name`, in order (the list kept: the caller must not change it)."""
+        if name in self._columns:
+            return self._columns[name]
+        if name not in STEP_DEFAULTS:
+            raise KeyError(name)
+        return [STEP_DEFAULTS[name]] * self._rows
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def _steps(self) -> list[TrainingStep]:
+        if self._built is None:
+            self._built = _build_steps(self._columns, self._rows)
+        return self._built
+
+    @overload
+    def __getitem__(self, index: int) -> TrainingStep: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[TrainingStep]: ...
+    def __getitem__(self, index: int | slice) -> TrainingStep | list[TrainingStep]:
+        if self._built is not None or isinstance(index, slice):
+            return self._steps()[index]
+        position = range(self._rows)[index]  # an int's IndexError and negative index, as a list's
+        self._asked += 1
+        if self._asked > self._BUILD_AFTER:
+            return self._steps()[position]
+        return make_step({name: column[position] for name, column in self._columns.items()})
+
+    def __iter__(self) -> Iterator[TrainingStep]:
+        return iter(self._steps())
+
+    def __reversed__(self) -> Iterator[TrainingStep]:
+        return reversed(self._steps())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepTable) and self._built is None and other._built is None:
+            return self._rows == other._rows and all(
+                self.column(name) == other.column(name) for name in _STEP_FIELDS)
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(other) == self._rows and self._steps() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-free but compared by value, as the list it replaces
+
+    def __repr__(self) -> str:
+        return f"StepTable({self._rows} steps: {', '.join(self._columns)})"
+
+    def __getstate__(self) -> tuple[dict[str, list[Any]], int]:
+        return self._columns, self._rows
+
+    def __setstate__(self, state: tuple[dict[str, list[Any]], int]) -> None:
+        self._columns, self._rows = state
+        self._built = None
+        self._asked = 0
+
+
+def step_column(steps: Sequence[TrainingStep], name: str) -> list[Any]:
+    """Every step's value of the field `name`, in order: a StepTable's column as kept (not to be changed), or
+    the list of each step's attribute."""
+    if isinstance(steps, StepTable):
+        return steps.column(name)
+    return [getattr(step, name) for step in steps]
+
+
+def _build_steps(given: dict[str, list[Any]], rows: int) -> list[TrainingStep]:
+    """make_step() of every row of the columns `given` (field name -> list, each `rows` long).
 
     Each step's state is one dict built from the row (a default a column of its own) in the order of the dict
     make_step() leaves (the defaulted fields first, each replaced in place, then the others); set as the
-    instance's __dict__ it costs a tenth less than two updates of the empty one (Megatron at 50 MB: 0.6 s of 1.0 s
-    is this loop)."""
-    listed = [column if isinstance(column, list) else list(column) for column in columns]
-    lengths = {len(column) for column in listed}
-    if len(lengths) > 1:
-        raise ValueError(f"make_steps: columns of different lengths {sorted(lengths)}")
-    given = dict(zip(names, listed, strict=False))
-    if len(given) != len(names) or len(names) != len(listed) or not _REQUIRED <= given.keys() <= _FIELD_SET:
-        return _make_steps_by_update(names, listed)  # a name twice, no field's name, a field left out: as before
-    rows = lengths.pop() if lengths else 0
-    # make_step's order: the defaulted fields first, then the others as `names` gives them
-    fields = (*STEP_DEFAULTS, *(name for name in names if name not in STEP_DEFAULTS))
-    full = [given[name] if name in given else [STEP_DEFAULTS[name]] * rows for name in fields]
+    instance's __dict__ it costs a tenth less than two updates of the empty one."""
+    # make_step's order: the defaulted fields first, then the others as given
+    fields = (*STEP_DEFAULTS, *(name for name in given if name not in STEP_DEFAULTS))
+    full = [given[name] if name in given else itertools.repeat(STEP_DEFAULTS[name], rows) for name in fields]
     # all in C, no bytecode per row (a quarter less than a loop that does the same): the instances, then each
-    # given the dict of its row (lengths checked above)
+    # given the dict of its row (lengths checked by StepTable)
     steps: list[TrainingStep] = list(map(_new, itertools.repeat(TrainingStep, rows)))
     states = map(dict, map(zip, itertools.repeat(fields), zip(*full, strict=False)))
     collections.deque(map(object.__setattr__, steps, itertools.repeat("__dict__"), states), maxlen=0)
-    return steps
-
-
-def _make_steps_by_update(names: Sequence[str], columns: Sequence[Iterable[object]]) -> list[TrainingStep]:
-    steps: list[TrainingStep] = []
-    append = steps.append
-    new, defaults = _new, STEP_DEFAULTS
-    for row in zip(*columns, strict=True):
-        step = new(TrainingStep)
-        state = step.__dict__
-        state.update(defaults)
-        state.update(zip(names, row, strict=False))
-        append(step)
     return steps
 
 

@@ -23,7 +23,7 @@ from clustercert.metrics.throughput import (
     tokens_per_s_per_gpu,
 )
 from clustercert.parsers.mlperf import MlperfResult
-from clustercert.parsers.training import TrainingLog, TrainingStep
+from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
 from clustercert.verdicts import Check, Severity, Status
 
 __all__ = ["EfficiencyResult", "RecipeDifference", "WorkloadResult", "judge_efficiency", "recipe_differences"]
@@ -350,7 +350,8 @@ def judge_efficiency(
             valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
             series.append({
                 "run": run.id, "workload": run.workload, "precision": entry.precision.value, "gpus": run.gpus,
-                "iterations": [s.iteration for s in parsed.steps], "step_time_s": [s.step_time_s for s in parsed.steps],
+                "iterations": list(step_column(parsed.steps, "iteration")),
+                "step_time_s": list(step_column(parsed.steps, "step_time_s")),
                 "window": [baseline.window.first, baseline.window.last], "baseline_step_s": baseline.step_time_s,
             })
             checks.append(Check(

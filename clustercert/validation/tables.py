@@ -32,7 +32,7 @@ from clustercert.parsers.nccl_tests import NcclTestsResult
 from clustercert.parsers.nemo_resilience import LogEventKind, ResilienceLog
 from clustercert.parsers.rank_timings import RankTimings
 from clustercert.parsers.sacct import SacctJob, SacctResult, SacctStep
-from clustercert.parsers.training import TrainingLog
+from clustercert.parsers.training import TrainingLog, step_column
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,14 +101,16 @@ def _segments(log: TrainingLog, resilience: ResilienceLog | None) -> tuple[list[
     marks = sorted(e.line for e in (resilience.events if resilience else []) if e.kind in _RESTART_MARKS)
     segment, segments, deltas = 0, [], []
     previous: tuple[int, int] | None = None  # (counter, line)
-    for step in log.steps:
-        counter = step.global_step if step.global_step is not None else step.iteration
-        if previous is not None and counter < previous[0] and any(previous[1] < m < step.line for m in marks):
+    steps = log.steps
+    for global_step, iteration, line in zip(step_column(steps, "global_step"), step_column(steps, "iteration"),
+                                            step_column(steps, "line"), strict=True):
+        counter = global_step if global_step is not None else iteration
+        if previous is not None and counter < previous[0] and any(previous[1] < m < line for m in marks):
             segment += 1
             previous = None
         segments.append(segment)
         deltas.append(None if previous is None else float(counter - previous[0]))
-        previous = (counter, step.line)
+        previous = (counter, line)
     return segments, deltas
 
 
@@ -120,23 +122,29 @@ def _clock_ratios(log: TrainingLog, segments: list[int]) -> tuple[list[float | N
     the log says those steps took ((iteration increase) x the printed mean step time, plus the save-checkpoint time
     it reports), with the stamps' resolution taken against the claim ((wall - 1 s) / logged) and for it
     ((wall + 1 s) / logged). A stretch ends at a restart segment and at an untimed pause (an evaluation)."""
+    steps = log.steps
+    stamps = step_column(steps, "timestamp_s")
+    if all(stamp is None for stamp in stamps):  # a log without print times (NeMo's): no ratio on any step
+        return [None] * len(stamps), [None] * len(stamps)
     low: list[float | None] = []
     high: list[float | None] = []
     start: tuple[int, float] | None = None  # (segment, stamp) of the stretch's first step
     logged, previous = 0.0, 0
-    for step, segment in zip(log.steps, segments, strict=True):
+    for stamp, seconds, untimed, iteration, pause, segment in zip(
+            stamps, step_column(steps, "step_time_s"), step_column(steps, "untimed_pause"),
+            step_column(steps, "iteration"), step_column(steps, "pause_s"), segments, strict=True):
         value_low = value_high = None
-        if step.timestamp_s is None or step.step_time_s is None:
+        if stamp is None or seconds is None:
             start = None
-        elif start is None or start[0] != segment or step.untimed_pause:
-            start, logged = (segment, step.timestamp_s), 0.0
+        elif start is None or start[0] != segment or untimed:
+            start, logged = (segment, stamp), 0.0
         else:
-            logged += (step.iteration - previous) * step.step_time_s + step.pause_s
-            wall = step.timestamp_s - start[1]
+            logged += (iteration - previous) * seconds + pause
+            wall = stamp - start[1]
             if logged > 0:
                 value_low = (wall - _STAMP_RESOLUTION_S) / logged
                 value_high = (wall + _STAMP_RESOLUTION_S) / logged
-        previous = step.iteration
+        previous = iteration
         low.append(value_low)
         high.append(value_high)
     return low, high
@@ -144,43 +152,46 @@ def _clock_ratios(log: TrainingLog, segments: list[int]) -> tuple[list[float | N
 
 def training_table(parsed: ParsedFile, run: RunSpec | None = None, facts: RunFacts | None = None) -> TableInput:
     """training_steps: one row per printed step, with its restart segment, counter increase and MFU (from the
-    run's catalog facts: FLOPs per sequence, peak, window)."""
+    run's catalog facts: FLOPs per sequence, peak, window). Read column by column from the log's steps (a bulk
+    reading's columns as they are)."""
     log = parsed.result
     assert isinstance(log, TrainingLog)
     segments, deltas = _segments(log, parsed.resilience)
     clock_low, clock_high = _clock_ratios(log, segments)
     facts = facts or RunFacts()
     flops, peak = facts.flops_per_sequence, facts.peak_tflops
-    mfu: list[float | None] = []
-    for step in log.steps:
-        # a step time <= 0 has no MFU: the step-time expectations report it
-        seconds = step.step_time_s if step.step_time_s is not None and step.step_time_s > 0 else None
-        if flops is not None and peak and run is not None and run.gbs and run.gpus and seconds is not None:
-            mfu.append(flops * run.gbs / seconds / run.gpus / (peak * 1e12))
-        elif step.tflops_per_gpu is not None and peak and flops is None:
-            mfu.append(step.tflops_per_gpu / peak)
-        else:
-            mfu.append(None)
     steps = log.steps
+    step_times, tflops = step_column(steps, "step_time_s"), step_column(steps, "tflops_per_gpu")
+    mfu: list[float | None]
+    if flops is not None and peak and run is not None and run.gbs and run.gpus:
+        # a step time <= 0 has no MFU: the step-time expectations report it (the per-step expression as it was)
+        gbs, gpus, flop_peak = run.gbs, run.gpus, peak * 1e12
+        mfu = [flops * gbs / seconds / gpus / flop_peak if seconds is not None and seconds > 0 else None
+               for seconds in step_times]
+    elif peak and flops is None:
+        mfu = [value / peak if value is not None else None for value in tflops]
+    else:
+        mfu = [None] * len(step_times)
+    iterations = step_column(steps, "iteration")
     parameters: dict[str, Any] = {}
     if facts.window is not None:
         parameters["window_iterations"] = list(range(facts.window[0], facts.window[1] + 1))
     window = set(parameters.get("window_iterations", []))
     frame = _frame(
         {
-            "iteration": [s.iteration for s in steps],
-            "step_time_s": [s.step_time_s for s in steps],
-            "tflops_per_gpu": [s.tflops_per_gpu for s in steps],
-            "loss": [s.loss for s in steps],
-            "grad_norm": [s.grad_norm for s in steps],
-            "global_step": [s.global_step for s in steps],
+            "iteration": iterations,
+            "step_time_s": step_times,
+            "tflops_per_gpu": tflops,
+            "loss": step_column(steps, "loss"),
+            "grad_norm": step_column(steps, "grad_norm"),
+            "global_step": step_column(steps, "global_step"),
             "segment": segments,
             "counter_increase": deltas,
             "mfu": mfu,
-            "in_window": [s.iteration in window for s in steps],
+            "in_window": [iteration in window for iteration in iterations],
             "clock_ratio_low": clock_low,
             "clock_ratio_high": clock_high,
-            "_line": [s.line for s in steps],
+            "_line": step_column(steps, "line"),
         },
         {"iteration": "int64", "step_time_s": "float64", "tflops_per_gpu": "float64", "loss": "float64",
          "grad_norm": "float64", "global_step": "float64", "segment": "int64", "counter_increase": "float64",
@@ -509,8 +520,11 @@ def gpu_counts_table(bundle: LoadedBundle, facts: BundleFacts | None, parsed: Pa
                 if fewest_row is not None:
                     add(run, "rank-timings-per-step", fewest_row[0], pf.display, fewest_row[1])
             elif isinstance(result, TrainingLog) and flops is not None and run.gbs:
-                implied = [(flops * run.gbs / (s.step_time_s * s.tflops_per_gpu * 1e12), s.line)
-                           for s in result.steps if s.step_time_s and s.tflops_per_gpu]
+                implied = [(flops * run.gbs / (seconds * tflops * 1e12), line)
+                           for seconds, tflops, line in zip(step_column(result.steps, "step_time_s"),
+                                                            step_column(result.steps, "tflops_per_gpu"),
+                                                            step_column(result.steps, "line"), strict=True)
+                           if seconds and tflops]
                 implied = [(v, line) for v, line in implied if math.isfinite(v)]
                 if implied:
                     value = statistics.median(v for v, _ in implied)
@@ -588,7 +602,7 @@ def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInp
             continue
         for pf in parsed.get(run.id, []):
             if isinstance(pf.result, TrainingLog) and pf.result.steps:
-                logged = sum(s.step_time_s or 0.0 for s in pf.result.steps)
+                logged = sum(seconds or 0.0 for seconds in step_column(pf.result.steps, "step_time_s"))
                 rows.append({"run": run.id, "training_s": logged, "scheduler_elapsed_s": sum(j[2] + _SACCT_RESOLUTION_S for j in jobs),  # noqa: E501
                              "_file": pf.display, "_line": pf.result.steps[0].line, "_run": run.id})
     columns = ["run", "training_s", "scheduler_elapsed_s", "_file", "_line", "_run"]
