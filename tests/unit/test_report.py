@@ -182,6 +182,55 @@ def test_pdf_breaks_check_ids_only_where_breakable_allows(pdf: bytes) -> None:
     assert cut == []
 
 
+def test_the_fixed_inventory_and_appendix_columns_keep_cluster_sized_numbers_whole_and_inside() -> None:
+    """The inventory's and the appendix's columns are fixed (no per-cell measuring): at a cluster's sizes (a 99 GB
+    file, a span of 9-digit lines holding 99,999,999 of them) every number stays on one line, a span broken only
+    after its dash, and every text lies inside its cell. Narrower Bytes or Count columns cut the numbers."""
+    import weasyprint
+    from weasyprint.formatting_structure import boxes
+
+    data = _input()
+    data["inventory"] = [{"path": f"telemetry/dcgm/gb-r{i}-n{i:02d}.prom", "bytes": 99_999_999_999 - i,
+                          "sha256": f"{i:064x}"} for i in range(30)]
+    for check in data["results"]["checks"]:
+        check["evidence"] = [{"file": "resilience/long-run/nemo-24h.log", "line": 123_456_789, "last": 123_456_799,
+                              "count": 99_999_999}]
+    html = render_html(_context(data), TEMPLATES).replace("<wbr>", "\u200b")  # as render_pdf() gives it
+    document = weasyprint.HTML(string=html).render()
+
+    def cells(box: Any, table: str | None = None) -> Any:
+        if isinstance(box, boxes.TableBox):
+            table = box.element.get("class")
+        if isinstance(box, boxes.TableCellBox):
+            yield table, box
+            return
+        for child in getattr(box, "children", None) or []:
+            yield from cells(child, table)
+
+    def descendants(box: Any, kind: type) -> Any:
+        if isinstance(box, kind):
+            yield box
+            return
+        for child in getattr(box, "children", None) or []:
+            yield from descendants(child, kind)
+
+    numbers = outside = 0
+    for page in document.pages:
+        for table, cell in cells(page._page_box):
+            if table not in ("grid inventory", "grid appendix"):
+                continue
+            right = cell.content_box_x() + cell.width
+            outside += sum(text.position_x + text.width > right + 0.01 for text in descendants(cell, boxes.TextBox))
+            if "num" not in (cell.element.get("class") or "") or cell.element.tag != "td":
+                continue
+            lines = ["".join(text.text for text in descendants(line, boxes.TextBox))
+                     for line in descendants(cell, boxes.LineBox)]
+            numbers += 1
+            assert lines in [[str(99_999_999_999 - i)] for i in range(30)] + [
+                ["99999999"], ["123456789–123456799"], ["123456789–", "123456799"]], lines
+    assert numbers >= 30 + 2 * 20 and outside == 0
+
+
 def _flatten(items: list[Any]) -> list[Any]:
     out = []
     for item in items:
