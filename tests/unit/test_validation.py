@@ -99,13 +99,13 @@ def training(steps: list[TrainingStep] | None = None, resilience: ResilienceLog 
 def _nccl_row(size: int, line: int, **change: Any) -> NcclRow:
     row = NcclRow(size_bytes=size, time_us_oop=100.0, algbw_oop=300.0, busbw_oop=500.0, time_us_ip=100.0,
                   algbw_ip=300.0, busbw_ip=500.0, wrong_oop=0, wrong_ip=0, line=line)
-    return dataclasses.replace(row, **change)
+    return row._replace(**change)
 
 
 def collective(change: dict[str, Any] | None = None, ranks: int | None = 8) -> TableInput:
     rows = [_nccl_row(1 << (20 + i), 20 + i) for i in range(5)]
     if change:
-        rows[3] = dataclasses.replace(rows[3], **change)
+        rows[3] = rows[3]._replace(**change)
     test = CollectiveTest("all_reduce", ranks, rows, 500.0, None, 2, 30)
     parsed = ParsedFile("nccl", RunKind.COLLECTIVE, "n.log", "n.log", NcclTestsResult("n.log", [test]))
     return collective_table(parsed, 1800.0)

@@ -38,7 +38,7 @@ def reading(text: str, read: Callable[[str, _Reader], None]) -> tuple[str, objec
         result = reader.finish(line_total(text))
     except EvidenceError as exc:
         return "error", (exc.file, exc.line, exc.field, str(exc))
-    return "ok", (repr(result), result.to_json(), [vars(r) for t in result.tests for r in t.rows])
+    return "ok", (repr(result), result.to_json(), [r._asdict() for t in result.tests for r in t.rows])
 
 
 def assert_alike(text: str) -> tuple[str, object]:
