@@ -80,7 +80,7 @@ def _events_from_log(logs: Sequence[EventLog]) -> list[tuple[float, Event, LogTy
             kind = mapping.get(e.type)
             if kind is None:
                 continue
-            nodes = e.extra.get("nodes")
+            nodes = e.extra.get("nodes") if e.extra else None
             by = Actor.ADMINISTRATOR if e.type is LogType.ADMIN_ACTION else _by(e.by)
             detail = e.detail or e.type.value
             out.append((e.ts.timestamp(), Event(
@@ -239,7 +239,7 @@ def _blocking_saves(logs: Sequence[EventLog]) -> list[tuple[float, int, float]]:
     out: list[tuple[float, int, float]] = []
     for log in logs:
         for e in log.events:
-            blocking = e.extra.get("blocking_s")
+            blocking = e.extra.get("blocking_s") if e.extra else None
             if e.type is LogType.CHECKPOINT_SAVED and isinstance(blocking, int | float) and blocking > 0:
                 out.append((e.ts.timestamp(), e.step or 0, float(blocking)))
     return out

@@ -156,7 +156,7 @@ def events(**change: Any) -> TableInput:
     evs = [Event(T0 + dt.timedelta(seconds=60), EventType.JOB_STARTED, 1, node="n1"),
            Event(T0 + dt.timedelta(seconds=120), EventType.FAULT_INJECTED, 2, node="n2", by="injector"),
            Event(T0 + dt.timedelta(seconds=130), EventType.FAULT_DETECTED, 3, node="n2", by="watchdog")]
-    evs[2] = dataclasses.replace(evs[2], **change)
+    evs[2] = evs[2]._replace(**change)
     return events_table(ParsedFile("ev", RunKind.EVENTS, "e.jsonl", "e.jsonl", EventLog("e.jsonl", evs)),
                         ["n1", "n2"], SPAN)
 

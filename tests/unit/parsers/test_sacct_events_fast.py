@@ -37,7 +37,8 @@ def _outcome(read: Callable[[], Any]) -> tuple[str, Any]:
 
 def _attributes(record: object) -> list[tuple[str, str]]:
     """Every attribute in order with its value's repr (1 and 1.0 differ here, as in the JSON written)."""
-    return [(key, repr(value)) for key, value in vars(record).items()]
+    fields = record._asdict() if isinstance(record, tuple) else vars(record)  # an Event is a named tuple
+    return [(key, repr(value)) for key, value in fields.items()]
 
 
 def _assert_same_sacct(fast: tuple[str, Any], slow: tuple[str, Any]) -> None:
@@ -404,13 +405,14 @@ def test_events_fast_reading_with_hand_computed_values(tmp_path: Path, monkeypat
     log = parse_events(path, "events.jsonl")
     first, second, third = log.events
     assert (first.line, first.type, first.node, first.gpu, first.by, first.rank, first.extra) == (
-        2, EventType.FAULT_INJECTED, "n7", 3, "injector", None, {})
+        2, EventType.FAULT_INJECTED, "n7", 3, "injector", None, None)
     assert first.ts == datetime(2025, 3, 7, 22, 39, 36, tzinfo=UTC)
     assert second.ts == datetime(2025, 3, 7, 22, 39, 36, 500000, tzinfo=UTC) and second.line == 4
     assert second.ts.utcoffset() == timedelta(hours=1) and second.ts.tzinfo == timezone(timedelta(hours=1))
     assert (third.line, third.job_id, third.extra) == (5, "48213", {"nodes": ["n1", "n2"]})
-    first.extra["k"] = 1  # each event its own extra dict
-    assert second.extra == {}
+    assert second.extra is None  # no key beyond the schema: no dict
+    with pytest.raises(AttributeError):
+        first.node = "n8"  # type: ignore[misc]  # events are immutable
 
 
 def test_events_bench_shape_and_errors_keep_their_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
