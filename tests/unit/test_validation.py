@@ -18,7 +18,7 @@ import pytest
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import ChecksError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec, load_bundle
-from clustercert.evidence.facts import bundle_facts, run_facts
+from clustercert.evidence.facts import RunFacts, bundle_facts, run_facts
 from clustercert.evidence.parse import ParsedFile
 from clustercert.evidence.provenance import Span
 from clustercert.parsers.dcgm import DcgmSample, Telemetry
@@ -862,3 +862,20 @@ def test_rank_timings_hosts_are_read_batch_by_batch(tmp_path: Path, batch_rows: 
     rows = frame[frame["source"] == "rank-timings"]
     assert rows["host"].tolist() == ["n2", "n1", "x9", "n3", "x7"]
     assert [None if math.isnan(v) else int(v) for v in rows["_line"]] == [None, None, 5, None, 8]
+
+
+def test_the_training_table_mfu_is_the_domain_formula_per_step() -> None:
+    """Per step: FLOPs per sequence x GBS / step time / GPUs / peak (DOMAIN.md sections 1, 2 and 4: Llama 3 70B,
+    causal attention, 3.68003e15 per sequence; GB200 FP8 peak 4900 TFLOP/s), and the log's own TFLOP/s over the
+    peak where the catalog gives no FLOPs; no MFU for a step time that is not positive."""
+    frame = next(training(_steps({3: {"step_time_s": 0.0}, 4: {"step_time_s": None}})).batches())
+    expected = 3.68003e15 * 2048 / 7.6 / 512 / 4.9e15  # 0.39528
+    mfu = frame["mfu"].tolist()
+    assert all(v == pytest.approx(expected, rel=1e-5) for i, v in enumerate(mfu) if i not in (3, 4))
+    assert math.isnan(mfu[3]) and math.isnan(mfu[4])
+    log = TrainingLog(format="nemo", file="t.log", steps=_steps({5: {"tflops_per_gpu": None}}))
+    parsed = ParsedFile(RUN.id, RunKind.TRAINING, "t.log", "t.log", log)
+    logged = next(training_table(parsed, RUN, RunFacts(peak_tflops=4900.0)).batches())["mfu"].tolist()
+    assert logged[0] == pytest.approx(1848.0 / 4900.0) and math.isnan(logged[5])
+    none = next(training_table(parsed, RUN, RunFacts()).batches())["mfu"]
+    assert none.isna().all()
