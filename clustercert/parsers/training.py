@@ -19,9 +19,9 @@ from clustercert.evidence.guards import read_regular
 
 __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
-    "TrainingLog", "TrainingStep", "column_floats", "column_ints", "fast_record", "line_record", "line_total",
-    "make_step", "make_steps", "may_hold_nan_value", "nan_marks", "parse_number", "pieces_hold_nan_value",
-    "read_text", "read_text_lines", "step_column", "text_of",
+    "TrainingLog", "TrainingStep", "any_too_deep", "column_floats", "column_ints", "fast_record", "line_record",
+    "line_total", "make_step", "make_steps", "may_hold_nan_value", "nan_marks", "parse_number",
+    "pieces_hold_nan_value", "read_text", "read_text_lines", "step_column", "text_of", "too_deep",
 ]
 
 
@@ -378,12 +378,23 @@ def fast_record(piece: str) -> Any:
     One difference remains, and callers guard it: an integer past 64 bits comes as a float (the float float()
     gives of that integer), where json gives the integer. A caller that needs a field as an exact integer decodes
     the record with json when that field is a float."""
-    if len(piece) > _DEEP and piece.count("[") + piece.count("{") > _DEEP:
+    if too_deep(piece):
         return NOT_DECODED
     try:
         return orjson.loads(piece)
     except orjson.JSONDecodeError:
         return NOT_DECODED
+
+
+def too_deep(piece: str) -> bool:
+    """Whether the JSON document `piece` may nest deep enough for json to raise RecursionError (fast_record
+    leaves it to json)."""
+    return len(piece) > _DEEP and piece.count("[") + piece.count("{") > _DEEP
+
+
+def any_too_deep(pieces: list[str]) -> bool:
+    """Whether any of the JSON documents `pieces` is too_deep()."""
+    return bool(pieces) and max(map(len, pieces)) > _DEEP and any(map(too_deep, pieces))
 
 
 def line_record(text: str, start: int, end: int, exact: Callable[[Any], bool] | None = None) -> Any:
