@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import chain, repeat
+from typing import NamedTuple
 
 from clustercert.evidence.provenance import Span
 
@@ -23,6 +25,7 @@ __all__ = [
     "Placement",
     "Scope",
     "busbw_factor",
+    "busbw_samples",
     "find_below_peers",
     "find_degraded_pairs",
     "judge_collective",
@@ -138,13 +141,15 @@ def link_bound(collective: Collective, placement: Placement, rates: LinkRates) -
 
 
 def row_disagreement(
-    collective: Collective, ranks: int | None, size_bytes: int, time_us: float, algbw: float, busbw: float
+    collective: Collective, ranks: int | None, size_bytes: int, time_us: float, algbw: float, busbw: float,
+    factor: float | None = None,
 ) -> str | None:
     """Why a result row's busbw disagrees with its own size, time and algbw (None when it agrees).
 
     algbw = bytes / time (GB/s = 1e9 B/s) and busbw = algbw x factor (DOMAIN.md section 6). nccl-tests prints
     algbw and busbw to 2 decimals and large times to 2 significant digits (`1.6e+07`), so algbw may differ from
-    bytes / time by 6 % and busbw from algbw x factor by 2 % plus the rounding of the last digit.
+    bytes / time by 6 % and busbw from algbw x factor by 2 % plus the rounding of the last digit. `factor`:
+    busbw_factor(collective, ranks), given by a caller that checks many rows of one test.
     """
     if time_us > 0 and size_bytes > 0:
         expected_alg = size_bytes / (time_us * 1e3)
@@ -152,16 +157,17 @@ def row_disagreement(
             return (f"algbw {algbw:g} GB/s disagrees with size / time = {size_bytes} B / {time_us:g} us "
                     f"= {expected_alg:.2f} GB/s")
     if ranks is not None and ranks >= 2:
-        factor = busbw_factor(collective, ranks)
+        if factor is None:
+            factor = busbw_factor(collective, ranks)
         if not math.isclose(busbw, algbw * factor, rel_tol=0.02, abs_tol=0.015):
             return (f"busbw {busbw:g} GB/s disagrees with algbw x factor = {algbw:g} x {factor:.4g} "
                     f"= {algbw * factor:.2f} GB/s ({collective.value}, {ranks} ranks)")
     return None
 
 
-@dataclass(frozen=True)
-class BusbwSample:
-    """One row of an nccl-tests table, one of its two placements (out-of-place or in-place)."""
+class BusbwSample(NamedTuple):
+    """One row of an nccl-tests table, one of its two placements (out-of-place or in-place). A named tuple
+    (immutable, compared by value): a cluster's pairwise sweep makes half a million of them."""
 
     size_bytes: int
     busbw_gbps: float
@@ -203,6 +209,16 @@ class CollectiveResult:
     bound: Bound | None = None
 
 
+def busbw_samples(sizes: Sequence[int], out_of_place: Sequence[float],
+                  in_place: Sequence[float]) -> tuple[BusbwSample, ...]:
+    """The samples of a table's rows (their sizes, out-of-place and in-place busbw, one list each), in row order,
+    each row's out-of-place sample first; built in C (a cluster's pairwise sweep has a quarter million rows)."""
+    new = tuple.__new__
+    return tuple(chain.from_iterable(zip(
+        map(new, repeat(BusbwSample), zip(sizes, out_of_place, repeat(False))),
+        map(new, repeat(BusbwSample), zip(sizes, in_place, repeat(True))), strict=True)))
+
+
 def large_message_busbw(
     samples: Sequence[BusbwSample], large_message_bytes: int
 ) -> tuple[float, int, BusbwBasis] | None:
@@ -232,7 +248,9 @@ def judge_collective(
     """
     ceiling = bound.ceiling_gbps if bound is not None else plausibility_ceiling_gbps(nvlink_gbps_per_direction)
     target = targets_gbps.get(run.scope.value, {}).get(run.collective.value)
-    implausible = any(s.busbw_gbps > ceiling or not math.isfinite(s.busbw_gbps) for s in run.samples)
+    busbw = [s.busbw_gbps for s in run.samples]
+    finite = all(map(math.isfinite, busbw))  # a nan or an infinity is implausible, as is any value above the ceiling
+    implausible = not finite or (bool(busbw) and max(busbw) > ceiling)
     problem: str | None = None
     if not run.complete:
         problem = "table missing or cut short: a failed measurement, not a zero"
@@ -244,7 +262,7 @@ def judge_collective(
         problem = f"busbw above the plausibility ceiling {ceiling:g} GB/s: check units and parsing"
     elif run.disagreement is not None:
         problem = run.disagreement
-    peak = max((s.busbw_gbps for s in run.samples if math.isfinite(s.busbw_gbps)), default=None)
+    peak = max(busbw if finite else filter(math.isfinite, busbw), default=None)
     best = large_message_busbw(run.samples, large_message_bytes) if problem is None else None
     value, size, basis = best if best is not None else (None, None, None)
     ratio = value / target if value is not None and target else None

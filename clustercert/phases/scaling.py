@@ -11,13 +11,14 @@ from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
 from clustercert.metrics.collectives import (
-    BusbwSample,
     Collective,
     CollectiveResult,
     CollectiveRun,
     LinkRates,
     Placement,
     Scope,
+    busbw_factor,
+    busbw_samples,
     find_below_peers,
     find_degraded_pairs,
     judge_collective,
@@ -292,19 +293,21 @@ def _collective_runs(
                     evidence=(span,),
                 ))
                 continue
-            samples = tuple(
-                s for row in test.rows
-                for s in (BusbwSample(row.size_bytes, row.busbw_oop), BusbwSample(row.size_bytes, row.busbw_ip, True))
-            )
+            sizes = [row.size_bytes for row in test.rows]
+            oop, ip = [row.busbw_oop for row in test.rows], [row.busbw_ip for row in test.rows]
+            samples = busbw_samples(sizes, oop, ip)
             ranks = test.ranks or run.gpus or 0
             nodes = tuple(run.nodes or dict.fromkeys(test.hosts))
             disagreement = None
-            for row in test.rows:
-                for t, a, b in ((row.time_us_oop, row.algbw_oop, row.busbw_oop),
-                                (row.time_us_ip, row.algbw_ip, row.busbw_ip)):
-                    why = row_disagreement(collective, test.ranks, row.size_bytes, t, a, b)
-                    if why is not None and disagreement is None:
-                        disagreement = f"line {row.line}: {why}"
+            factor = busbw_factor(collective, test.ranks) if test.ranks is not None and test.ranks >= 2 else None
+            for row in test.rows:  # the first row that disagrees (its out-of-place half first) is named
+                why = row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_oop, row.algbw_oop,
+                                       row.busbw_oop, factor) or \
+                    row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_ip, row.algbw_ip,
+                                     row.busbw_ip, factor)
+                if why is not None:
+                    disagreement = f"line {row.line}: {why}"
+                    break
             placement = _placement(ranks, test.hosts, nodes, domain_of, scope, bundle.spec.system.gpus_per_node)
             bound = link_bound(collective, placement, rates)
             fixed = rules.collective_targets_gbps.get(scope.value, {}).get(collective.value)
@@ -331,8 +334,7 @@ def _collective_runs(
                 bound=bound, expected_gbps=expected,
             )
             out.append(_Measured(
-                run, judged, [r.size_bytes for r in test.rows],
-                [max(r.busbw_oop, r.busbw_ip) for r in test.rows],
+                run, judged, sizes, list(map(max, oop, ip)),
                 test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
                 placement.domains, target, basis, efficiency, cause=test.cause,
             ))

@@ -16,6 +16,7 @@ from clustercert.metrics.collectives import (
     Placement,
     Scope,
     busbw_factor,
+    busbw_samples,
     find_below_peers,
     find_degraded_pairs,
     judge_collective,
@@ -111,6 +112,33 @@ def test_failed_single_rank_and_implausible_runs_give_no_value() -> None:
     result = judge_collective(wild, TARGETS, 450, GIB)
     assert result.implausible and result.busbw_gbps is None and result.meets_target is None
     assert result.problem == "busbw above the plausibility ceiling 900 GB/s: check units and parsing"
+
+
+@pytest.mark.parametrize("odd", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "minus-inf"])
+def test_a_busbw_that_is_not_finite_is_implausible_and_left_out_of_the_peak(odd: float) -> None:
+    run = CollectiveRun(Collective.ALL_REDUCE, Scope.NVLINK_DOMAIN, 8,
+                        (BusbwSample(GIB, 300.0), BusbwSample(2 * GIB, odd), BusbwSample(4 * GIB, 350.0)))
+    result = judge_collective(run, TARGETS, 450, GIB)
+    assert result.implausible and result.busbw_gbps is None
+    assert result.peak_gbps == 350.0  # the highest finite busbw
+    clean = judge_collective(CollectiveRun(Collective.ALL_REDUCE, Scope.NVLINK_DOMAIN, 8, SAMPLES), TARGETS, 450, GIB)
+    assert not clean.implausible and clean.peak_gbps == 470.0 and clean.busbw_gbps == 455.0
+
+
+def test_busbw_samples_keep_each_rows_out_of_place_sample_first() -> None:
+    samples = busbw_samples([1 << 20, GIB], [10.0, 400.0], [11.0, 401.0])
+    assert samples == (BusbwSample(1 << 20, 10.0), BusbwSample(1 << 20, 11.0, in_place=True),
+                       BusbwSample(GIB, 400.0), BusbwSample(GIB, 401.0, in_place=True))
+    assert all(type(s) is BusbwSample for s in samples)
+    assert [s.in_place for s in samples] == [False, True, False, True]
+    with pytest.raises(ValueError):  # columns of different lengths are a caller's error, never cut short
+        busbw_samples([1, 2], [1.0], [1.0, 2.0])
+
+
+def test_row_disagreement_with_the_factor_given_reads_as_without() -> None:
+    for busbw in (22.27, 8 * 22.27):
+        given = row_disagreement(Collective.ALLTOALL, 8, 33554432, 1318.35, 25.45, busbw, 7 / 8)
+        assert given == row_disagreement(Collective.ALLTOALL, 8, 33554432, 1318.35, 25.45, busbw)
 
 
 def test_degraded_pair_singled_out() -> None:
