@@ -188,7 +188,7 @@ def _block(pieces: list[str], marked: list[int]) -> list[list[Any]] | None:
         kept = [type(data := record.get("data")) is dict and _TIME in data
                 and record.get("step") != "PARAMETER" and record.get("type") != "PARAMETER" for record in records]
         records = list(compress(records, kept))
-        steps = list(map(_STEP, records))
+        steps = [record.get("step") for record in records]  # a record without one: left to _records, which names it
         datas = list(map(_DATA, records))
         lines = [i + 1 for i in compress(marked, kept)]
     if set(map(type, steps)) - {int}:

@@ -132,6 +132,18 @@ def test_a_record_the_columns_cannot_read_is_named_with_its_line(record: str, fi
     assert (caught.value.line, caught.value.field) == (14, field)
 
 
+@pytest.mark.parametrize("parameter", [True, False], ids=["with-a-parameter-record", "step-records-only"])
+def test_a_step_record_without_a_step_is_named_with_its_line(parameter: bool, tmp_path: Path) -> None:
+    first = dlll({"type": "PARAMETER", "data": {"x": 1}}) if parameter else dlll(
+        {"step": 0, "data": {"train_step_timing in s": 1.0}})
+    text = first + dlll({"step": 1, "data": {"train_step_timing in s": 1.0}}) + dlll(
+        {"type": "LOG", "data": {"train_step_timing in s": 1.0}})
+    assert dllogger._columns(text) is None
+    with pytest.raises(EvidenceError) as caught:
+        parse_dllogger(write(tmp_path, text), "d.log")
+    assert (caught.value.line, caught.value.field) == (3, "step")
+
+
 @pytest.mark.parametrize("step", ["[3, 12]", "12.0"], ids=["list", "float"])
 def test_a_list_or_float_step_is_read_by_the_record_reading(step: str, tmp_path: Path) -> None:
     text = hand_log() + f'DLLL {{"step": {step}, "data": {{"train_step_timing in s": 1.0}}}}\n'
