@@ -213,10 +213,10 @@ def busbw_samples(sizes: Sequence[int], out_of_place: Sequence[float],
                   in_place: Sequence[float]) -> tuple[BusbwSample, ...]:
     """The samples of a table's rows (their sizes, out-of-place and in-place busbw, one list each), in row order,
     each row's out-of-place sample first; built in C (a cluster's pairwise sweep has a quarter million rows)."""
-    new = tuple.__new__
+    new, rows = tuple.__new__, len(sizes)
     return tuple(chain.from_iterable(zip(
-        map(new, repeat(BusbwSample), zip(sizes, out_of_place, repeat(False))),
-        map(new, repeat(BusbwSample), zip(sizes, in_place, repeat(True))), strict=True)))
+        map(new, repeat(BusbwSample), zip(sizes, out_of_place, [False] * rows, strict=True)),
+        map(new, repeat(BusbwSample), zip(sizes, in_place, [True] * rows, strict=True)), strict=True)))
 
 
 def large_message_busbw(

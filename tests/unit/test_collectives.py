@@ -131,8 +131,9 @@ def test_busbw_samples_keep_each_rows_out_of_place_sample_first() -> None:
                        BusbwSample(GIB, 400.0), BusbwSample(GIB, 401.0, in_place=True))
     assert all(type(s) is BusbwSample for s in samples)
     assert [s.in_place for s in samples] == [False, True, False, True]
-    with pytest.raises(ValueError):  # columns of different lengths are a caller's error, never cut short
-        busbw_samples([1, 2], [1.0], [1.0, 2.0])
+    for columns in (([1, 2], [1.0], [1.0, 2.0]), ([1], [1.0, 2.0], [1.0, 2.0]), ([1, 2], [1.0, 2.0], [1.0])):
+        with pytest.raises(ValueError):  # columns of different lengths are a caller's error, never cut short
+            busbw_samples(*columns)
 
 
 def test_row_disagreement_with_the_factor_given_reads_as_without() -> None:
