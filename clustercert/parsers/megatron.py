@@ -415,6 +415,9 @@ def _pipe_log_fast(
     if step_times is None or any(map((0.0).__gt__, step_times)):  # none, or one below 0
         return None
     newlines = list(map(str.count, between, itertools.repeat("\n")))
+    # The text without its records: a record holds no line break, so each line keeps its number; a line without
+    # a record is as in the text
+    unrecorded = "".join(between) if "Step Time" in text else None
     del between
     columns[0] = []
     lines = list(itertools.accumulate(newlines[:-1], initial=1))[1:]  # a record holds no line break
@@ -435,26 +438,34 @@ def _pipe_log_fast(
                 pause[after] += float(matched.group(1))
         if after < count and "validation loss at" in raw and _UNTIMED.search(raw) is not None:
             untimed[after] = True
-    if "Step Time" in text:  # a throughput line after each record (Megatron-Bridge): all at once
-        # split like the records (the text between the lines and their two numbers, no Match objects); a match
-        # holds no line break, so a line's number is 1 + the line breaks of the texts before it
-        parts = template.step_time.split(text)
+    if unrecorded is not None:  # a throughput line after each record (Megatron-Bridge): all at once
+        # Searched in the text without its records, where each "Step Time" of the text must be (a line with a
+        # record and a throughput match goes line by line below): a line without a record reads as in the text, and
+        # a match holds no line break. Split like the records (the text between the lines and their two numbers, no
+        # Match objects): a line's number is 1 + the line breaks of the texts before it
+        if unrecorded.count("Step Time") != text.count("Step Time"):
+            return None  # "Step Time" within a record: line by line
+        parts = template.step_time.split(unrecorded)
+        del unrecorded
         if len(parts) > 1:
             width = template.step_time.groups + 1
             gaps = map(str.count, parts[0:-1:width], itertools.repeat("\n"))
             numbers = list(itertools.accumulate(gaps, initial=1))[1:]
-            if not record_lines.isdisjoint(numbers) or len(set(numbers)) != len(numbers):
-                return None  # on a record's line, or two on one line (the first counts): line by line
             if column_floats(parts[1::width]) is None:  # the seconds must be a number too
                 return None
             throughputs = column_floats(parts[2::width])
             del parts
             if throughputs is None:
                 return None
-            afters = list(map(bisect.bisect_left, itertools.repeat(lines), numbers))  # the records before each
-            if afters == list(range(1, count + 1)):  # one after each record (the usual log): the column itself
+            if (len(numbers) == count and all(map(operator.lt, lines, numbers))
+                    and all(map(operator.lt, numbers, lines[1:]))):
+                # one after each record, before the next (the usual log): none on a record's line, none two to a
+                # line, and the column is the records' own
                 values["tflops_per_gpu"] = throughputs
             else:
+                if not record_lines.isdisjoint(numbers) or len(set(numbers)) != len(numbers):
+                    return None  # on a record's line, or two on one line (the first counts): line by line
+                afters = list(map(bisect.bisect_left, itertools.repeat(lines), numbers))  # the records before each
                 tflops = {after - 1: value for after, value in zip(afters, throughputs, strict=True) if after}
     if tflops:
         amended = values.get("tflops_per_gpu", [None] * count)

@@ -154,3 +154,42 @@ def test_of_two_throughput_lines_after_one_record_the_last_wins(tmp_path: Path) 
                                    fields=MEGATRON_FIELDS, wrapped=False)
     assert fast is not None and fast == parse_megatron(path, "m.log")
     assert [s.tflops_per_gpu for s in fast.steps] == [601.5, 602.5, 333.0, 604.5]
+
+
+def template_reading(text: str) -> megatron.TrainingLog | None:
+    """What the template reads from a Megatron log `text`; None where it declines (the line-by-line reading
+    then reads the file)."""
+    return megatron._pipe_log_fast(text, "m.log", fmt="megatron", fields=MEGATRON_FIELDS, wrapped=False)
+
+
+def test_throughput_lines_are_searched_in_the_text_without_its_records(tmp_path: Path) -> None:
+    # The usual log (one Step Time line after each record) reads its column whole: hand-checked values and lines
+    text = megatron_log(5)
+    fast = template_reading(text)
+    assert fast is not None and [s.tflops_per_gpu for s in fast.steps] == [601.5, 602.5, 603.5, 604.5, 605.5]
+    assert [s.line for s in fast.steps] == [2, 4, 6, 8, 10]
+    # "Step Time" inside a record's value: the template declines, and the line-by-line reading amends the record
+    # before it with that line's throughput (as it reads any Step Time line)
+    inside = megatron_log(3).replace(
+        "| loss scale: 1.0 | grad norm: 2.000",
+        "| loss scale: Step Time : 0.9s GPU utilization: 99.0MODEL_TFLOP/s/GPU | grad norm: 2.000",
+    )
+    assert template_reading(inside) is None
+    log = parse_megatron(write(tmp_path, inside), "m.log")
+    assert [s.tflops_per_gpu for s in log.steps] == [99.0, 602.5, 603.5]
+    # on a record's line, before the record: declined too, and read line by line as before
+    before = megatron_log(3).replace(
+        megatron_record(2), "Step Time : 0.9s GPU utilization: 98.0MODEL_TFLOP/s/GPU" + megatron_record(2)
+    )
+    assert template_reading(before) is None
+    log = parse_megatron(write(tmp_path, before), "m.log")
+    assert [s.tflops_per_gpu for s in log.steps] == [98.0, 602.5, 603.5]
+    # a "Step Time" within a record that is no throughput line: declined, and nothing amended
+    prose = megatron_log(3).replace("| loss scale: 1.0 |", "| loss scale: Step Time unknown |")
+    assert template_reading(prose) is None
+    log = parse_megatron(write(tmp_path, prose), "m.log")
+    assert [s.tflops_per_gpu for s in log.steps] == [601.5, 602.5, 603.5]
+    # no Step Time line at all, one lone "Step Time" inside the only record: nothing to amend either way
+    lone = megatron_record(1).replace("| loss scale: 1.0 |", "| loss scale: Step Time : 1s GPU utilization: 2MODEL_TFLOP/s/GPU |")
+    assert template_reading(lone) is None
+    assert parse_megatron(write(tmp_path, lone), "m.log").steps[0].tflops_per_gpu is None
