@@ -1,6 +1,7 @@
 """Great Expectations imported with scipy.stats deferred (`clustercert.validation.suites.import_great_expectations`):
-not loaded by the import, loaded in full by its first use, and left alone where it is loaded already. Each case in
-a fresh interpreter, as a certification imports it."""
+not loaded by the import, loaded in full by its first use, and left alone where it is loaded already; and without
+SQLAlchemy, which it then does not load, and which validates the sample's tables to the same report as with it.
+Each case in a fresh interpreter, as a certification imports it."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ print(json.dumps(out))
 """
 
 
-def _probe(case: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, case], cwd=ROOT, capture_output=True, text=True,
+def _probe(case: str, probe: str = _PROBE) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-c", probe, case], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout.splitlines()[-1]))
@@ -54,3 +55,40 @@ def test_a_scipy_stats_loaded_before_is_left_as_it_is() -> None:
     assert found["kind_after_import"] == "module"
     assert found["loaded_after_import"] is True
     assert found["same_module"] is True
+
+
+_SQL_PROBE = """
+import json, sys
+if sys.argv[1] == "sqlalchemy-first":
+    import sqlalchemy
+from clustercert.validation.suites import import_great_expectations, validate_bundle
+gx = import_great_expectations()
+from great_expectations.compatibility import sqlalchemy as gx_sql
+out = {"loaded_by_import": "sqlalchemy" in sys.modules, "gx_has_it": gx_sql.sqlalchemy is sys.modules.get("sqlalchemy")}
+from clustercert.catalog import load_catalog
+from clustercert.evidence.bundle import load_bundle
+from clustercert.evidence.facts import bundle_facts
+from clustercert.evidence.parse import parse_bundle
+from clustercert.settings import load_settings
+settings = load_settings()
+bundle = load_bundle(settings.references_dir.parent / "evidence" / "gb200-seed")
+catalog = load_catalog(bundle.spec.catalog, settings.references_dir)
+report = validate_bundle(bundle, bundle_facts(bundle, catalog), parse_bundle(bundle), checks_dir=settings.checks_dir)
+out["report"] = report.to_json()
+import sqlalchemy  # importable after the import as before
+out["importable_after"] = sqlalchemy.__name__
+print(json.dumps(out, sort_keys=True, default=str))
+"""
+
+
+def test_sqlalchemy_is_not_loaded_and_the_sample_validates_the_same_as_with_it() -> None:
+    hidden = _probe("hidden", _SQL_PROBE)
+    loaded = _probe("sqlalchemy-first", _SQL_PROBE)
+    assert hidden["loaded_by_import"] is False and hidden["gx_has_it"] is False
+    assert loaded["loaded_by_import"] is True and loaded["gx_has_it"] is True  # loaded before: used as it is
+    assert hidden["importable_after"] == loaded["importable_after"] == "sqlalchemy"
+    report = hidden["report"]
+    results = [r for table in report["tables"] for r in table["results"]]
+    assert len(report["tables"]) >= 10 and len(results) >= 100  # the sample's tables, every suite run on them
+    assert {r["status"] for r in results} == {"PASS"}  # the sample's evidence passes every expectation it is given
+    assert report == loaded["report"]
