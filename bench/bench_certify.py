@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gauge import gauge  # bench/ is the script's folder: first on its path
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "evidence" / "gb200-seed"
 # What the certify process imports (Prefect's server app is no longer among them: flows/runtime.py starts it in a
@@ -64,6 +66,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "certify.json")
     args = parser.parse_args()
     load_before = os.getloadavg()
+    speed_before = gauge()
     imports, runs = [], []
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="clustercert-bench-") as tmp:
@@ -85,6 +88,8 @@ def main() -> None:
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "note": "load averages above the processor count mean other work shared the machine: not an idle figure",
+        # how fast the machine ran Python before and after (bench/gauge.py: lower is faster)
+        "gauge_s": {"before": speed_before, "after": gauge()},
         "sample": str(SAMPLE.relative_to(ROOT)),
         "import_stack_s": imports,
         "certify_runs": runs,
@@ -97,7 +102,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"median certify {certify_s:.2f} s, import {import_s:.2f} s, ratio {certify_s / import_s:.2f}; "
-          f"load {report['loadavg_before']} -> {report['loadavg_after']}; wrote {args.out}")
+          f"load {report['loadavg_before']} -> {report['loadavg_after']}; gauge {speed_before['best_s']} -> "
+          f"{report['gauge_s']['after']['best_s']} s; wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_certify import ROOT, SAMPLE, _env, time_certify
+from gauge import gauge
 
 
 def _spin() -> None:  # pragma: no cover - runs in a child process until terminated
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "loaded.json")
     args = parser.parse_args()
     load_before = os.getloadavg()
+    speed_before = gauge()  # before the busy processes start, and after they stop
     busy = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.busy)]
     for p in busy:
         p.start()
@@ -65,6 +67,8 @@ def main() -> None:
         "processor_count": os.cpu_count(),
         "busy_processes": args.busy,
         "loadavg_before": [round(x, 2) for x in load_before],
+        # how fast the machine ran Python, idle, before and after (bench/gauge.py: lower is faster)
+        "gauge_s": {"before": speed_before, "after": gauge()},
         "sample": str(SAMPLE.relative_to(ROOT)),
         "runs": runs,
         "succeeded": succeeded,

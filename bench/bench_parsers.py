@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gauge import gauge  # bench/ is the script's folder: first on its path
+
 from clustercert.parsers import FORMATS
 
 
@@ -169,6 +171,7 @@ def main() -> None:
         return
     results = []
     load_before = os.getloadavg()
+    speed_before = gauge()
     with tempfile.TemporaryDirectory() as folder:
         for fmt, make in GENERATORS.items():
             if args.only and fmt not in args.only:
@@ -213,6 +216,8 @@ def main() -> None:
         "processor_count": os.cpu_count(),
         # the machine is shared: the 1-minute load average before and after (2 cores: 2.0 is fully busy)
         "load_average_1m": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        # how fast the machine ran Python before and after (bench/gauge.py: lower is faster)
+        "gauge_s": {"before": speed_before, "after": gauge()},
         "file_mb": args.mb,
         "repeat": args.repeat,
         "results": results,

@@ -51,6 +51,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gauge import gauge  # bench/ is the script's folder: first on its path
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_512_S = 90.0
 TARGET_RSS_GIB = 4.0
@@ -487,8 +489,10 @@ def one_size(gpus: int, args: argparse.Namespace) -> dict[str, Any]:
         floor = measure_floor(root)
         print(f"[{gpus} GPUs] floor: " + ", ".join(f"{k} {v['seconds']} s" for k, v in floor.items()), flush=True)
         load_before = os.getloadavg()
+        speed_before = gauge()
         run = certify(root, Path(tmp) / "work", int(args.mem_limit_gib * 1024**3), args.timeout)
         load_after = os.getloadavg()
+        speed_after = gauge()
         print(f"[{gpus} GPUs] certify: {run['outcome']} in {run['seconds']} s, peak tree RSS "
               f"{run['peak_rss_tree_gib']} GiB", flush=True)
         floors = stage_floors(floor)
@@ -505,6 +509,8 @@ def one_size(gpus: int, args: argparse.Namespace) -> dict[str, Any]:
             "simulator": writer, "floor": floor, "floor_total_s": round(sum(v["seconds"] for v in floor.values()), 3),
             "certify": run, "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in load_after],
+            # how fast the machine ran Python before and after the certification (bench/gauge.py: lower is faster)
+            "gauge_s": {"before": speed_before, "after": speed_after},
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
