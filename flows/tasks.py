@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -67,5 +68,5 @@ def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunM
     key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
     paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir),
                              validation=None if validation is None else validation.to_json(), redact=redact,
-                             charts=charts)
+                             charts=charts, progress=functools.partial(report, "report"))
     return {k: str(v) for k, v in paths.items()}

@@ -8,8 +8,9 @@ import hashlib
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,6 +228,7 @@ def _status(path: Path) -> tuple[int, int, int, int, int] | None:
 # the main thread lays out the report: thousands of small files (or 1 MB blocks) would starve the thread (a pass of
 # a 512-GPU bundle took 171 s beside a busy main thread, 4 s alone), so those are hashed on the main thread.
 _LARGE = 64 * 1024**2
+_WAIT_SHOWN = 5.0  # seconds between two reports of the manifest's wait for a large file's hash (a plain line each)
 
 
 class _ManifestPass:
@@ -256,15 +258,26 @@ class _ManifestPass:
         self._before[rel] = _status(root / rel)
         return evidence_subjects(root, [rel], self._inputs.digests or None, _hashing(self._wanted, block=_LARGE))
 
-    def subjects(self) -> list[dict[str, Any]]:
+    def subjects(self, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """The evidence subjects to sign (an EvidenceError of the pass is raised here, the first in bundle order),
-        once nothing changed since each large file was hashed."""
+        once nothing changed since each large file was hashed. While a large file's hash is waited for, `progress`
+        is told which one, and how long it has been waited for, every `_WAIT_SHOWN` seconds (a cluster's 23.5 GB
+        take longer to hash again than the reports take to render)."""
         root = self._inputs.bundle.root
         digests, hash_file = self._inputs.digests or None, _hashing(self._wanted)
         subjects: list[dict[str, Any]] = []
+        waited, started = 0, time.monotonic()
         for rel in self._evidence:
             found = self._large.get(rel)
-            subjects += found.result() if found is not None else evidence_subjects(root, [rel], digests, hash_file)
+            if found is None:
+                subjects += evidence_subjects(root, [rel], digests, hash_file)
+                continue
+            waited += 1
+            while progress is not None and not found.done():
+                progress(f"the evidence hashed again for the manifest: {rel} ({waited:,} of {len(self._large):,} "
+                         f"large files, waited {time.monotonic() - started:.0f} s)")
+                wait([found], timeout=_WAIT_SHOWN)
+            subjects += found.result()
         self._pool.shutdown()
         for path, (loaded, pieces) in _parts_wanted(self._inputs).items():
             if self._wanted.get(path) != (loaded, pieces):  # read since the pass began (nothing reads there today)
@@ -397,10 +410,12 @@ def write_run_folder(
     validation: dict[str, Any] | None = None,
     redact: bool = False,
     charts: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
-    manifest.json and its DSSE envelope. Refused (EvidenceError, no folder left) when a file was read with other
-    bytes than it had at the load (`check_as_read`) or than its seal says (`check_seal`).
+    manifest.json and its DSSE envelope; `progress` is told each step (render, sign, the manifest's wait).
+    Refused (EvidenceError, no folder left) when a file was read with other bytes than it had at the load
+    (`check_as_read`) or than its seal says (`check_seal`).
 
     The parts read (a file's edges) are checked in the manifest's own pass over the evidence, which hashes each
     file anyway (one pass over a cluster's 3 GB instead of two), on a thread while the reports render
@@ -412,7 +427,7 @@ def write_run_folder(
     manifest_pass = _ManifestPass(inputs, evidence)  # hashes the evidence while the reports render
     try:
         return _write_run_files(run_dir, inputs, results, meta, key, templates_dir, catalog_copy, manifest_pass,
-                                validation=validation, redact=redact, charts=charts)
+                                validation=validation, redact=redact, charts=charts, progress=progress)
     finally:
         manifest_pass.stop()
 
@@ -420,8 +435,10 @@ def write_run_folder(
 def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key: KeyPair,
                      templates_dir: Path, catalog_copy: bytes, manifest_pass: _ManifestPass, *,
                      validation: dict[str, Any] | None, redact: bool,
-                     charts: dict[str, Any] | None = None) -> dict[str, Path]:
+                     charts: dict[str, Any] | None = None,
+                     progress: Callable[[str], None] | None = None) -> dict[str, Path]:
     bundle, catalog = inputs.bundle, inputs.catalog
+    tell = progress or (lambda what: None)
     software = software_record()
     written: list[str] = []
 
@@ -434,6 +451,7 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
     if validation is not None:
         put("validation.json", dump_json_bytes(validation))
     put("catalog.yaml", catalog_copy)
+    tell("render the HTML and PDF reports" + (" and their redacted copies" if redact else ""))
     rendered = render_reports(inputs, results, meta, software, validation=validation,
                               redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
                               templates_dir=templates_dir, charts=charts)
@@ -441,6 +459,7 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
                "location": f"run {meta.run_id}"}
     paths = {}
     for stem, (html, unsigned) in rendered.items():
+        tell(f"sign {stem}.pdf")
         paths[f"{stem}.html"] = put(f"{stem}.html", html.encode())
         paths[f"{stem}.pdf"] = put(f"{stem}.pdf", sign_pdf(key, unsigned, **signing))
     predicate = {
@@ -461,8 +480,9 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
         # was read with other bytes, or disagrees with its seal) is a refusal.
         check_as_read(inputs, parts=False)
         check_seal(bundle, inputs.digests)
-        write_manifest(run_dir, bundle.root, [], predicate, key, run_files=written,
-                       evidence_part=manifest_pass.subjects())
+        evidence_part = manifest_pass.subjects(progress)
+        tell("write and sign the manifest")
+        write_manifest(run_dir, bundle.root, [], predicate, key, run_files=written, evidence_part=evidence_part)
     except EvidenceError:
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused run is left to look certified
         raise

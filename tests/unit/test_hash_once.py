@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -264,3 +265,73 @@ def test_the_load_hashes_on_two_threads_and_names_the_first_file_it_cannot_hash(
     (bundle / files[2]).write_bytes((bundle / files[2]).read_bytes() + b"\n")  # a new load, not the one remembered
     with pytest.raises(EvidenceError, match=r"\(first\)"):
         load_inputs(bundle, ROOT / "references")
+
+
+def test_the_wait_for_the_manifests_hash_is_told_file_by_file(bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster's evidence takes longer to hash again than the reports take to render: while the manifest waits
+    for a large file's hash, the progress is told which file, where it stands among the large ones and how long it
+    has waited, again every _WAIT_SHOWN seconds; the subjects are the ones a pass without progress gives."""
+    import threading
+
+    import clustercert.runs.folder as folder
+
+    monkeypatch.setattr(folder, "_LARGE", 2000)
+    monkeypatch.setattr(folder, "_WAIT_SHOWN", 0.02)
+    inputs = load_inputs(bundle, ROOT / "references")
+    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
+    release = threading.Event()
+    real = folder._ManifestPass._hash
+
+    def held(self: folder._ManifestPass, rel: str) -> list[dict[str, object]]:
+        release.wait(timeout=60)  # the first large file's hash waits until the progress was told of it twice
+        return real(self, rel)
+
+    monkeypatch.setattr(folder._ManifestPass, "_hash", held)
+    manifest_pass = folder._ManifestPass(inputs, files)
+    large = [rel for rel in files if rel in manifest_pass._large]
+    assert len(large) >= 2
+    told: list[str] = []
+
+    def tell(what: str) -> None:
+        told.append(what)
+        if len(told) == 2:
+            release.set()
+
+    subjects = manifest_pass.subjects(tell)
+    assert subjects == evidence_subjects(bundle, files, inputs.digests)
+    assert len(told) >= 2
+    first = f"the evidence hashed again for the manifest: {large[0]} (1 of {len(large)} large files, waited "
+    assert told[0].startswith(first) and told[1].startswith(first)
+    assert all(re.fullmatch(r"the evidence hashed again for the manifest: \S+ \(\d+ of \d+ large files, waited "
+                            r"\d+ s\)", line) for line in told)
+    # the files named are large ones, in bundle order, each numbered as it stands among them
+    named = [line.split(": ", 1)[1].split(" (", 1)[0] for line in told]
+    assert [large.index(rel) + 1 for rel in named] == [int(line.split("(", 1)[1].split(" ", 1)[0]) for line in told]
+    assert named == sorted(named, key=large.index)
+
+
+def test_the_report_stage_tells_each_of_its_steps(bundle: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_run_folder tells the progress what it does, in order: render, sign each PDF, (wait for the manifest's
+    hash), write the manifest. The reports are a one-page document here (their content is not this test's)."""
+    import clustercert.runs.folder as folder
+    from clustercert.report import render_pdf
+    from clustercert.runs.meta import new_run_meta
+    from clustercert.runs.results import RunMeta
+
+    def one_page(*args: object, base_dir: Path, **kwargs: object) -> dict[str, tuple[str, bytes]]:
+        html = "<!doctype html><title>t</title><p>one page</p>"
+        return {"report": (html, render_pdf(html, base_dir))}
+
+    monkeypatch.setattr(folder, "render_reports", one_page)
+    inputs = load_inputs(bundle, ROOT / "references")
+    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, "SHA256:t", True, tmp_path / "reports", None,
+                                          key_dir=tmp_path / "keys"))
+    key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    told: list[str] = []
+    results = {"outcome": "CERTIFIED", "valid_until": "2027-12-01T00:00:00+00:00"}
+    paths = folder.write_run_folder(tmp_path / "reports" / meta.run_id, inputs, results, meta, key,
+                                    ROOT / "templates", progress=told.append)
+    steps = [line for line in told if not line.startswith("the evidence hashed again")]
+    assert steps == ["render the HTML and PDF reports", "sign report.pdf", "write and sign the manifest"]
+    assert paths["manifest.dsse.json"].is_file()
