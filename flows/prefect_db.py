@@ -33,22 +33,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_template", "create_app", "immediate_sqlite_writes", "seed_database", "server_command",
-           "template_path"]
+__all__ = ["build_template", "create_app", "immediate_sqlite_writes", "seed_database", "template_path"]
 
 _SQLITE = "sqlite+aiosqlite:///"
 # what a database's last session can leave beside it: never put a template under them
 _LEFTOVERS = ("-wal", "-journal", "-shm")
-
-
-def server_command(port: int) -> list[str]:
-    """Prefect's server app as Prefect's temporary server runs it (uvicorn on 127.0.0.1:`port`), made by
-    `create_app`."""
-    import prefect
-
-    return [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-            "flows.prefect_db:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level",
-            "error", "--lifespan", "on"]
 
 
 def create_app() -> Any:

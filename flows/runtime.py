@@ -16,6 +16,8 @@ import atexit
 import os
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -55,7 +57,9 @@ def server_log() -> Path:
     """Where the temporary server's own output goes: PREFECT_HOME/clustercert-temporary-server.log."""
     from prefect.settings import PREFECT_HOME
 
-    return Path(PREFECT_HOME.value()) / "clustercert-temporary-server.log"
+    from flows.server_boot import LOG_NAME
+
+    return Path(PREFECT_HOME.value()) / LOG_NAME
 
 
 # The settings that turn off the temporary server's services a certification does not use (see `spawn`)
@@ -88,48 +92,44 @@ def _port_taken(port: int) -> bool:
 class TemporaryServer:
     """Prefect's server app for this process alone, as Prefect's own temporary server runs it (uvicorn on a free
     local port, the UI off, ephemeral mode, this process' Prefect settings; its SQLite writes wait their turn, see
-    `flows.prefect_db.create_app`), started without importing the server in this process (about 3 s of imports the
-    child makes anyway) and with its output in `log`.
+    `flows.prefect_db.create_app`), in a process of its own (`flows.server_boot`) that reads Prefect's settings,
+    opens its log `log` (None: PREFECT_HOME's `server_boot.LOG_NAME`, which its settings place) and seeds its
+    database, so that this process need not import Prefect to start it: the server's start no longer waits for
+    that import (0.7-1.0 s here), and nor does anything else Prefect's server process would import.
 
     `spawn` starts it and returns at once, so a certification goes on with its own work while the server starts
     on the other core; `wait` then waits for its health endpoint, up to a deadline on the wall clock."""
 
-    def __init__(self, log: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    def __init__(self, log: Path | None = None, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.log = log
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self.env = env  # the server's whole environment, else this process' Prefect settings (see `spawn`)
+        self.env = env  # the server's whole environment, else this process' (see `spawn`)
         self.cwd = cwd
+        self.early: Path | None = None  # its output until it opened its log (see `output`)
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
     def spawn(self) -> None:
-        from prefect.settings import get_current_settings
-
-        from flows.prefect_db import seed_database, server_command
-
         self.stop()
         self.port = _free_port()
-        command = server_command(self.port)
-        self.log.parent.mkdir(parents=True, exist_ok=True)  # PREFECT_HOME, where the log goes
+        command = [sys.executable, "-m", "flows.server_boot", "--port", str(self.port)]
+        if self.log is not None:
+            command += ["--log", str(self.log)]
         env = self.env
         if env is None:
-            settings = get_current_settings()
             # Prefect's telemetry heartbeat is off unless the user turned it on: a certification does not phone home
-            # (on a closed network it only fails, into this log, while the server starts)
+            # (on a closed network it only fails, into the log, while the server starts)
             env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ, "PREFECT_UI_ENABLED": "0",
-                   "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-                   **settings.to_environment_variables(exclude_unset=True)}
-            # a fresh home's database from the template: no 116 migrations at first start, and no registration of
-            # block types, which the template has (this release's, registered when it was made): Prefect would
-            # check them against its memo of them (a memo keyed by the database's URL, so a copy has none) and
-            # upsert them all, about 1.2 s of the server's 6-7 s start measured here. A later start in that home
-            # registers them as Prefect does; a variable the user set is theirs.
-            if seed_database(settings):
-                for name in ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION"):
-                    env.setdefault(name, "false")
+                   "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+            if "prefect.settings" in sys.modules:
+                # settings this process may have set in-process (temporary_settings) travel in the environment; a
+                # process that has not imported Prefect has none, and the server reads the same sources it would
+                from prefect.settings import get_current_settings
+
+                env.update(get_current_settings().to_environment_variables(exclude_unset=True))
             # Two of the services Prefect runs in a temporary server serve nothing a certification's run needs: the
             # event persister (every state change's event written to the database, beside the run's own records,
             # which the task-run recorder keeps writing) and the automations' triggers (a temporary server has none).
@@ -137,13 +137,24 @@ class TemporaryServer:
             # certification 14.1 -> 13.7 s (median of six alternated pairs; 13.1-16.2 -> 13.2-14.8 s).
             for name in _UNNEEDED_SERVICES:
                 env.setdefault(name, "false")
-        fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            command.append("--seed")  # a fresh home's database from the template (`flows.server_boot.main`)
+        fd, early = tempfile.mkstemp(prefix="clustercert-prefect-server.", suffix=".log")
+        self.early = Path(early)
+        command += ["--early", early]
         try:
             self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,
                                             stderr=fd)
         finally:
             os.close(fd)
         RUNNING.append(self.process)
+
+    def output(self) -> Path:
+        """Where the server's output is: its log, or, when it ended before it knew where that is (Prefect's own
+        import or settings failed), the file it wrote to until then."""
+        early = self.early
+        if early is not None and early.is_file() and early.stat().st_size:
+            return early
+        return self.log if self.log is not None else server_log()
 
     def answers(self) -> bool:
         """Whether the server answers its health check now."""
@@ -177,6 +188,8 @@ class TemporaryServer:
             time.sleep(0.1)
 
     def stop(self) -> None:
+        """The server stopped; its early output file removed when empty (what a start that failed early wrote is
+        kept: `output` names it)."""
         process, self.process = self.process, None
         if process is None:
             return
@@ -188,16 +201,31 @@ class TemporaryServer:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        early = self.early
+        try:
+            if early is not None and early.stat().st_size == 0:
+                early.unlink()
+        except OSError:
+            pass  # gone already: the server moved it into its log
+
+
+def _api_url_set() -> bool:
+    """Whether the user set PREFECT_API_URL: in Prefect's settings when this process has read them, else in the
+    environment (a profile or prefect.toml that sets it is found by the server's process, which then serves
+    nothing, and by `prefect_runtime`, which stops it)."""
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import PREFECT_API_URL
+
+        return bool(PREFECT_API_URL.value())
+    return bool(os.environ.get("PREFECT_API_URL", "").strip())
 
 
 def spawn_api() -> TemporaryServer | None:
     """The temporary server started now (see `TemporaryServer`) when no PREFECT_API_URL is set, else None; hand it
-    to `prefect_runtime`, which waits for it."""
-    from prefect.settings import PREFECT_API_URL
-
-    if PREFECT_API_URL.value():
+    to `prefect_runtime`, which waits for it. Imports no part of Prefect."""
+    if _api_url_set():
         return None
-    server = TemporaryServer(server_log())
+    server = TemporaryServer()
     server.spawn()
     atexit.register(server.stop)
     return server
@@ -228,7 +256,7 @@ def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS,
             server.stop()
     raise PrefectStartError(
         f"Prefect's temporary API server did not start in {attempts} tries of up to {bound} s each ({problem}; its "
-        f"output: {server.log}). Raise {_TIMEOUT_VAR}, or start a server (`prefect server start`) and set "
+        f"output: {server.output()}). Raise {_TIMEOUT_VAR}, or start a server (`prefect server start`) and set "
         "PREFECT_API_URL")
 
 
@@ -247,7 +275,10 @@ def prefect_runtime(server: TemporaryServer | None = None,
     """
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    if server is None:
+    if server is not None and PREFECT_API_URL.value():  # set where only Prefect looks: the user's server is used
+        server.stop()
+        server = None
+    elif server is None:
         server = spawn_api()
     try:
         for step in meanwhile:

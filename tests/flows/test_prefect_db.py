@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from prefect.settings import Settings
 
-from flows import prefect_db
+from flows import prefect_db, server_boot
 from flows.prefect_db import seed_database, template_path
 from tests.conftest import ROOT
 
@@ -210,22 +210,87 @@ def test_the_temporary_servers_transactions_take_the_write_lock_when_they_begin(
 
 
 def test_the_temporary_server_is_prefects_app_with_immediate_writes() -> None:
-    command = prefect_db.server_command(4200)
-    assert command[command.index("--factory") + 1] == "flows.prefect_db:create_app"
+    import prefect
+
+    args = server_boot.server_args(4200)  # Prefect's folder found without importing it: the same as Prefect's own
+    assert args[args.index("--factory") + 1] == "flows.prefect_db:create_app"
+    assert args[args.index("--app-dir") + 1] == str(prefect.__module_path__.parent)
+    assert args[args.index("--port") + 1] == "4200" and args[args.index("--host") + 1] == "127.0.0.1"
+
+
+# The server's process (flows/server_boot.py) up to the point where it would serve: what it seeded, the settings its
+# app would be made with, and where its output went.
+_BOOT = """
+import sys
+from flows import prefect_db, server_boot
+
+def serve(port):  # the settings as the server's app reads them when it starts
+    from prefect.settings import PREFECT_API_BLOCKS_REGISTER_ON_START, PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION
+    print(port, PREFECT_API_BLOCKS_REGISTER_ON_START.value(), PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION.value())
+    print("to stderr", file=sys.stderr)
+    return 0
+
+server_boot.serve = serve
+raise SystemExit(server_boot.main(sys.argv[1:]))
+"""
+
+
+def _boot(home: Path, *args: str, **user: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(home), **user)
+    return subprocess.run([sys.executable, "-c", _BOOT, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
 
 
 @pytest.mark.parametrize(("home", "user", "expected"), [
-    ("fresh", None, "false false"),  # seeded from the template, which has this release's block types
-    ("has a database", None, "None None"),  # Prefect registers them, or finds its memo of them
-    ("fresh", "true", "true false"),  # the user's choice stands
+    ("fresh", None, "4200 False False"),  # seeded from the template, which has this release's block types
+    ("has a database", None, "4200 True True"),  # Prefect registers them, or finds its memo of them
+    ("fresh", "true", "4200 True False"),  # the user's choice stands
 ])
 def test_a_server_on_a_home_seeded_from_the_template_does_not_register_block_types_again(
         tmp_path: Path, home: str, user: str | None, expected: str) -> None:
     assert template_path().is_file()
     if home == "has a database":
         shutil.copyfile(template_path(), tmp_path / "prefect.db")
-    names = ["PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION"]
-    assert _spawned_env(tmp_path, names, {} if user is None else {names[0]: user}) == expected
+    proc = _boot(tmp_path, "--port", "4200", "--seed",
+                 **({} if user is None else {"PREFECT_API_BLOCKS_REGISTER_ON_START": user}))
+    assert proc.returncode == 0 and proc.stdout == proc.stderr == "", proc.stdout + proc.stderr
+    log = tmp_path / server_boot.LOG_NAME
+    assert log.read_text().splitlines() == [expected, "to stderr"]
+    # seeded: the template's block types, with the ids they got when it was made
+    types = "SELECT id, slug FROM block_type ORDER BY slug"
+    assert _rows(tmp_path / "prefect.db", types) == _rows(template_path(), types)
+
+
+def test_without_seed_the_server_leaves_a_fresh_home_to_prefect(tmp_path: Path) -> None:
+    """How the template itself is made (`build_template`): the server creates its database as Prefect does."""
+    proc = _boot(tmp_path, "--port", "4200")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / server_boot.LOG_NAME).read_text().splitlines() == ["4200 True True", "to stderr"]
+    assert not (tmp_path / "prefect.db").exists()
+
+
+def test_what_the_server_wrote_before_it_knew_its_log_goes_first_into_the_log(tmp_path: Path) -> None:
+    early = tmp_path / "early.log"
+    early.write_text("written before the settings were read\n")
+    log = tmp_path / "named" / "server.log"
+    proc = _boot(tmp_path / "home", "--port", "4201", "--log", str(log), "--early", str(early))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert log.read_text().splitlines() == ["written before the settings were read", "4201 True True", "to stderr"]
+    assert not early.exists() and oct(log.stat().st_mode & 0o777) == "0o600"
+    assert not (tmp_path / "home" / server_boot.LOG_NAME).exists()
+
+
+def test_a_server_set_in_a_profile_is_the_users_and_no_temporary_one_serves(tmp_path: Path) -> None:
+    """PREFECT_API_URL set where only Prefect looks (the active profile): the starter could not see it without
+    importing Prefect, so the server's process finds it, says so in its log, and serves nothing."""
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text('active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+    proc = _boot(tmp_path, "--port", "4202", "--seed", PREFECT_PROFILES_PATH=str(profiles))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / server_boot.LOG_NAME).read_text() == \
+        "PREFECT_API_URL is set (http://127.0.0.1:9/api): no temporary server\n"
+    assert not (tmp_path / "prefect.db").exists()  # nothing seeded either
 
 
 @pytest.mark.parametrize(("user", "expected"), [(None, "false false"), ("true", "True false")])

@@ -172,3 +172,60 @@ def test_a_start_that_failed_on_a_taken_port_goes_to_another_port_and_no_other_f
     with pytest.raises(RuntimeError, match="exited with code 3"):
         server.wait(30)
     assert len(spawned) == 1  # the port was free: the server's own start-up failed, and is not tried again
+
+
+_UNIMPORTED = """
+import sys
+from flows.runtime import spawn_api
+server = spawn_api()  # as certify does, before anything has imported Prefect
+print("prefect imported:", sorted(m for m in sys.modules if m == "prefect" or m.startswith("prefect.")))
+print("answers:", server.wait(300) == server.api_url)
+server.stop()
+print("early output left:", server.early.exists())
+"""
+
+
+def test_the_temporary_server_is_started_without_importing_prefect(tmp_path: Path) -> None:
+    """The server's start does not wait for this process' `import prefect` (0.7-1.0 s here): its own process reads
+    Prefect's settings (flows/server_boot.py), and answers."""
+    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.run([sys.executable, "-c", _UNIMPORTED], cwd=ROOT, env={
+        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600,
+        check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["prefect imported: []", "answers: True", "early output left: False"]
+    assert (tmp_path / "prefect.db").is_file() and (tmp_path / "clustercert-temporary-server.log").is_file()
+
+
+_PROFILE = """
+import sys
+from flows.runtime import RUNNING, prefect_runtime, spawn_api
+server = spawn_api()  # the environment sets no PREFECT_API_URL: started
+process = server.process
+with prefect_runtime(server) as url:  # Prefect's settings read: the profile's server is the user's
+    print("url:", url, "running:", RUNNING, "stopped:", process.poll() is not None)
+"""
+
+
+def test_a_server_set_in_a_profile_is_used_and_the_spawned_one_stopped(tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text('active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.run([sys.executable, "-c", _PROFILE], cwd=ROOT, env={
+        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "home"),
+        "PREFECT_PROFILES_PATH": str(profiles)}, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # prefect_runtime yields the temporary server's URL, or None for the user's own (Prefect's client reads it)
+    assert proc.stdout.splitlines() == ["url: None running: [] stopped: True"]
+
+
+def test_a_server_that_failed_before_it_knew_its_log_is_refused_naming_what_it_wrote(tmp_path: Path) -> None:
+    # A setting Prefect cannot read: the server's process fails at its first import of Prefect, before it knows
+    # where its log goes; what it wrote is kept and named, and the terminal gets the one line.
+    proc = _start(120, 1, PREFECT_HOME=str(tmp_path), PREFECT_API_REQUEST_TIMEOUT="soon", TMPDIR=str(tmp_path))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("refused: Prefect's temporary API server did not start in 1 tries of up to 120 s "
+                                  "each (the server process exited with code 1;"), proc.stdout
+    early = [p for p in tmp_path.iterdir() if p.name.startswith("clustercert-prefect-server.")]
+    assert len(early) == 1 and f"its output: {early[0]})" in proc.stdout
+    assert "request_timeout" in early[0].read_text() and "Traceback" not in proc.stdout + proc.stderr

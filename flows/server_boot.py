@@ -1,0 +1,110 @@
+"""The temporary Prefect server's own process: it reads Prefect's settings, opens its log, seeds its database, then
+runs Prefect's app under uvicorn (`python -m flows.server_boot --port N ...`, started by `flows.runtime`).
+
+The certification that starts it need not import Prefect first: `import prefect` reads every settings source and
+builds Prefect's client context (0.7-1.0 s of a certification's start on this 2-core machine), and the server,
+which imports Prefect anyway, could not be started until that was done. The child reads the same sources (the same
+environment, profiles, prefect.toml and .env in the same folder), so it finds the settings the parent would have
+given it; settings a process set in-process (only a process that has imported Prefect can have any) are passed in
+its environment by `flows.runtime.TemporaryServer.spawn`, as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LOG_NAME", "main", "serve", "server_args"]
+
+# The server's output, in PREFECT_HOME unless the starter names another file
+LOG_NAME = "clustercert-temporary-server.log"
+# When its database was seeded from the template, the block types need no registration (see `main`)
+_REGISTERED = ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION")
+
+
+def server_args(port: int) -> list[str]:
+    """uvicorn's arguments for Prefect's server app as Prefect's temporary server runs it (127.0.0.1:`port`), made by
+    `flows.prefect_db.create_app`. Prefect's folder is found without importing it."""
+    from importlib.util import find_spec
+
+    spec = find_spec("prefect")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("prefect is not installed")
+    site = Path(next(iter(spec.submodule_search_locations))).parent
+    return ["--app-dir", str(site), "--factory", "flows.prefect_db:create_app", "--host", "127.0.0.1",
+            "--port", str(port), "--log-level", "error", "--lifespan", "on"]
+
+
+def serve(port: int) -> int:
+    """Prefect's app under uvicorn, in this process, until it is stopped; uvicorn's exit status (3: its start
+    failed)."""
+    from uvicorn.main import main as uvicorn_main
+
+    try:
+        uvicorn_main(args=server_args(port), prog_name="uvicorn")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+def _log_to(log: Path, early: Path | None) -> None:
+    """Standard output and error go to `log` (appended to; never through a link), after what was written to
+    `early` before it was known: the starter gave the process that file, since the log's place is a setting."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if early is not None:
+            try:
+                os.write(fd, early.read_bytes())
+                early.unlink()
+            except FileNotFoundError:
+                pass
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
+
+
+def _settings() -> Any:
+    from prefect.settings import get_current_settings
+
+    return get_current_settings()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flows.server_boot",
+                                     description="Prefect's temporary server for one certification.")
+    parser.add_argument("--port", type=int, required=True, help="the loopback port to serve on")
+    parser.add_argument("--log", type=Path, help=f"where its output goes (default: PREFECT_HOME/{LOG_NAME})")
+    parser.add_argument("--early", type=Path, help="the file its output went to before the log was known")
+    parser.add_argument("--seed", action="store_true",
+                        help="a fresh home's database from the template (flows.prefect_db.seed_database)")
+    args = parser.parse_args(argv)
+    settings = _settings()
+    _log_to(args.log or Path(settings.home) / LOG_NAME, args.early)
+    if settings.api.url:  # the user's server, set where only Prefect looks (a profile, prefect.toml): none needed
+        print(f"PREFECT_API_URL is set ({settings.api.url}): no temporary server", flush=True)
+        return 0
+    # A fresh home's database from the template: no 116 migrations at first start, and no registration of block
+    # types, which the template has (this release's, registered when it was made): Prefect would check them against
+    # its memo of them (a memo keyed by the database's URL, so a copy has none) and upsert them all, about 1.2 s of
+    # the server's start measured here. A later start in that home registers them as Prefect does; a variable the
+    # user set is theirs. Prefect read its settings at import: it reads them again, as it does after its plugins.
+    from flows.prefect_db import seed_database
+
+    if args.seed and seed_database(settings):
+        for name in _REGISTERED:
+            os.environ.setdefault(name, "false")
+        from prefect.context import refresh_global_settings_context
+
+        refresh_global_settings_context()
+    return serve(args.port)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
