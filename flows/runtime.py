@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -107,6 +108,7 @@ class TemporaryServer:
         self.env = env  # the server's whole environment, else this process' (see `spawn`)
         self.cwd = cwd
         self.early: Path | None = None  # its output until it opened its log (see `output`)
+        self.warmed = threading.Event()  # set once it answered its first request through Prefect's API (`_warm`)
 
     @property
     def api_url(self) -> str:
@@ -147,6 +149,22 @@ class TemporaryServer:
         finally:
             os.close(fd)
         RUNNING.append(self.process)
+        self.warmed = threading.Event()
+        threading.Thread(target=self._warm, args=(self.process, self.api_url, self.warmed), daemon=True,
+                         name="clustercert-warm-server").start()
+
+    def _warm(self, process: subprocess.Popen[bytes], url: str, warmed: threading.Event) -> None:
+        """The server's first request through Prefect's API routers costs it 0.2-0.4 s here, once (its health check
+        does not go through them): asked as soon as it answers, while this process still gets the run ready, on the
+        server's core, instead of by the flow's first call (Prefect's client asks this one, the API's version)."""
+        while self.process is process and process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{url}/admin/version", timeout=60) as response:
+                    if response.status == 200:
+                        warmed.set()
+                    return
+            except (OSError, ValueError):
+                time.sleep(0.1)
 
     def output(self) -> Path:
         """Where the server's output is: its log, or, when it ended before it knew where that is (Prefect's own
