@@ -18,7 +18,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["keep", "paused", "settle", "settling"]
+__all__ = ["frozen", "keep", "paused", "settle", "settling"]
 
 _SETTLING = [0]  # how many settling() blocks this process is in
 
@@ -41,13 +41,30 @@ def keep() -> None:
 
 @contextmanager
 def settling() -> Iterator[None]:
-    """A run whose stages `settle()`: every object frozen during it is given back to the collector at its end."""
+    """A run whose stages `settle()`: every object frozen during it is given back to the collector at its end (the
+    outermost one's: a run inside a run keeps the outer run's frozen objects frozen)."""
     _SETTLING[0] += 1
     try:
         yield
     finally:
         _SETTLING[0] -= 1
-        gc.unfreeze()
+        if not _SETTLING[0]:
+            gc.unfreeze()
+
+
+@contextmanager
+def frozen() -> Iterator[None]:
+    """What exists now is left out of the collections inside (frozen), so they traverse only what the work inside
+    allocates; at the end it is given back to the collector, unless a `settling()` run is under way, which keeps it
+    frozen to its own end. `gc.unfreeze()` gives back every frozen object, not only these: inside a run it gave back
+    what the run had frozen too (the libraries' objects, the kept evidence), which its next `settle()` then
+    traversed again: the sample's validation left 422,430 objects unfrozen, and that collection took 0.30-0.46 s."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not _SETTLING[0]:
+            gc.unfreeze()
 
 
 @contextmanager

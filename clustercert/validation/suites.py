@@ -19,6 +19,7 @@ from clustercert.evidence.bundle import LoadedBundle
 from clustercert.evidence.facts import BundleFacts
 from clustercert.evidence.parse import ParsedBundle
 from clustercert.evidence.provenance import Span
+from clustercert.heap import frozen
 from clustercert.validation.tables import CROSS_SOURCE, TableInput, build_tables
 from clustercert.verdicts import Check, Severity, Status
 
@@ -666,11 +667,8 @@ def run_tables(
     # of the collections below, which free the cyclic garbage each batch's validation leaves (Great Expectations'
     # objects; with such a heap Python's own full collections are rare, and a 512-GPU run's 44 telemetry
     # batches grew the process by 1.8 GB before one came).
-    gc.freeze()
-    try:
+    with frozen():
         return _run_tables(gx, context, batch_definition, tables, suites, data_docs, stack)
-    finally:
-        gc.unfreeze()
 
 
 def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[TableInput],

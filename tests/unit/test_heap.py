@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.heap import keep, paused, settle, settling
+from clustercert.heap import frozen, keep, paused, settle, settling
 
 
 def test_no_collection_runs_while_paused_and_it_resumes_as_it_was() -> None:
@@ -149,3 +149,29 @@ def test_kept_objects_are_frozen_without_a_collection_only_within_a_run() -> Non
         assert gc.get_freeze_count() == 0  # the run is over: nothing frozen any more
     finally:
         gc.callbacks.remove(count)
+
+
+def test_frozen_work_leaves_a_runs_frozen_objects_frozen_and_gives_back_its_own_only_outside_a_run() -> None:
+    """gc.unfreeze() gives back every frozen object: validation's frozen() inside a run gave back the run's own (the
+    libraries, the kept evidence), and the run's next settle() traversed them all again (422,430 objects, 0.30-0.46 s
+    of the sample). Inside a run they stay frozen to its end; outside, what frozen() froze is given back."""
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    with settling():
+        kept = [[i] for i in range(1_000)]
+        settle()
+        before = gc.get_freeze_count()
+        with frozen():
+            assert gc.get_freeze_count() >= before
+            made = [[i] for i in range(1_000)]
+        assert gc.get_freeze_count() >= before  # still frozen: the run's next settle() need not traverse them
+        with settling():  # a run inside the run: its end leaves the outer run's objects frozen
+            pass
+        assert gc.get_freeze_count() >= before
+    assert gc.get_freeze_count() == 0  # the run's end gives all back
+    with frozen():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0  # outside a run: nobody else would unfreeze them
+    with pytest.raises(ValueError), frozen():
+        raise ValueError("inside")
+    assert gc.get_freeze_count() == 0 and len(kept) == len(made) == 1_000

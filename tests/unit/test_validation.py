@@ -879,3 +879,24 @@ def test_the_training_table_mfu_is_the_domain_formula_per_step() -> None:
     assert logged[0] == pytest.approx(1848.0 / 4900.0) and math.isnan(logged[5])
     none = next(training_table(parsed, RUN, RunFacts()).batches())["mfu"]
     assert none.isna().all()
+
+
+def test_validation_inside_a_run_leaves_the_runs_frozen_objects_frozen(tmp_path: Path, suites: dict[str, SuiteSpec],
+                                                                      catalog: LoadedCatalog) -> None:
+    """run_tables freezes what exists while it validates (its own collections then traverse only its batches); in a
+    certification (settling) it must not give back what the run froze before it (clustercert/heap.py `frozen`)."""
+    import gc
+
+    from clustercert.heap import settle, settling
+
+    bundle = _bundle(tmp_path, TRAIN_RUN + NCCL_RUN)
+    table = gpu_counts_table(bundle, bundle_facts(bundle, catalog), _parsed(bundle, _steps(), 8, 3600.0))
+    with settling():
+        settle()
+        before = gc.get_freeze_count()
+        assert before > 0
+        assert _result(run_tables([table], suites), "gpu_count_observed").status is ResultStatus.PASS
+        assert gc.get_freeze_count() >= before
+    assert gc.get_freeze_count() == 0
+    run_tables([table], suites)
+    assert gc.get_freeze_count() == 0  # on its own, it gives back what it froze
