@@ -140,9 +140,12 @@ class TemporaryServer:
             for name in _UNNEEDED_SERVICES:
                 env.setdefault(name, "false")
             command.append("--seed")  # a fresh home's database from the template (`flows.server_boot.main`)
-        fd, early = tempfile.mkstemp(prefix="clustercert-prefect-server.", suffix=".log")
-        self.early = Path(early)
-        command += ["--early", early]
+        try:
+            fd, early = tempfile.mkstemp(prefix="clustercert-prefect-server.", suffix=".log")
+            self.early = Path(early)
+            command += ["--early", early]
+        except OSError:  # no writable temporary folder: what it says before it opens its log is lost, not the run
+            fd, self.early = os.open(os.devnull, os.O_WRONLY), None
         try:
             self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,
                                             stderr=fd)

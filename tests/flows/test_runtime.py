@@ -232,3 +232,28 @@ def test_a_server_that_failed_before_it_knew_its_log_is_refused_naming_what_it_w
     early = [p for p in tmp_path.iterdir() if p.name.startswith("clustercert-prefect-server.")]
     assert len(early) == 1 and f"its output: {early[0]})" in proc.stdout
     assert "request_timeout" in early[0].read_text() and "Traceback" not in proc.stdout + proc.stderr
+
+
+_NO_TMP = """
+import tempfile
+from flows import runtime
+
+def mkstemp(*args, **kwargs):
+    raise FileNotFoundError("No usable temporary directory found")
+
+tempfile.mkstemp = mkstemp
+server = runtime.spawn_api()
+print("answers:", server.wait(300) == server.api_url, "early:", server.early)
+server.stop()
+"""
+
+
+def test_without_a_temporary_folder_the_server_still_starts(tmp_path: Path) -> None:
+    """Its output before it opens its log goes nowhere then; the log still gets the rest, and the run goes on."""
+    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.run([sys.executable, "-c", _NO_TMP], cwd=ROOT, env={
+        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600,
+        check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["answers: True early: None"]
+    assert (tmp_path / "clustercert-temporary-server.log").is_file()
