@@ -117,7 +117,9 @@ class TemporaryServer:
     def spawn(self) -> None:
         self.stop()
         self.port = _free_port()
-        command = [sys.executable, "-m", "flows.server_boot", "--port", str(self.port)]
+        # -P: the folder the run was started in is not put first on the server's import path, so a `flows` package
+        # of the user's there (a Prefect project's usual folder) does not stand in for clustercert's
+        command = [sys.executable, "-P", "-m", "flows.server_boot", "--port", str(self.port)]
         if self.log is not None:
             command += ["--log", str(self.log)]
         env = self.env

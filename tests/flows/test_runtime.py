@@ -257,3 +257,25 @@ def test_without_a_temporary_folder_the_server_still_starts(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == ["answers: True early: None"]
     assert (tmp_path / "clustercert-temporary-server.log").is_file()
+
+
+_ELSEWHERE = """
+from flows.runtime import spawn_api
+server = spawn_api()
+print("answers:", server.wait(300) == server.api_url)
+server.stop()
+"""
+
+
+def test_a_flows_folder_of_the_users_where_the_run_starts_does_not_stand_in_for_clustercerts(tmp_path: Path) -> None:
+    """A Prefect project often has a `flows` package; a certification started in its folder (the `clustercert`
+    command does not put that folder on its own import path) starts its server all the same."""
+    project = tmp_path / "project"
+    (project / "flows").mkdir(parents=True)
+    (project / "flows" / "__init__.py").write_text("raise ImportError('the user project flows package')\n")
+    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    proc = subprocess.run([sys.executable, "-P", "-c", _ELSEWHERE], cwd=project, env={
+        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "home")}, capture_output=True, text=True,
+        timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["answers: True"]
