@@ -31,11 +31,18 @@ with urllib.request.urlopen(url + "/health", timeout=10) as response:
 """
 
 
-def _start(timeout_s: int, attempts: int, **env: str) -> subprocess.CompletedProcess[str]:
+def _python(script: str, *args: str, env: dict[str, str], python: tuple[str, ...] = (),
+            cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """`script` in a fresh interpreter (with `python` options), as a user's process: no PREFECT_API_URL unless
+    given, clustercert on PYTHONPATH."""
     full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     full.update({"PYTHONPATH": str(ROOT), **env})
-    return subprocess.run([sys.executable, "-c", _SCRIPT, str(timeout_s), str(attempts)], cwd=ROOT, env=full,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run([sys.executable, *python, "-c", script, *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
+def _start(timeout_s: int, attempts: int, **env: str) -> subprocess.CompletedProcess[str]:
+    return _python(_SCRIPT, str(timeout_s), str(attempts), env=env)
 
 
 _EARLY = """
@@ -55,9 +62,7 @@ print("stopped")
 
 
 def test_the_temporary_server_spawned_early_answers_the_flows_client_and_stops_after(tmp_path: Path) -> None:
-    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-c", _EARLY], cwd=ROOT, env={**full, "PYTHONPATH": str(ROOT),
-                          "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600, check=False)
+    proc = _python(_EARLY, env={"PREFECT_HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("health 200 http://127.0.0.1:") and lines[1] == "stopped", proc.stdout
@@ -93,10 +98,7 @@ print("left", RUNNING)
 
 @pytest.mark.parametrize("how", ["works", "fails", "answering"])
 def test_work_meanwhile_runs_while_the_server_starts_and_a_failure_there_stops_it(how: str, tmp_path: Path) -> None:
-    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-c", _MEANWHILE, how], cwd=ROOT, env={
-        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600,
-        check=False)
+    proc = _python(_MEANWHILE, how, env={"PREFECT_HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     # one server process, running (poll() None), not answering, and no API URL set yet when the step ran
@@ -190,10 +192,7 @@ print("early output left:", server.early.exists())
 def test_the_temporary_server_is_started_without_importing_prefect(tmp_path: Path) -> None:
     """The server's start does not wait for this process' `import prefect` (0.7-1.0 s here): its own process reads
     Prefect's settings (flows/server_boot.py), and answers; its first API request is made as soon as it does."""
-    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-c", _UNIMPORTED], cwd=ROOT, env={
-        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600,
-        check=False)
+    proc = _python(_UNIMPORTED, env={"PREFECT_HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == ["prefect imported: []", "answers: True", "warmed: True",
                                         "early output left: False"]
@@ -213,10 +212,7 @@ with prefect_runtime(server) as url:  # Prefect's settings read: the profile's s
 def test_a_server_set_in_a_profile_is_used_and_the_spawned_one_stopped(tmp_path: Path) -> None:
     profiles = tmp_path / "profiles.toml"
     profiles.write_text('active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
-    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-c", _PROFILE], cwd=ROOT, env={
-        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "home"),
-        "PREFECT_PROFILES_PATH": str(profiles)}, capture_output=True, text=True, timeout=600, check=False)
+    proc = _python(_PROFILE, env={"PREFECT_HOME": str(tmp_path / "home"), "PREFECT_PROFILES_PATH": str(profiles)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # prefect_runtime yields the temporary server's URL, or None for the user's own (Prefect's client reads it)
     assert proc.stdout.splitlines() == ["url: None running: [] stopped: True"]
@@ -250,10 +246,7 @@ server.stop()
 
 def test_without_a_temporary_folder_the_server_still_starts(tmp_path: Path) -> None:
     """Its output before it opens its log goes nowhere then; the log still gets the rest, and the run goes on."""
-    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-c", _NO_TMP], cwd=ROOT, env={
-        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=600,
-        check=False)
+    proc = _python(_NO_TMP, env={"PREFECT_HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == ["answers: True early: None"]
     assert (tmp_path / "clustercert-temporary-server.log").is_file()
@@ -273,9 +266,6 @@ def test_a_flows_folder_of_the_users_where_the_run_starts_does_not_stand_in_for_
     project = tmp_path / "project"
     (project / "flows").mkdir(parents=True)
     (project / "flows" / "__init__.py").write_text("raise ImportError('the user project flows package')\n")
-    full = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    proc = subprocess.run([sys.executable, "-P", "-c", _ELSEWHERE], cwd=project, env={
-        **full, "PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "home")}, capture_output=True, text=True,
-        timeout=600, check=False)
+    proc = _python(_ELSEWHERE, python=("-P",), cwd=project, env={"PREFECT_HOME": str(tmp_path / "home")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == ["answers: True"]
