@@ -56,11 +56,11 @@ def startup_timeout() -> int:
 
 def server_log() -> Path:
     """Where the temporary server's own output goes: PREFECT_HOME/clustercert-temporary-server.log."""
-    from prefect.settings import PREFECT_HOME
+    from prefect.settings import get_current_settings
 
-    from flows.server_boot import LOG_NAME
+    from flows.server_boot import log_path
 
-    return Path(PREFECT_HOME.value()) / LOG_NAME
+    return log_path(get_current_settings())
 
 
 # The settings that turn off the temporary server's services a certification does not use (see `spawn`)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOG_NAME", "main", "serve", "server_args"]
+__all__ = ["LOG_NAME", "log_path", "main", "serve", "server_args"]
 
 # The server's output, in PREFECT_HOME unless the starter names another file
 LOG_NAME = "clustercert-temporary-server.log"
@@ -48,6 +48,11 @@ def serve(port: int) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     return 0
+
+
+def log_path(settings: Any) -> Path:
+    """Where the server's output goes by default: PREFECT_HOME/LOG_NAME of `settings` (Prefect's)."""
+    return Path(settings.home) / LOG_NAME
 
 
 def _log_to(log: Path, early: Path | None) -> None:
@@ -86,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a fresh home's database from the template (flows.prefect_db.seed_database)")
     args = parser.parse_args(argv)
     settings = _settings()
-    _log_to(args.log or Path(settings.home) / LOG_NAME, args.early)
+    _log_to(args.log or log_path(settings), args.early)
     if settings.api.url:  # the user's server, set where only Prefect looks (a profile, prefect.toml): none needed
         print(f"PREFECT_API_URL is set ({settings.api.url}): no temporary server", flush=True)
         return 0
