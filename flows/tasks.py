@@ -11,7 +11,8 @@ from prefect import task
 from clustercert.attest.signing import load_signing_key
 from clustercert.errors import EvidenceError
 from clustercert.parsers import TrainingLog
-from clustercert.runs.folder import Inputs, check_seal, load_inputs, parse_training_run, write_run_folder
+from clustercert.phases.evidence import parse_run
+from clustercert.runs.folder import Inputs, check_seal, load_inputs, write_run_folder
 from clustercert.runs.results import RunMeta, build_results
 from clustercert.settings import load_settings
 from clustercert.validation.suites import ValidationReport, apply_gating, validate_bundle
@@ -31,9 +32,11 @@ def load_task(bundle_path: str, references_dir: str, catalog: str | None) -> Inp
 
 @task(name="parse-training-log", retries=2, retry_delay_seconds=1, **CACHED)
 def parse_training_task(inputs: Inputs, run_id: str, limit: int) -> TrainingLog | EvidenceError:
+    """One training log (the efficiency phase's task per log on a Dask cluster), read as `parse_runs_task` reads
+    it on threads: the same function, so either runner gives the same results."""
     run = next(r for r in inputs.bundle.spec.runs if r.id == run_id)
     report(current_stage(run.phase.value), f"parse {run.id} ({run.files[0]})")
-    return parse_training_run(inputs.bundle, run, limit)
+    return parse_run(inputs.bundle, run, limit)  # type: ignore[return-value]  # a training run: its log
 
 
 @task(name="validate", **UNCACHED)

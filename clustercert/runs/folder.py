@@ -21,7 +21,7 @@ from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
 from clustercert.errors import CatalogError, EvidenceError, UsageError
-from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, RunKind, RunSpec, load_bundle, read_seal
+from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, load_bundle, read_seal
 from clustercert.evidence.facts import BundleFacts, bundle_facts
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
@@ -33,14 +33,12 @@ from clustercert.evidence.guards import (
     whole_sha256,
 )
 from clustercert.evidence.hashing import sha256_bytes, sha256_file
-from clustercert.evidence.parse import read_evidence
-from clustercert.parsers import TrainingLog, parse_training_log
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.report.charts import shared_charts
 from clustercert.runs.results import RunMeta, dump_json_bytes
 
 __all__ = ["Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
-           "parse_training_run", "render_reports", "write_run_folder"]
+           "render_reports", "write_run_folder"]
 
 
 @dataclass(frozen=True)
@@ -329,17 +327,6 @@ def _catalog_as_judged(inputs: Inputs) -> bytes:
         raise CatalogError(f"{catalog.path}: changed while the run read it: sha256 at load {catalog.sha256}, "
                            f"as read {seen[0]}. Leave the catalog untouched while certifying and certify again")
     return data
-
-
-def parse_training_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> TrainingLog | EvidenceError:
-    """The parsed log of a training run, or the error that makes it unusable (kept as a finding)."""
-    if run.kind is not RunKind.TRAINING:
-        raise ValueError(f"run {run.id} is not a training run")
-    rel = run.files[0]
-    try:
-        return read_evidence(parse_training_log, bundle.resolve(rel), f"{bundle.root / rel}", run.format, limit=limit)
-    except EvidenceError as exc:
-        return exc
 
 
 def render_reports(
