@@ -266,11 +266,25 @@ def _bus_figure(c: dict[str, Any]) -> Any:
     ax.set_ylim(0.0, upper)
     _fixed_margins(fig, 6.6, 2.3, len(f"{upper:.0f}") if upper >= 10 else 4)  # below 10: "0.5" or "2.5"
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
+    # Sizes as nccl-tests users read them (64 MiB, not 2^26): plain text, so no mathtext parse per distinct label
+    # (0.67 s of the sample's twelve charts, 22 % of their drawing)
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("message size")
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(f"{c['collective']} over {c['ranks']} ranks ({c['scope']}): {c['status']}")
     ax.legend(fontsize=6.5, loc="lower right")
     return fig
+
+
+def _bytes_label(value: float, _pos: int | None = None) -> str:
+    """A tick's byte count in binary units: 8 B, 512 KiB, 64 MiB, 16 GiB (a log-2 axis ticks at powers of two)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:g} {unit}"
+    return f"{value:g} B"
 
 
 @_shareable

@@ -405,6 +405,31 @@ def test_a_cluster_scale_run_folds_the_per_file_tables() -> None:
     assert f"{APPENDIX_CAP - 1:064x}" in section and f"{APPENDIX_CAP:064x}" not in section
 
 
+def test_a_bus_bandwidth_charts_message_sizes_read_in_binary_units() -> None:
+    """The x axis ticks at powers of two and prints them as nccl-tests users read sizes (64 MiB, not 2^26); plain
+    text, so no label goes through mathtext (whose parse per distinct label was a fifth of the charts' drawing)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from clustercert.report.charts import _bus_figure, _bytes_label, _rc
+
+    assert [_bytes_label(v) for v in (0.5, 8, 1023, 1024, 1536, 1 << 26, 3 << 29, 1 << 34)] == [
+        "0.5 B", "8 B", "1023 B", "1 KiB", "1.5 KiB", "64 MiB", "1.5 GiB", "16 GiB"]
+    run = {"run": "r", "collective": "all_reduce", "ranks": 16, "scope": "nvlink", "status": "PASS",
+           "sizes_bytes": [8, 1 << 10, 1 << 20, 1 << 30], "busbw_gbps": [0.1, 10.0, 400.0, 700.0],
+           "target_gbps": 560.0, "expected_gbps": 700.0, "ceiling_gbps": 1800.0}
+    with _rc():
+        fig = _bus_figure(run)
+        fig.draw(FigureCanvasAgg(fig).get_renderer())
+        (ax,) = fig.axes
+        low, high = ax.get_xlim()
+        shown = [t.label1.get_text() for t in ax.xaxis.get_major_ticks() if low <= t.get_loc() <= high]
+        minor = [t.label1.get_text() for t in ax.xaxis.get_minor_ticks()]
+    # every fourth power of two across 8 B to 1 GiB, and one beyond the first point in the axis's margin
+    assert shown == ["4 B", "64 B", "1 KiB", "16 KiB", "256 KiB", "4 MiB", "64 MiB", "1 GiB"], shown
+    assert all(text.split()[1] in ("B", "KiB", "MiB", "GiB") for text in shown) and not any(minor)
+    assert ax.xaxis.label.get_text() == "message size"
+
+
 @pytest.mark.parametrize("busbw", [(0.05, 0.4), (0.5, 2.4), (431.0, 952.0), (880.0, 1120.0), (12000.0, 52000.0),
                                    (95000.0, 870000.0)])
 def test_a_bus_bandwidth_charts_fixed_margins_hold_every_text_inside_and_apart(busbw: tuple[float, float]) -> None:
