@@ -20,7 +20,7 @@ from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import Inputs
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
-from flows.runners import Parcel, bulky, handed_back, received
+from flows.runners import Parcel, bulky, handed_back, on_threads, received
 from flows.tasks import load_task, parse_training_task
 
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
@@ -42,15 +42,6 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
     return Parcel(out)
 
 
-def _on_threads() -> bool:
-    """Whether this flow's tasks run on threads in this process (not on a Dask cluster)."""
-    from prefect.context import FlowRunContext
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    context = FlowRunContext.get()
-    return context is None or isinstance(context.task_runner, ThreadPoolTaskRunner)
-
-
 @task(name="judge-efficiency", **CACHED)
 def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
                           mlperf: dict[str, object]) -> EfficiencyResult:
@@ -66,11 +57,11 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None,
     inputs = load_task(bundle_path, references_dir, catalog)
     runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
     mlperf_runs = [r.id for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF]
-    if _on_threads():
+    if on_threads():
         # One task for every log, as the other phases parse theirs: threads parse one log at a time anyway (the
         # parsers hold the GIL), and each task run costs Prefect its API calls, events, cache lookup and persisted
         # result. Twelve of them made the sample's efficiency stage 0.9-1.3 s against 0.6-0.7 s for one (alternated
-        # runs, 19:58 UTC 2026-12-03), and left the twelve threads racing to the first cache key's code hash.
+        # runs, 19:47-19:51 UTC 2026-12-03), and left the twelve threads racing to the first cache key's code hash.
         wanted = [*runs, *mlperf_runs]
         parsed = received(persisted(parse_runs_task, inputs, wanted)(bulky(inputs), wanted, limit)) if wanted else {}
         logs = {run_id: parsed[run_id] for run_id in runs}

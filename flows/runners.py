@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from prefect import Flow
 from prefect.utilities.annotations import opaque
 
-__all__ = ["Parcel", "bulky", "handed_back", "local_dask_cluster", "on_runner", "received"]
+__all__ = ["Parcel", "bulky", "handed_back", "local_dask_cluster", "on_runner", "on_threads", "received"]
 
 F = TypeVar("F", bound=Flow[Any, Any])
 
@@ -20,13 +20,20 @@ def bulky(value: Any) -> Any:
     the sample, most of it the resilience run's per-rank tables); as it is on Dask, whose serialisation turns the
     quote (a named tuple) into a plain tuple. Never wrap a future: its dependency would be lost."""
     from prefect.context import FlowRunContext
-    from prefect.task_runners import ThreadPoolTaskRunner
     from prefect.utilities.annotations import quote
 
-    context = FlowRunContext.get()
-    if context is not None and isinstance(context.task_runner, ThreadPoolTaskRunner):
+    if FlowRunContext.get() is not None and on_threads():
         return quote(value)
     return value
+
+
+def on_threads() -> bool:
+    """Whether this flow's tasks run on threads in this process (outside a flow: yes), not on a Dask cluster."""
+    from prefect.context import FlowRunContext
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    context = FlowRunContext.get()
+    return context is None or isinstance(context.task_runner, ThreadPoolTaskRunner)
 
 
 def handed_back(value: dict[str, Any]) -> opaque:
