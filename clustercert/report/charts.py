@@ -115,13 +115,92 @@ def _draw(width: float, height: float, *, constrained: bool = True) -> Any:
         return _figure(width, height, constrained=constrained)
 
 
-def _fixed_margins(fig: Any, width: float, height: float, tick_chars: int) -> None:
-    """Margins for one axes with an x label, a y label, y tick labels of at most `tick_chars` characters and a
-    one-line title, in inches converted to the figure's fractions: what the constrained layout finds for such a
-    chart, without measuring every text of it again for each figure (half of a bus-bandwidth chart's drawing)."""
-    char = 0.075  # inches per tick-label character at the charts' 8 pt (DejaVu Sans digits)
-    left = 0.34 + char * tick_chars  # the y label, its pad, the tick labels and the ticks
-    fig.subplots_adjust(left=left / width, right=1 - 0.12 / width, bottom=0.46 / height, top=1 - 0.28 / height)
+_PAD_PT = 3.0  # the constrained layout's pad between the figure's edge and what it holds (3/72 inch)
+
+
+def _fit_margins(fig: Any, ax: Any) -> None:
+    """Lays out a figure of one axes: by `_margins()` where it measures them, else by the constrained layout."""
+    margins = _margins(fig, ax)
+    if margins is None:
+        fig.set_layout_engine("constrained")
+        return
+    width, height = (inches * 72.0 for inches in fig.get_size_inches())
+    left, right, bottom, top = margins
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height)
+
+
+def _margins(fig: Any, ax: Any) -> tuple[float, float, float, float] | None:
+    """The margins (left, right, bottom, top, in points) of a figure of one plain axes, from the sizes of its texts:
+    what the constrained layout finds for it (on each side the pad, then the texts and ticks of that side), without
+    drawing the figure once more to find them (the constrained layout's extra draw was half of a chart's drawing);
+    None for a chart that is not plain (another axes or a colour bar, a legend outside the axes, minor tick labels,
+    an offset above an axis, rotated tick labels).
+
+    Each text is measured as the PNG draws it: its own extent by the Agg renderer the PNG is drawn with."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    legend = ax.get_legend()
+    if len(fig.axes) != 1 or (legend is not None and legend.get_bbox_to_anchor() is not ax.bbox):
+        return None
+    canvas: Any = FigureCanvasAgg(fig)  # the canvas savefig then draws on
+    renderer = canvas.get_renderer()
+    points = 72.0 / fig.dpi
+
+    def extent(text: Any) -> tuple[float, float]:  # a text's width and height in points; nothing when it is empty
+        if not text.get_visible() or not text.get_text():
+            return 0.0, 0.0
+        box = text.get_window_extent(renderer)
+        return box.width * points, box.height * points
+
+    def shown(axis: Any) -> list[tuple[float, tuple[float, float]]] | None:
+        """Each tick label within the axis's view: its tick's place on the axis's scale and its size; None where the
+        axis is not plain."""
+        axis.get_majorticklabels()  # the labels' texts, as the ticks are drawn
+        if (axis.get_major_formatter().get_offset() or any(t.get_text() for t in axis.get_minorticklabels())
+                or any(t.label1.get_rotation() != 0.0 for t in axis.get_major_ticks())):
+            return None
+        low, high = sorted(axis.get_view_interval())
+        scale = axis.get_transform()
+        return [(scale.transform([tick.get_loc()])[0], extent(tick.label1)) for tick in axis.get_major_ticks()
+                if low <= tick.get_loc() <= high and tick.label1.get_text()]
+
+    xs, ys = shown(ax.xaxis), shown(ax.yaxis)
+    if xs is None or ys is None:
+        return None
+    import matplotlib
+
+    rc: Any = matplotlib.rcParams
+
+    def ticks(axis: str) -> float:  # the ticks outside the axes and the pad to their labels
+        return (0.0 if rc[f"{axis}tick.direction"] == "in" else float(rc[f"{axis}tick.major.size"])) \
+            + float(rc[f"{axis}tick.major.pad"])
+
+    def room(label: Any, pad: float, side: int) -> float:  # an axis label and its pad; nothing without one
+        size = extent(label)[side]
+        return size + pad if size else 0.0
+
+    left = _PAD_PT + room(ax.yaxis.label, ax.yaxis.labelpad, 0) + max((w for _, (w, _) in ys), default=0.0) \
+        + ticks("y")
+    bottom = _PAD_PT + room(ax.xaxis.label, ax.xaxis.labelpad, 1) + max((h for _, (_, h) in xs), default=0.0) \
+        + ticks("x")
+    # the title sits its pad above the axes, its descent below that line: where it reaches, as it is placed now
+    top = _PAD_PT + (max(0.0, ax.title.get_window_extent(renderer).y1 - ax.bbox.y1) * points
+                     if ax.title.get_text() else 0.0)
+    right = _PAD_PT
+    # An x tick label is centred on its tick: near either end of the axes it reaches past the end by up to half its
+    # width (the axes' width as the margins so far make it)
+    low, high = sorted(ax.xaxis.get_transform().transform(ax.xaxis.get_view_interval()))
+    span = fig.get_size_inches()[0] * 72.0 - left - right
+    for at, (w, _) in xs:
+        left = max(left, _PAD_PT + w / 2 - (at - low) / (high - low) * span)
+        right = max(right, _PAD_PT + w / 2 - (high - at) / (high - low) * span)
+    # a y tick label is centred on its tick likewise: at the axes' top it reaches above them by half its height
+    low, high = sorted(ax.yaxis.get_transform().transform(ax.yaxis.get_view_interval()))
+    rise = fig.get_size_inches()[1] * 72.0 - top - bottom
+    for at, (_, h) in ys:
+        top = max(top, _PAD_PT + h / 2 - (high - at) / (high - low) * rise)
+        bottom = max(bottom, _PAD_PT + h / 2 - (at - low) / (high - low) * rise)
+    return left, right, bottom, top
 
 
 def _color(i: int) -> str:
@@ -138,7 +217,7 @@ def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
     charts = []
     for (workload, precision, gpus), runs in groups.items():
         with _rc():
-            fig = _draw(6.6, 2.3)
+            fig = _draw(6.6, 2.3, constrained=False)
             ax = fig.add_subplot()
             first, last = runs[0]["window"]
             ax.axvspan(first - 0.5, last + 0.5, color="#f3d98b", alpha=0.5, label=f"window {first}–{last}")
@@ -164,6 +243,7 @@ def step_time_charts(series: Sequence[dict[str, Any]]) -> list[Chart]:
             ax.set_ylabel("step time (s)")
             ax.set_title(f"{workload} {precision.upper()} at {gpus} GPUs: step time per iteration")
             ax.legend(loc="upper right", fontsize=6.5, ncols=2)
+            _fit_margins(fig, ax)
             uri = _png(fig)
         n = sum(len(r["iterations"]) for r in runs)
         charts.append(Chart(
@@ -187,7 +267,7 @@ def scaling_chart(weak: Sequence[dict[str, Any]], target: float | None = None) -
     if not weak or not any(w.get("points") for w in weak):
         return None
     with _rc():
-        fig = _draw(6.6, 2.6)
+        fig = _draw(6.6, 2.6, constrained=False)
         ax = fig.add_subplot()
         gpus_all = sorted({int(p["gpus"]) for w in weak for p in w["points"]})
         ax.plot(gpus_all, [100.0] * len(gpus_all), ls="--", color="#555555", lw=1.0, label="ideal (100 %)")
@@ -206,6 +286,7 @@ def scaling_chart(weak: Sequence[dict[str, Any]], target: float | None = None) -
         ax.set_ylabel("weak-scaling efficiency (%)")
         ax.set_title("Scaling efficiency against GPU count")
         ax.legend(fontsize=6.5, loc="lower left")
+        _fit_margins(fig, ax)
         uri = _png(fig)
     return Chart(
         id="chart-scaling", title="Weak-scaling efficiency",
@@ -244,8 +325,7 @@ def bus_bandwidth_charts(collectives: Sequence[dict[str, Any]]) -> list[Chart]:
 
 
 def _bus_figure(c: dict[str, Any]) -> Any:
-    """The figure of one collective run's bus bandwidth chart (inside `_rc()`), its margins fixed: the same for
-    every such chart but the width of its y tick labels."""
+    """The figure of one collective run's bus bandwidth chart (inside `_rc()`), laid out by `_fit_margins`."""
     fig = _draw(6.6, 2.3, constrained=False)
     ax = fig.add_subplot()
     sizes = [float(s) for s in c["sizes_bytes"]]
@@ -264,7 +344,6 @@ def _bus_figure(c: dict[str, Any]) -> Any:
                    label=f"plausibility ceiling {float(c['ceiling_gbps']):.0f} GB/s")
     upper = max(top, float(c["ceiling_gbps"]) * 1.05) if float(c["ceiling_gbps"]) <= top else top
     ax.set_ylim(0.0, upper)
-    _fixed_margins(fig, 6.6, 2.3, len(f"{upper:.0f}") if upper >= 10 else 4)  # below 10: "0.5" or "2.5"
     ax.set_xscale("log", base=2)
     # Sizes as nccl-tests users read them (64 MiB, not 2^26): plain text, so no mathtext parse per distinct label
     # (0.67 s of the sample's twelve charts, 22 % of their drawing)
@@ -276,6 +355,7 @@ def _bus_figure(c: dict[str, Any]) -> Any:
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(f"{c['collective']} over {c['ranks']} ranks ({c['scope']}): {c['status']}")
     ax.legend(fontsize=6.5, loc="lower right")
+    _fit_margins(fig, ax)
     return fig
 
 
@@ -465,7 +545,7 @@ def event_timeline_chart(events: Sequence[dict[str, Any]]) -> Chart | None:
     types = list(dict.fromkeys(str(e["type"]) for e in sorted(events, key=lambda e: float(e["time_s"]))))
     lane = {t: i for i, t in enumerate(types)}
     with _rc():
-        fig = _draw(6.6, min(6.0, 1.0 + 0.28 * len(types)))
+        fig = _draw(6.6, min(6.0, 1.0 + 0.28 * len(types)), constrained=False)
         ax = fig.add_subplot()
         for i, t in enumerate(types):
             xs = [float(e["time_s"]) for e in events if str(e["type"]) == t]
@@ -474,6 +554,7 @@ def event_timeline_chart(events: Sequence[dict[str, Any]]) -> Chart | None:
         ax.invert_yaxis()
         ax.set_xlabel("time since start (s)")
         ax.set_title("Resilience events")
+        _fit_margins(fig, ax)
         uri = _png(fig)
     return Chart(
         id="chart-events", title="Resilience event timeline",

@@ -432,10 +432,10 @@ def test_a_bus_bandwidth_charts_message_sizes_read_in_binary_units() -> None:
 
 @pytest.mark.parametrize("busbw", [(0.05, 0.4), (0.5, 2.4), (431.0, 952.0), (880.0, 1120.0), (12000.0, 52000.0),
                                    (95000.0, 870000.0)])
-def test_a_bus_bandwidth_charts_fixed_margins_hold_every_text_inside_and_apart(busbw: tuple[float, float]) -> None:
-    """The bus-bandwidth charts are laid out with fixed margins (the constrained layout measured every text of each
-    figure again, half of its drawing): at any scale of busbw, every title, label and tick label lies inside the
-    figure, and the y label clears the y tick labels."""
+def test_a_bus_bandwidth_charts_measured_margins_hold_every_text_inside_and_apart(busbw: tuple[float, float]) -> None:
+    """The bus-bandwidth charts are laid out from their texts' measured sizes (the constrained layout drew each
+    figure once more to measure them, half of its drawing): at any scale of busbw, every title, label and tick label
+    lies inside the figure, and the y label clears the y tick labels."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from clustercert.report.charts import _bus_figure, _rc
@@ -462,3 +462,75 @@ def test_a_bus_bandwidth_charts_fixed_margins_hold_every_text_inside_and_apart(b
                 (text.get_text(), box, page)
         ylabel = ax.yaxis.label.get_window_extent(renderer)
         assert all(ylabel.x1 < t.get_window_extent(renderer).x0 for t in shown), [t.get_text() for t in shown]
+
+
+def _step_series(values: list[float]) -> list[dict[str, Any]]:
+    return [{"workload": "llama3-70b", "precision": "fp8", "gpus": 512, "run": f"r{r}", "window": [3, 8],
+             "iterations": list(range(1, len(values) + 1)), "step_time_s": [v * (1 + 0.01 * r) for v in values],
+             "baseline_step_s": values[-1]} for r in (1, 2)]
+
+
+# Each chart of one axes, at scales that change its tick labels' widths (and one with long category names)
+ONE_AXES_CHARTS: dict[str, Any] = {
+    "step, sub-second": lambda c: c.step_time_charts(_step_series([0.91, 0.752, 0.75, 0.749, 0.751, 0.748])),
+    "step, thousands": lambda c: c.step_time_charts(_step_series([9100.0, 7520.0, 7500.0, 7490.0, 7510.0, 7480.0])),
+    "scaling": lambda c: c.scaling_chart(
+        [{"workload": "llama3-70b", "precision": "fp8",
+          "points": [{"gpus": g, "efficiency": e} for g, e in ((8, 1.0), (64, 0.97), (512, 0.93), (4096, 0.41))]}],
+        0.9),
+    "bus, GiB sizes": lambda c: c.bus_bandwidth_charts([{
+        "run": "r", "collective": "all_gather", "ranks": 4096, "scope": "scale-out", "status": "FAIL",
+        "sizes_bytes": [8, 1 << 20, 1 << 30, 1 << 34], "busbw_gbps": [0.01, 3.0, 41.0, 44.5],
+        "target_gbps": 40.0, "expected_gbps": 45.0, "ceiling_gbps": 50.0}]),
+    "events": lambda c: c.event_timeline_chart(
+        [{"type": t, "time_s": 60.0 * i} for i, t in enumerate(
+            ["node_failure_detected_by_health_check", "job_requeued", "restart", "resumed_from_checkpoint"])]),
+}
+
+
+@pytest.mark.parametrize("chart", list(ONE_AXES_CHARTS))
+def test_a_chart_of_one_axes_gets_the_margins_the_constrained_layout_finds(
+        chart: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Charts of one axes are laid out from the measured sizes of their texts (`_fit_margins`), not by the
+    constrained layout, which drew each figure once more to measure them: the axes land where the constrained
+    layout, run on the same figure afterwards, puts them (within a tenth of a point)."""
+    from clustercert.report import charts
+
+    drawn: list[Any] = []
+    real = charts._png
+
+    def keep(fig: Any) -> str:
+        drawn.append(fig)
+        return real(fig)
+
+    monkeypatch.setattr(charts, "_png", keep)
+    assert ONE_AXES_CHARTS[chart](charts)
+    (fig,) = drawn
+    assert fig.get_layout_engine() is None  # laid out by the measured margins
+    (ax,) = fig.axes
+    fitted = ax.get_position().bounds
+    with charts._rc():
+        fig.set_layout_engine("constrained")
+        fig.draw_without_rendering()
+    width, height = (inches * 72.0 for inches in fig.get_size_inches())
+    found = ax.get_position().bounds
+    assert fitted != found or fitted != (0.125, 0.11, 0.775, 0.77)  # not the default subplot place
+    for mine, theirs, points in zip(fitted, found, (width, height, width, height), strict=True):
+        assert abs(mine - theirs) * points < 0.1, (chart, fitted, found)
+
+
+def test_a_chart_its_margins_cannot_be_measured_for_keeps_the_constrained_layout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step times that differ only in their last digits get an offset above the y axis (`+1e3`), a text the measured
+    margins do not count: that chart is laid out by the constrained layout, as before."""
+    from clustercert.report import charts
+
+    drawn: list[Any] = []
+    real = charts._png
+    monkeypatch.setattr(charts, "_png", lambda fig: drawn.append(fig) or real(fig))
+    values = [1000.0003, 1000.0001, 1000.0002, 1000.0001, 1000.0002]
+    (chart,) = charts.step_time_charts([{"workload": "w", "precision": "bf16", "gpus": 8, "run": "r1", "window": [2, 4],
+                                         "iterations": list(range(1, 6)), "step_time_s": values}])
+    (fig,) = drawn
+    assert fig.axes[0].yaxis.get_major_formatter().get_offset()  # the offset the margins do not count
+    assert fig.get_layout_engine() is not None and chart.uri.startswith("data:image/png;base64,")
