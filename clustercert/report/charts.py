@@ -99,11 +99,15 @@ def _figure(width: float, height: float, *, constrained: bool = True) -> Any:
 
 
 def _png(fig: Any) -> str:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     buffer = io.BytesIO()
+    canvas: Any = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     with _rc():
+        # Printed by the Agg canvas, not savefig: a figure with a layout engine is laid out at the start of its one
+        # draw, where savefig drew it once more without output only to lay it out (a fifth of a heat map's drawing).
         # Agg writes no timestamp; dropping "Software" leaves no version string in the PNG either.
-        fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+        canvas.print_png(buffer, metadata={"Software": None})
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
