@@ -146,7 +146,7 @@ def _margins(fig: Any, ax: Any) -> tuple[float, float, float, float] | None:
     legend = ax.get_legend()
     if len(fig.axes) != 1 or (legend is not None and legend.get_bbox_to_anchor() is not ax.bbox):
         return None
-    canvas: Any = FigureCanvasAgg(fig)  # the canvas savefig then draws on
+    canvas: Any = FigureCanvasAgg(fig)  # the canvas `_png` then prints the figure on
     renderer = canvas.get_renderer()
     points = 72.0 / fig.dpi
 
@@ -156,19 +156,31 @@ def _margins(fig: Any, ax: Any) -> tuple[float, float, float, float] | None:
         box = text.get_window_extent(renderer)
         return box.width * points, box.height * points
 
-    def shown(axis: Any) -> list[tuple[float, tuple[float, float]]] | None:
-        """Each tick label within the axis's view: its tick's place on the axis's scale and its size; None where the
-        axis is not plain."""
-        axis.get_majorticklabels()  # the labels' texts, as the ticks are drawn
+    def shown(axis: Any, along: int) -> list[tuple[float, float, float, float]] | None:
+        """Each tick label within the axis's view: where its tick is, as a fraction of the axes from their left (or
+        bottom) edge, an inverted axis too; how far the label reaches before and after its tick along the axis
+        (`along`: 0 for x, 1 for y), and its size across; in points. None where the axis is not plain."""
+        axis.get_majorticklabels()  # the labels' texts and places, as the ticks are drawn
         if (axis.get_major_formatter().get_offset() or any(t.get_text() for t in axis.get_minorticklabels())
                 or any(t.label1.get_rotation() != 0.0 for t in axis.get_major_ticks())):
             return None
-        low, high = sorted(axis.get_view_interval())
+        first, last = axis.get_view_interval()  # at the axes' left (bottom) and right (top) edges
         scale = axis.get_transform()
-        return [(scale.transform([tick.get_loc()])[0], extent(tick.label1)) for tick in axis.get_major_ticks()
-                if low <= tick.get_loc() <= high and tick.label1.get_text()]
+        start, end = scale.transform([first, last])
+        place = ax.get_xaxis_transform() if along == 0 else ax.get_yaxis_transform()
+        out = []
+        for tick in axis.get_major_ticks():
+            loc = tick.get_loc()
+            if not (min(first, last) <= loc <= max(first, last) and tick.label1.get_text()):
+                continue
+            box = tick.label1.get_window_extent(renderer)  # centred on its tick, or (y) on its baseline's middle
+            at = place.transform((loc, 0.0) if along == 0 else (0.0, loc))[along]
+            low, high = (box.x0, box.x1) if along == 0 else (box.y0, box.y1)
+            out.append(((scale.transform([loc])[0] - start) / (end - start), (at - low) * points,
+                        (high - at) * points, (box.height if along == 0 else box.width) * points))
+        return out
 
-    xs, ys = shown(ax.xaxis), shown(ax.yaxis)
+    xs, ys = shown(ax.xaxis, 0), shown(ax.yaxis, 1)
     if xs is None or ys is None:
         return None
     import matplotlib
@@ -183,27 +195,24 @@ def _margins(fig: Any, ax: Any) -> tuple[float, float, float, float] | None:
         size = extent(label)[side]
         return size + pad if size else 0.0
 
-    left = _PAD_PT + room(ax.yaxis.label, ax.yaxis.labelpad, 0) + max((w for _, (w, _) in ys), default=0.0) \
+    left = _PAD_PT + room(ax.yaxis.label, ax.yaxis.labelpad, 0) + max((c for *_, c in ys), default=0.0) \
         + ticks("y")
-    bottom = _PAD_PT + room(ax.xaxis.label, ax.xaxis.labelpad, 1) + max((h for _, (_, h) in xs), default=0.0) \
+    bottom = _PAD_PT + room(ax.xaxis.label, ax.xaxis.labelpad, 1) + max((c for *_, c in xs), default=0.0) \
         + ticks("x")
     # the title sits its pad above the axes, its descent below that line: where it reaches, as it is placed now
     top = _PAD_PT + (max(0.0, ax.title.get_window_extent(renderer).y1 - ax.bbox.y1) * points
                      if ax.title.get_text() else 0.0)
     right = _PAD_PT
-    # An x tick label is centred on its tick: near either end of the axes it reaches past the end by up to half its
-    # width (the axes' width as the margins so far make it)
-    low, high = sorted(ax.xaxis.get_transform().transform(ax.xaxis.get_view_interval()))
+    # A tick label near either end of the axes reaches past that end (an x label by half its width, a y label by
+    # about half its height): the axes' size as the margins so far make it
     span = fig.get_size_inches()[0] * 72.0 - left - right
-    for at, (w, _) in xs:
-        left = max(left, _PAD_PT + w / 2 - (at - low) / (high - low) * span)
-        right = max(right, _PAD_PT + w / 2 - (high - at) / (high - low) * span)
-    # a y tick label is centred on its tick likewise: at the axes' top it reaches above them by half its height
-    low, high = sorted(ax.yaxis.get_transform().transform(ax.yaxis.get_view_interval()))
+    for at, before, after, _ in xs:
+        left = max(left, _PAD_PT + before - at * span)
+        right = max(right, _PAD_PT + after - (1.0 - at) * span)
     rise = fig.get_size_inches()[1] * 72.0 - top - bottom
-    for at, (_, h) in ys:
-        top = max(top, _PAD_PT + h / 2 - (high - at) / (high - low) * rise)
-        bottom = max(bottom, _PAD_PT + h / 2 - (at - low) / (high - low) * rise)
+    for at, below, above, _ in ys:
+        top = max(top, _PAD_PT + above - (1.0 - at) * rise)
+        bottom = max(bottom, _PAD_PT + below - at * rise)
     return left, right, bottom, top
 
 

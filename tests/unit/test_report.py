@@ -470,6 +470,20 @@ def _step_series(values: list[float]) -> list[dict[str, Any]]:
              "baseline_step_s": values[-1]} for r in (1, 2)]
 
 
+def _untitled_inverted(charts: Any) -> str:
+    """A figure whose tick labels sit at the ends of both inverted axes and with no title above: each end's label
+    reaches past the axes by half its size, the margins must hold it."""
+    with charts._rc():
+        fig = charts._draw(4.0, 2.0, constrained=False)
+        ax = fig.add_subplot()
+        ax.plot([0, 1000], [0, 10])
+        ax.set_xlim(1000, 0)
+        ax.set_ylim(10, 0)
+        ax.set_xlabel("x")
+        charts._fit_margins(fig, ax)
+        return str(charts._png(fig))
+
+
 # Each chart of one axes, at scales that change its tick labels' widths (and one with long category names)
 ONE_AXES_CHARTS: dict[str, Any] = {
     "step, sub-second": lambda c: c.step_time_charts(_step_series([0.91, 0.752, 0.75, 0.749, 0.751, 0.748])),
@@ -482,6 +496,7 @@ ONE_AXES_CHARTS: dict[str, Any] = {
         "run": "r", "collective": "all_gather", "ranks": 4096, "scope": "scale-out", "status": "FAIL",
         "sizes_bytes": [8, 1 << 20, 1 << 30, 1 << 34], "busbw_gbps": [0.01, 3.0, 41.0, 44.5],
         "target_gbps": 40.0, "expected_gbps": 45.0, "ceiling_gbps": 50.0}]),
+    "inverted, ticks at the ends, no title": lambda c: _untitled_inverted(c),
     "events": lambda c: c.event_timeline_chart(
         [{"type": t, "time_s": 60.0 * i} for i, t in enumerate(
             ["node_failure_detected_by_health_check", "job_requeued", "restart", "resumed_from_checkpoint"])]),
