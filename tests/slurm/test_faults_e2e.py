@@ -17,11 +17,15 @@ import pytest
 from tests.conftest import run_cli
 from tests.slurm.conftest import PLAN_HEADER
 
+# The straggler threshold 0.5, as in test_run_e2e: the loopback cluster's "nodes" are processes on one 2-core machine
+# beside slurmd, slurmctld, the Prefect server and the runner, so a healthy rank's relative score moves with them
+# (0.70 and 0.75 for rank 0 in the .ci/run of 2026-12-03 23:13 UTC, where 0.75 drained the healthy node after the
+# restart and left the job pending for nodes); the stopped rank's is about 0.2 (0.21 in that run).
 PLAN = PLAN_HEADER + """\
   - id: slow
     kind: resilience
     nodes: 2
-    workload: {steps: 70, batch: 64, checkpoint_every: 10, straggler_threshold: 0.75, straggler_window: 10}
+    workload: {steps: 70, batch: 64, checkpoint_every: 10, straggler_threshold: 0.5, straggler_window: 10}
     faults:
       - {kind: slow, at_step: 15, node: last, slowdown: 0.8}
   - id: hang
