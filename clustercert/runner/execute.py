@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from clustercert.runner.plan import FaultKind, JobKind, Plan, PlanJob, RunnerError, nccl_tests_binaries
-from clustercert.runner.slurm import TERMINAL, Slurm
+from clustercert.runner.slurm import TERMINAL, NodeState, Slurm
 
 __all__ = ["JobRecord", "Runner", "expand_jobs", "write_bundle"]
 
@@ -189,10 +189,15 @@ class Runner:
             self.log(f"{rid}: submitted as Slurm job {record.slurm_id}")
         try:
             self._track(job, record)
-        except BaseException:
+        except BaseException as exc:
             if not record.collected and record.slurm_id:
                 self.slurm.cancel(record.slurm_id)
-                self.log(f"{rid}: interrupted; cancelled Slurm job {record.slurm_id}")
+                why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped on an error"
+                self.log(f"{rid}: {why}; cancelled Slurm job {record.slurm_id}")
+                try:
+                    self._return_to_service(record)
+                except RunnerError as exc:  # the cluster's own trouble: the first error is the one to report
+                    self.log(f"{rid}: could not return the nodes the run took out to service: {exc}")
             raise
         self._collect(job, record)
         return record
@@ -208,6 +213,7 @@ class Runner:
         assert record.slurm_id is not None
         deadline = time.monotonic() + job.time_limit_min * 60 * 2 + 600
         missing_since: float | None = None
+        short_since: float | None = None  # since when the pending job's partition has too few usable nodes
         while True:
             info = self.slurm.job(record.slurm_id)
             if info is None:
@@ -248,6 +254,22 @@ class Runner:
                     self.event(job, record.id, "job_started", started, by="scheduler", job_id=record.slurm_id,
                                nodes=nodes, detail=f"restart {restarts}")
                     self.log(f"{record.id}: job {record.slurm_id} running on {','.join(nodes)} (restart {restarts})")
+            if state == "PENDING":
+                short = self._short_of_nodes(info)
+                if short is None:
+                    short_since = None
+                elif short_since is None:
+                    short_since = time.monotonic()
+                    self.log(f"{record.id}: Slurm job {record.slurm_id} is pending and {short}; the run stops if it "
+                             f"still is in {self.plan.slurm.node_wait_s:.0f} s")
+                elif time.monotonic() - short_since >= self.plan.slurm.node_wait_s:
+                    raise RunnerError(
+                        f"{record.id}: expected Slurm job {record.slurm_id} to start, got it pending for "
+                        f"{time.monotonic() - short_since:.0f} s, and {short}. It was cancelled. Check those nodes "
+                        "and return them to service (scontrol update nodename=NODE state=resume), or plan the "
+                        "job on fewer nodes than the partition has (a restart needs a spare node)")
+            else:
+                short_since = None
             if state == "RUNNING" and job.kind is JobKind.RESILIENCE:
                 self._inject(job, record)
             self.save(record)
@@ -268,6 +290,35 @@ class Runner:
                 raise RunnerError(f"{record.id}: expected Slurm job {record.slurm_id} to end within "
                                   f"{job.time_limit_min * 2 + 10} min, got state {state}. It was cancelled")
             time.sleep(self.plan.slurm.poll_s)
+        self.save(record)
+
+    def _short_of_nodes(self, info: dict[str, str]) -> str | None:
+        """Why a pending job cannot start until a node returns to service (its partition has fewer nodes that can
+        run a job than it needs, or a node it asks for by name cannot), as a phrase; None when it can."""
+        need = re.match(r"\d+", info.get("NumNodes", ""))
+        if need is None:
+            return None
+        partitions = [name for name in info.get("Partition", "").split(",") if name]
+        nodes = self.slurm.node_states(partitions)
+        excluded = set(self.slurm.hostnames(info.get("ExcNodeList", "")))
+        asked = set(self.slurm.hostnames(info.get("ReqNodeList", "")))
+        usable = [node for node in nodes if node.usable and node.name not in excluded]
+        out = [node for node in nodes if not node.usable and node.name not in excluded]
+        where = f"partition {','.join(partitions)}" if partitions else "the cluster"
+        unusable_asked = sorted(node.name for node in out if node.name in asked)
+        if unusable_asked:
+            return (f"the job asks for node(s) {','.join(unusable_asked)} by name, which cannot run it: "
+                    f"{_listed(node for node in out if node.name in asked)}")
+        if len(usable) >= int(need.group()):
+            return None
+        return (f"it needs {need.group()} node(s) while {where} has {len(usable)} that can run it: {_listed(out)}")
+
+    def _return_to_service(self, record: JobRecord) -> None:
+        """Resume the nodes the fault injector took out for `record` (their job is over), once."""
+        for node in record.downed:
+            self.slurm.resume(node)
+            self.log(f"{record.id}: node {node} returned to service after the job (fault injection cleanup)")
+        record.downed = []
         self.save(record)
 
     def _inject(self, job: PlanJob, record: JobRecord) -> None:
@@ -356,10 +407,8 @@ class Runner:
                               "(sacct above) and the slurmd logs")
         if job.kind is JobKind.TRAINING:
             _check_training(record, log, text)
-        for node in record.downed:
-            # the injector restores what it broke once the job is over; the job's evidence ends before this
-            self.slurm.resume(node)
-            self.log(f"{record.id}: node {node} returned to service after the job (fault injection cleanup)")
+        # the injector restores what it broke once the job is over; the job's evidence ends before this
+        self._return_to_service(record)
         record.collected = True
         self.save(record)
 
@@ -399,6 +448,15 @@ def training_runs(plan: Plan, job: PlanJob, rec: JobRecord) -> list[dict[str, An
              "precision": job.precision, "gpus": tasks, "gbs": job.workload.batch * tasks,
              "seq_len": ModelConfig().seq_len, "parallelism": {"tp": 1, "pp": 1}, "repeat": repeat,
              "nodes": list(ran["nodes"]), "files": [rec.files["training"]]}]
+
+
+def _listed(nodes: Iterable[NodeState], most: int = 8) -> str:
+    """`cc-n1 drained (straggler detected by job 12), ...`: the first `most`, then how many more."""
+    every = list(nodes)
+    shown = [f"{node.name} {node.state}" + (f" ({node.reason})" if node.reason not in ("", "none") else "")
+             for node in every[:most]]
+    more = f" and {len(every) - most} more" if len(every) > most else ""
+    return ", ".join(shown) + more if shown else "none is drained or down"
 
 
 def _alive(pid: int) -> bool:

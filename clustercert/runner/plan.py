@@ -173,6 +173,9 @@ class SlurmOptions(_Strict):
     partition: str | None = None
     poll_s: float = Field(default=1.0, gt=0)
     python: str | None = None  # the interpreter jobs run (default: the one running clustercert)
+    # how long a job may pend while its partition has fewer nodes that can run it than it needs (drained, down)
+    # before the run stops with an error: long enough for a cluster's own repair to return a node
+    node_wait_s: float = Field(default=600.0, gt=0)
 
 
 class Plan(_Strict):

@@ -5,16 +5,35 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from clustercert.runner.plan import RunnerError
 
-__all__ = ["SACCT_FIELDS", "TERMINAL", "Slurm"]
+__all__ = ["SACCT_FIELDS", "TERMINAL", "NodeState", "Slurm"]
 
 SACCT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode,Submit,Start,End,Elapsed,NNodes,NodeList"
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
                       "DEADLINE", "PREEMPTED", "REVOKED"})
 _KV = re.compile(r"(\w+)=(\S*)")
+# sinfo's long node states (%T) in which a node starts no job until someone or something acts on it (an operator's
+# resume, a repair); a state may carry flags after '+' (`idle+drain`) and a mark of its own (`down*`: not responding)
+_UNUSABLE = frozenset({"drain", "drained", "draining", "down", "fail", "failing", "maint", "inval", "future"})
+_MARKS = "*~#%$@!^-"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node as sinfo shows it: its long state (%T) and the reason given for it (%E, 'none' when none)."""
+
+    name: str
+    state: str
+    reason: str
+
+    @property
+    def usable(self) -> bool:
+        """Whether Slurm may start a job on the node as it is (busy, idle, powered down: yes; drained, down: no)."""
+        return not any(part.rstrip(_MARKS).lower() in _UNUSABLE for part in self.state.split("+"))
 
 
 class Slurm:
@@ -60,6 +79,19 @@ class Slurm:
 
     def nodes(self) -> list[str]:
         return sorted(set(self._run(["sinfo", "-h", "-N", "-o", "%N"]).stdout.split()))
+
+    def node_states(self, partitions: Sequence[str] = ()) -> list[NodeState]:
+        """Every node of `partitions` (all when none) with its state and reason, each once."""
+        args = ["sinfo", "-h", "-N", "-o", "%N|%T|%E"]
+        if partitions:
+            args += ["-p", ",".join(partitions)]
+        seen: dict[str, NodeState] = {}
+        for line in self._run(args).stdout.splitlines():
+            name, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")  # a reason is free text: it may hold '|'
+            if name.strip() and name.strip() not in seen:
+                seen[name.strip()] = NodeState(name.strip(), state.strip(), reason.strip())
+        return list(seen.values())
 
     def node_state(self, node: str) -> str:
         return self._run(["sinfo", "-h", "-n", node, "-o", "%t"]).stdout.strip()
