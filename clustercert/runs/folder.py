@@ -226,6 +226,7 @@ def _status(path: Path) -> tuple[int, int, int, int, int] | None:
 # the main thread lays out the report: thousands of small files (or 1 MB blocks) would starve the thread (a pass of
 # a 512-GPU bundle took 171 s beside a busy main thread, 4 s alone), so those are hashed on the main thread.
 _LARGE = 64 * 1024**2
+_BLOCK = 64 * 1024**2  # kept apart from _LARGE: a test that moves every file to the thread keeps large blocks
 _WAIT_SHOWN = 5.0  # seconds between two reports of the manifest's wait for a large file's hash (a plain line each)
 
 
@@ -254,7 +255,7 @@ class _ManifestPass:
             return []
         root = self._inputs.bundle.root
         self._before[rel] = _status(root / rel)
-        return evidence_subjects(root, [rel], self._inputs.digests or None, _hashing(self._wanted, block=_LARGE))
+        return evidence_subjects(root, [rel], self._inputs.digests or None, _hashing(self._wanted, block=_BLOCK))
 
     def subjects(self, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """The evidence subjects to sign (an EvidenceError of the pass is raised here, the first in bundle order),

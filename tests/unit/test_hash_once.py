@@ -335,3 +335,23 @@ def test_the_report_stage_tells_each_of_its_steps(bundle: Path, tmp_path: Path,
     steps = [line for line in told if not line.startswith("the evidence hashed again")]
     assert steps == ["render the HTML and PDF reports", "sign report.pdf", "write and sign the manifest"]
     assert paths["manifest.dsse.json"].is_file()
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 20])
+def test_parts_are_checked_across_the_blocks_the_file_is_read_in(tmp_path: Path, block: int) -> None:
+    """_check_parts hashes each part read from the blocks of one pass: a part that starts, ends or lies within a
+    block, or spans several, is checked against the sha256 it was read with (hashlib of the slice, the oracle)."""
+    from clustercert.runs.folder import _check_parts
+
+    data = bytes(range(256)) * 3 + b"tail"
+    path = tmp_path / "f.log"
+    path.write_bytes(data)
+    parts = [(0, 5), (5, 100), (63, 2), (200, 572), (len(data) - 4, 4), (10, 0)]
+    pieces = [(offset, length, hashlib.sha256(data[offset:offset + length]).hexdigest()) for offset, length in parts]
+    loaded = hashlib.sha256(data).hexdigest()
+    assert _check_parts(path, loaded, pieces, block=block) == loaded
+    wrong = hashlib.sha256(data[201:773]).hexdigest()  # read one byte later than it says
+    with pytest.raises(EvidenceError, match=r"but bytes 200-772 were read with sha256 "):
+        _check_parts(path, loaded, [*pieces[:3], (200, 572, wrong)], block=block)
+    with pytest.raises(EvidenceError, match=rf"but bytes {len(data) - 4}-{len(data) + 1} were read"):
+        _check_parts(path, loaded, [(len(data) - 4, 5, pieces[4][2])], block=block)  # past the end
