@@ -214,6 +214,9 @@ class Runner:
         deadline = time.monotonic() + job.time_limit_min * 60 * 2 + 600
         missing_since: float | None = None
         short_since: float | None = None  # since when the pending job's partition has too few usable nodes
+        # a job may pend for hours on a busy cluster: its nodes are looked at (sinfo) every 15 s at most, not every poll
+        checked_at: float | None = None
+        every = min(15.0, self.plan.slurm.node_wait_s / 4)
         while True:
             info = self.slurm.job(record.slurm_id)
             if info is None:
@@ -254,7 +257,8 @@ class Runner:
                     self.event(job, record.id, "job_started", started, by="scheduler", job_id=record.slurm_id,
                                nodes=nodes, detail=f"restart {restarts}")
                     self.log(f"{record.id}: job {record.slurm_id} running on {','.join(nodes)} (restart {restarts})")
-            if state == "PENDING":
+            if state == "PENDING" and (checked_at is None or time.monotonic() - checked_at >= every):
+                checked_at = time.monotonic()
                 short = self._short_of_nodes(info)
                 if short is None:
                     short_since = None
@@ -268,8 +272,8 @@ class Runner:
                         f"{time.monotonic() - short_since:.0f} s, and {short}. It was cancelled. Check those nodes "
                         "and return them to service (scontrol update nodename=NODE state=resume), or plan the "
                         "job on fewer nodes than the partition has (a restart needs a spare node)")
-            else:
-                short_since = None
+            elif state != "PENDING":
+                short_since = checked_at = None
             if state == "RUNNING" and job.kind is JobKind.RESILIENCE:
                 self._inject(job, record)
             self.save(record)

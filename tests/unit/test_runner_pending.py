@@ -186,3 +186,12 @@ def test_a_failed_run_cancels_its_job_and_returns_the_injected_nodes_to_service_
     assert lines[-2:] == ["r: stopped on an error; cancelled Slurm job 12",
                           "r: node cc-n3 returned to service after the job (fault injection cleanup)"]
     assert runner.load()["r"].downed == []  # a re-run of the plan does not resume it again
+
+
+def test_the_nodes_of_a_long_pending_job_are_looked_at_every_15_s_at_most(tmp_path: Path) -> None:
+    """A job waiting its turn on a busy cluster may pend for hours: sinfo is not asked at every poll."""
+    busy = [NodeState("cc-n1", "allocated", "none"), NodeState("cc-n2", "allocated", "none")]
+    slurm = _Pending(busy, polls=300)
+    runner, _ = _runner(tmp_path, slurm, wait_s=600.0)
+    runner._track(runner.plan.jobs[0], JobRecord("r", slurm_id="13"))
+    assert slurm.polls == 0 and len(slurm.asked) == 1  # 300 polls of 1 ms: one look
