@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 from typing import Any
 
 from prefect import flow
@@ -91,6 +92,10 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
     results = judge_task(meta, bulky(inputs), bulky(checks), bulky(efficiency["workloads"]), bulky(sections))
     settle()
     report("report", f"render and sign into {run_dir}")
+    if ahead is not None and "weasyprint" not in sys.modules:
+        # the server answered before the report's import step was taken: imported while the charts are drawn,
+        # before the report waits for them, not after (1.3 s of a run that met it in the report's software record)
+        _import_report()
     paths = write_task(run_dir, bulky(inputs), bulky(results), meta, key_dir, templates_dir, bulky(validation),
                        redact=redact, charts=bulky(ahead.drawn() if ahead is not None else None))
     report("publish", "Prefect artifacts")
@@ -124,6 +129,15 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def _import_flow_run() -> None:
+    with paused():
+        # Prefect's first flow run records its parameters with FastAPI's encoder, imported there (0.2-0.3 s here):
+        # the first step, since the certify flow starts as soon as the server answers
+        import fastapi.encoders  # noqa: F401
+
+        _freeze_imports()
+
+
 def _import_great_expectations() -> None:
     from clustercert.validation.suites import import_great_expectations
 
@@ -150,11 +164,11 @@ def _freeze_imports() -> None:
     gc.freeze()
 
 
-# What a certification imports when it gets there (Great Expectations for validation, WeasyPrint and matplotlib's
-# font manager for the report), in that order, each step freezing what it built: the libraries' objects (hundreds
-# of thousands) are frozen, so the run's later collections do not traverse them again (the sample's first one in the
-# flow took 0.37 s, on the run's path). `prefect_runtime` takes these steps while the temporary Prefect server
-# starts, so these seconds are spent in a wait instead of on the run's path; the flow's `settling()` gives the frozen
-# objects back to the collector at its end. Only a certification (certify, rerun) takes them: `--help`, `verify` and
-# `evidence parse` import none of them.
-IMPORT_STEPS = (_import_great_expectations, _import_report)
+# What a certification imports when it gets there (FastAPI's encoder for the first flow run, Great Expectations for
+# validation, WeasyPrint and matplotlib's font manager for the report), in that order, each step freezing what it
+# built: the libraries' objects (hundreds of thousands) are frozen, so the run's later collections do not traverse
+# them again (the sample's first one in the flow took 0.37 s, on the run's path). `prefect_runtime` takes these
+# steps while the temporary Prefect server starts, so these seconds are spent in a wait instead of on the run's path;
+# the flow's `settling()` gives the frozen objects back to the collector at its end. Only a certification (certify,
+# rerun) takes them: `--help`, `verify` and `evidence parse` import none of them.
+IMPORT_STEPS = (_import_flow_run, _import_great_expectations, _import_report)
