@@ -196,8 +196,8 @@ class Runner:
                 self.log(f"{rid}: {why}; cancelled Slurm job {record.slurm_id}")
                 try:
                     self._return_to_service(record)
-                except RunnerError as exc:  # the cluster's own trouble: the first error is the one to report
-                    self.log(f"{rid}: could not return the nodes the run took out to service: {exc}")
+                except RunnerError as cleanup:  # the cluster's own trouble: the first error is the one to report
+                    self.log(f"{rid}: could not return the nodes the run took out to service: {cleanup}")
             raise
         self._collect(job, record)
         return record

@@ -195,3 +195,20 @@ def test_the_nodes_of_a_long_pending_job_are_looked_at_every_15_s_at_most(tmp_pa
     runner, _ = _runner(tmp_path, slurm, wait_s=600.0)
     runner._track(runner.plan.jobs[0], JobRecord("r", slurm_id="13"))
     assert slurm.polls == 0 and len(slurm.asked) == 1  # 300 polls of 1 ms: one look
+
+
+def test_a_clean_up_that_fails_leaves_the_first_error_to_report(tmp_path: Path) -> None:
+    """Slurm refusing the resume (the node is gone) is logged; the error the user sees is why the run stopped."""
+    slurm = _Pending(_DRAINED, polls=10**6)
+
+    def refuse(node: str) -> None:
+        raise RunnerError(f"scontrol update nodename={node}: expected exit 0, got 1 (Invalid node name specified)")
+
+    slurm.resume = refuse  # type: ignore[method-assign]
+    runner, lines = _runner(tmp_path, slurm)
+    runner.save(JobRecord("r", slurm_id="14", state="submitted", downed=["cc-n3"]))
+    with pytest.raises(RunnerError, match=r"^r: expected Slurm job 14 to start, got it pending for"):
+        runner.run_job(runner.plan.jobs[0])
+    assert slurm.cancelled == ["14"]
+    assert lines[-1] == ("r: could not return the nodes the run took out to service: scontrol update "
+                         "nodename=cc-n3: expected exit 0, got 1 (Invalid node name specified)")
