@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import io
+import itertools
 import json
 import os
 import re
@@ -229,6 +230,76 @@ def test_the_fixed_inventory_and_appendix_columns_keep_cluster_sized_numbers_who
             assert lines in [[str(99_999_999_999 - i)] for i in range(30)] + [
                 ["99999999"], ["123456789–123456799"], ["123456789–", "123456799"]], lines
     assert numbers >= 30 + 2 * 20 and outside == 0
+
+
+def test_the_fixed_pair_event_suite_and_collective_columns_keep_words_whole_and_inside() -> None:
+    """The node pairs, resilience events, suites per table and collectives are laid out in fixed columns (no
+    per-cell measuring). With a real cluster's names in them (nccl-tests run ids and host names of the real H100
+    sweep, reduce_scatter, SKIPPED, a failed pair's cause) no word is cut inside (a line breaks at a space, or after
+    one of `breakable`'s characters or a hyphen), every text lies inside its cell, and each table ends where the
+    report's other full-width tables end (widths that add up past the page push a table into the margin)."""
+    import weasyprint
+    from weasyprint.formatting_structure import boxes
+
+    data = _input()
+    scaling = data["results"]["phases"]["scaling"]
+    hosts = [f"cnode3-{n:03d}" for n in range(2, 12)]
+    scaling["pairs"] = [{"nodes": [a, b], "domains": [a, b], "collective": coll, "ranks_per_node": 8,
+                         "busbw_gbps": None if a == hosts[0] else 39.1, "cause": "timeout after 600 s",
+                         "fraction_of_median": 1.012, "median_gbps": 372.4, "degraded": a == hosts[0]}
+                        for a, b in itertools.pairwise(hosts) for coll in ("reduce_scatter", "sendrecv")]
+    scaling["collectives"] = [{**c, "run": "nccl_n1_g8_cnode3-002", "collective": "reduce_scatter",
+                               "status": "SKIPPED"} for c in scaling["collectives"]]
+    data["results"]["phases"]["resilience"]["events"] = [
+        {"time_s": 86_399.0 + i, "type": kind, "node": hosts[i % 10], "by": "straggler-detector",
+         "detail": "relative GPU performance 0.87 below threshold 0.90"}
+        for i, kind in enumerate(("straggler_detected", "checkpoint-saved", "node-replaced", "job-started"))]
+    for table in data["validation"]["tables"]:
+        # 352,935,936 rows: the telemetry of the 4,096-GPU bundle (bench/results/scale.json)
+        table.update(suite="scheduler_records.v1", run="megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters",
+                     file="training/megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log", rows=352_935_936)
+    html = render_html(_context(data), TEMPLATES).replace("<wbr>", "\u200b")  # as render_pdf() gives it
+    document = weasyprint.HTML(string=html).render()
+    fixed = ("grid pairs", "grid events", "grid validation suites", "grid collectives")
+
+    def tables(box: Any) -> Any:
+        if isinstance(box, boxes.TableBox):
+            yield box
+            return
+        for child in getattr(box, "children", None) or []:
+            yield from tables(child)
+
+    def descendants(box: Any, kind: type) -> Any:
+        if isinstance(box, kind):
+            yield box
+            return
+        for child in getattr(box, "children", None) or []:
+            yield from descendants(child, kind)
+
+    rights: dict[str, float] = {}
+    seen: dict[str, int] = dict.fromkeys(fixed, 0)
+    cut, outside = [], 0
+    for page in document.pages:
+        for table in tables(page._page_box):
+            name = table.element.get("class") or ""
+            rights[name] = max(rights.get(name, 0.0), table.position_x + table.margin_width())
+            if name not in fixed:
+                continue
+            for cell in descendants(table, boxes.TableCellBox):
+                seen[name] += 1
+                right = cell.content_box_x() + cell.width
+                outside += sum(text.position_x + text.width > right + 0.01 for text in descendants(cell, boxes.TextBox))
+                lines = ["".join(text.text for text in descendants(line, boxes.TextBox)).strip()
+                         for line in descendants(cell, boxes.LineBox)]
+                said = "".join(cell.element.itertext()).replace("\u200b", "")
+                for first, then in itertools.pairwise(lines):
+                    if first and then and first[-1].isalnum() and then[0].isalnum() \
+                            and first.split()[-1] + then.split()[0] in said:
+                        cut.append(f"{first}|{then}")
+    assert all(count >= 5 for count in seen.values()), seen
+    assert (cut, outside) == ([], 0)
+    full = rights["grid checks"]  # fixed, 98 % wide as every table of the report
+    assert all(abs(rights[name] - full) < 0.5 for name in fixed), rights
 
 
 def _flatten(items: list[Any]) -> list[Any]:
