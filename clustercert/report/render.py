@@ -19,6 +19,7 @@ __all__ = [
     "APPENDIX_CAP",
     "SPANS_PER_ITEM",
     "breakable",
+    "breakable_words",
     "build_context",
     "font_versions",
     "local_only_fetcher",
@@ -302,6 +303,16 @@ def breakable(text: object) -> markupsafe.Markup:
     return markupsafe.Markup(re.sub(r"([._/,:])", r"\1<wbr>", escaped))
 
 
+_LONG_WORD = re.compile(r"\S{25,}")  # a word longer than a narrow cell holds: a path, a joined list of run ids
+
+
+def breakable_words(text: object) -> markupsafe.Markup:
+    """`text` escaped, with `breakable`'s line-break opportunities in its long words only (a message's paths and
+    run ids), so that its numbers and prose keep their characters as written ("0.90", not "0.<wbr>90")."""
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(_LONG_WORD.sub(lambda word: re.sub(r"([._/,:])", r"\1<wbr>", word.group(0)), escaped))
+
+
 def number(value: float | None, fmt: str, scale: float = 1.0) -> str:
     """`fmt % (value * scale)`, or an en dash where the evidence gave no value."""
     return "–" if value is None else fmt % (value * scale)
@@ -315,6 +326,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
         keep_trailing_newline=True,
     )
     env.filters["breakable"] = breakable
+    env.filters["breakable_words"] = breakable_words
     env.filters["num"] = number
     env.filters["cell"] = _cell
     try:

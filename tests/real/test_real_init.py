@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,23 @@ def test_the_filled_in_draft_certifies_to_a_verifiable_report(certified: dict[st
     assert verify.returncode == 0 and verify.stdout.startswith("valid: "), verify.stdout + verify.stderr
     html = (certified["run_dir"] / "report.html").read_text()
     assert f"The original command: <code>clustercert certify {certified['root']}</code>" in html
+
+
+def test_the_real_clusters_report_reads_in_a_browser_and_on_paper(certified: dict[str, Any]) -> None:
+    """bench/check_render.py on the report of the real files: every table fits the page in headless Chromium and the
+    PDF has no blank page and nothing in its margin. A check's message names the real logs by their whole path
+    (/tmp/.../training/megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log): as one word, the browser laid
+    the scaling phase's checks out wider than the page until long words got break opportunities."""
+    missing = [t for t in ("chromium", "pdftoppm") if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"bench/check_render.py needs {' and '.join(missing)} (apt-get install -y chromium poppler-utils)")
+    script = Path(__file__).resolve().parents[2] / "bench" / "check_render.py"
+    done = subprocess.run([sys.executable, str(script), str(certified["run_dir"])], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+    found = json.loads(done.stdout)["findings"]["report"]
+    assert (found["html"]["tables"], found["pdf"]["pages_with_ink_in_the_right_margin"]) == ([], [])
+    assert found["pdf"]["blank_pages"] == [] and found["html"]["count_images"] == found["pdf"]["images"] > 0
 
 
 def test_a_collectives_only_folder_needs_no_placeholder(real_samples: Path, tmp_path: Path) -> None:

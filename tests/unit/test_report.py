@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import markupsafe
 import pytest
 
 from clustercert.report import Redactor, build_context, render_html, render_pdf
@@ -300,6 +301,18 @@ def test_the_fixed_pair_event_suite_and_collective_columns_keep_words_whole_and_
     assert (cut, outside) == ([], 0)
     full = rights["grid checks"]  # fixed, 98 % wide as every table of the report
     assert all(abs(rights[name] - full) < 0.5 for name in fixed), rights
+
+
+def test_a_messages_long_words_get_break_opportunities_and_its_numbers_none() -> None:
+    from clustercert.report.render import breakable_words
+
+    path = "/data/run7/training/megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log"
+    got = str(breakable_words(f"score 0.87 below 0.90 in {path} line 4, <b>&"))
+    assert got == ("score 0.87 below 0.90 in /<wbr>data/<wbr>run7/<wbr>training/<wbr>"
+                   "megatron-lm-via-ms-swift-qwen2-0.<wbr>5b-2gpu-bf16-120iters.<wbr>log line 4, &lt;b&gt;&amp;")
+    assert got.replace("<wbr>", "") == str(markupsafe.escape(f"score 0.87 below 0.90 in {path} line 4, <b>&"))
+    assert str(breakable_words("nccl_n2_g8_cnode3-004_cnode3-006 46.3, 1234567890.123456789")) == (
+        "nccl_<wbr>n2_<wbr>g8_<wbr>cnode3-004_<wbr>cnode3-006 46.3, 1234567890.123456789")
 
 
 def _flatten(items: list[Any]) -> list[Any]:
