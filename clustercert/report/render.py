@@ -6,6 +6,7 @@ import io
 import logging
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -355,8 +356,10 @@ def local_only_fetcher(base_dir: Path) -> Any:
     return LocalOnly()
 
 
-def render_pdf(html: str, base_dir: Path) -> bytes:
-    """The unsigned PDF of `html`; only data: URLs and files under `base_dir` may be fetched.
+def render_pdf(html: str, base_dir: Path, progress: Callable[[str], None] | None = None) -> bytes:
+    """The unsigned PDF of `html`; only data: URLs and files under `base_dir` may be fetched. `progress` is told
+    each of WeasyPrint's two steps as it starts: the layout ("lay out the pages", most of a report's seconds), then
+    the drawing of the pages it made ("write N pages").
 
     Its bytes depend only on `html` and the software image: WeasyPrint takes the dates from the document's
     dcterms.created meta (the run's start) and derives the file identifier from the content.
@@ -383,9 +386,15 @@ def render_pdf(html: str, base_dir: Path) -> bytes:
     # found 483,000 objects to free. They hold what the layout held, no more (the report stage's peak RSS is below
     # the run's: 1.29 against 1.60 GiB at 512 GPUs), are given back when the run ends, and a command's exit frees
     # them without a collection (`cli.app.entry`).
+    tell = progress or (lambda what: None)
     try:
         with paused():
-            HTML(string=html, base_url=str(root) + "/", url_fetcher=local_only_fetcher(root)).write_pdf(buffer)
+            tell("lay out the pages")
+            # HTML.write_pdf() is render() then Document.write_pdf() with the same (default) options: the same bytes
+            document = HTML(string=html, base_url=str(root) + "/", url_fetcher=local_only_fetcher(root)).render()
+            tell(f"write {len(document.pages)} pages")
+            document.write_pdf(buffer)
+            del document
             keep()
     except Exception as exc:  # WeasyPrint raises many kinds; the user needs one line
         raise RenderError(f"{base_dir}: cannot write the PDF ({exc.__class__.__name__}: {exc})") from None

@@ -341,10 +341,12 @@ def render_reports(
     base_dir: Path,
     templates_dir: Path,
     charts: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, tuple[str, bytes]]:
     """The HTML and unsigned PDF of the report ("report") and, given a secret, of its redacted copy
     ("report.redacted"): the same arguments give the same bytes (what `rerun` compares). `charts` are charts drawn
-    ahead (`clustercert.report.ahead`), keyed by their data: one whose data is not there is drawn here."""
+    ahead (`clustercert.report.ahead`), keyed by their data: one whose data is not there is drawn here. `progress`
+    is told each PDF's steps ("report.pdf: lay out the pages", "report.pdf: write 52 pages")."""
     bundle, catalog = inputs.bundle, inputs.catalog
     inventory = [
         {"path": rel, "bytes": (bundle.root / rel).stat().st_size,
@@ -370,8 +372,13 @@ def render_reports(
                 mlps={k: v.mlp.value for k, v in catalog.spec.models.items()},
             )
             html = render_html(context, templates_dir)
-            out[stem] = (html, render_pdf(html, base_dir))
+            told = None if progress is None else functools.partial(_told, progress, f"{stem}.pdf: ")
+            out[stem] = (html, render_pdf(html, base_dir, told))
     return out
+
+
+def _told(progress: Callable[[str], None], prefix: str, what: str) -> None:
+    progress(prefix + what)
 
 
 def create_run_dir(run_dir: Path) -> None:
@@ -442,7 +449,7 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
     tell("render the HTML and PDF reports" + (" and their redacted copies" if redact else ""))
     rendered = render_reports(inputs, results, meta, software, validation=validation,
                               redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
-                              templates_dir=templates_dir, charts=charts)
+                              templates_dir=templates_dir, charts=charts, progress=progress)
     signing = {"reason": f"clustercert certification {results['outcome']} of {bundle.spec.cluster.name}",
                "location": f"run {meta.run_id}"}
     paths = {}

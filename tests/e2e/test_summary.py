@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pypdf import PdfReader
 
 from clustercert.cli.summary import reasons
 from tests.conftest import run_cli
@@ -125,6 +126,9 @@ def test_progress_names_each_stage_and_run_with_elapsed_time(seed_certified: dic
         assert said is not None and files.get(said[1]) == said[2], line
         assert said[3] is None or 1 <= int(said[3]) <= int(said[4]), line
     assert not any("progress" in ln for ln in seed_certified["stdout"].splitlines())
+    # the report's PDF tells how many pages it writes once it has laid them out (seconds after the step before)
+    pages = len(PdfReader(seed_certified["run_dir"] / "report.pdf").pages)
+    assert any(re.fullmatch(rf"progress \[ *[0-9.]+ s\] report: report\.pdf: write {pages} pages", ln) for ln in lines)
 
 
 def _elapsed(line: str) -> float:

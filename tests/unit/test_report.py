@@ -315,6 +315,20 @@ def test_a_messages_long_words_get_break_opportunities_and_its_numbers_none() ->
         "nccl_<wbr>n2_<wbr>g8_<wbr>cnode3-004_<wbr>cnode3-006 46.3, 1234567890.123456789")
 
 
+def test_the_pdf_tells_its_layout_then_how_many_pages_it_writes(tmp_path: Path) -> None:
+    """render_pdf tells WeasyPrint's two steps as each starts; the page count is the PDF's own (three pages the HTML
+    breaks into), and the bytes are those of a render without a listener."""
+    from pypdf import PdfReader
+
+    html = ("<!doctype html><title>t</title><style>p { break-after: page; }</style>"
+            "<p>one</p><p>two</p><p>three</p>")
+    told: list[str] = []
+    pdf = render_pdf(html, tmp_path, told.append)
+    assert len(PdfReader(io.BytesIO(pdf)).pages) == 3
+    assert told == ["lay out the pages", "write 3 pages"]
+    assert render_pdf(html, tmp_path) == pdf
+
+
 def _flatten(items: list[Any]) -> list[Any]:
     out = []
     for item in items:
