@@ -72,16 +72,21 @@ def test_the_pdf_is_laid_out_with_the_collector_paused(monkeypatch: pytest.Monke
 
     from clustercert.report import render_pdf
 
-    seen: list[bool] = []
-    real = weasyprint.HTML.write_pdf
+    seen: list[tuple[str, bool]] = []
+    render, write = weasyprint.HTML.render, weasyprint.document.Document.write_pdf
 
-    def write_pdf(self: weasyprint.HTML, *args: object, **kwargs: object) -> object:
-        seen.append(gc.isenabled())
-        return real(self, *args, **kwargs)
+    def laid_out(self: weasyprint.HTML, *args: object, **kwargs: object) -> object:
+        seen.append(("layout", gc.isenabled()))
+        return render(self, *args, **kwargs)
 
-    monkeypatch.setattr(weasyprint.HTML, "write_pdf", write_pdf)
+    def written(self: weasyprint.document.Document, *args: object, **kwargs: object) -> object:
+        seen.append(("write", gc.isenabled()))
+        return write(self, *args, **kwargs)
+
+    monkeypatch.setattr(weasyprint.HTML, "render", laid_out)
+    monkeypatch.setattr(weasyprint.document.Document, "write_pdf", written)
     assert render_pdf("<html><body><p>x</p></body></html>", Path("/nonexistent")).startswith(b"%PDF")
-    assert seen == [False] and gc.isenabled()
+    assert seen == [("layout", False), ("write", False)] and gc.isenabled()
 
 
 def test_what_the_layout_leaves_is_frozen_inside_a_run_not_collected_when_the_collector_resumes() -> None:
