@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import sys
 from typing import Any
 
@@ -14,7 +13,7 @@ from prefect.utilities.annotations import opaque
 
 from clustercert.evidence.parse import holding_parsed, release_parsed
 from clustercert.heap import paused, settle, settling
-from clustercert.report.ahead import ChartsAhead
+from clustercert.report.ahead import ChartsAhead, usable_cores
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
@@ -112,21 +111,13 @@ def _draw_ahead(ahead: ChartsAhead | None, phase: str, section: dict[str, Any], 
 def _charts_ahead() -> ChartsAhead | None:
     """The chart drawing process, on a machine with a core for it; None where it cannot start (no process or pipe
     left to this user): the report draws the charts, as on one core."""
-    if _cores() < 2:
+    if usable_cores() < 2:
         return None
     try:
         return ChartsAhead()
     except OSError as exc:
         log.warning("charts drawn ahead: no child process (%s); the report draws them", exc)
         return None
-
-
-def _cores() -> int:
-    """The processors this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _import_flow_run() -> None:

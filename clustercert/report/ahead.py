@@ -17,15 +17,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["WAIT_S", "ChartsAhead", "draw_all"]
+__all__ = ["WAIT_S", "ChartsAhead", "draw_all", "usable_cores"]
 
 WAIT_S = 600.0
 log = logging.getLogger(__name__)
+
+
+def usable_cores() -> int:
+    """The processors this process may run on: the report's work goes to a second process (the charts drawn ahead,
+    the redacted copy's PDF) only where there are two."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def draw_all(results: dict[str, Any]) -> dict[str, Any]:

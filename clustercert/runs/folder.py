@@ -35,6 +35,7 @@ from clustercert.evidence.guards import (
 )
 from clustercert.evidence.hashing import sha256_bytes, sha256_file
 from clustercert.report import Redactor, build_context, render_html, render_pdf
+from clustercert.report.ahead import usable_cores
 from clustercert.report.charts import shared_charts
 from clustercert.runs.results import RunMeta, dump_json_bytes
 
@@ -369,7 +370,7 @@ def render_reports(
     # renders the auditor's: its HTML is made first and handed over, and the second process has imported the
     # renderer meanwhile. The two PDFs were a `certify --redact`'s last 16 s on one core; the bytes are the same
     # either way (the same renderer, the same HTML), and a copy's charts are drawn alike in either order.
-    aside = _SecondProcess.start() if len(copies) > 1 and _cores() > 1 else None
+    aside = _SecondProcess.start() if len(copies) > 1 and usable_cores() > 1 else None
     try:
         htmls: dict[str, str] = {}
         with shared_charts(dict(charts or {})):  # the redacted copy draws again only the charts redaction changed
@@ -451,14 +452,6 @@ class _SecondProcess:
 def _import_renderer() -> None:
     """What a PDF needs imported, while the report's HTML is made (WeasyPrint: 1-1.5 s here)."""
     import weasyprint  # noqa: F401
-
-
-def _cores() -> int:
-    """The processors this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def create_run_dir(run_dir: Path) -> None:

@@ -335,7 +335,7 @@ def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str
     from clustercert.runs.results import RunMeta
 
     assert "report: report.redacted.pdf: rendered by a second process meanwhile" in certified["stderr"]
-    monkeypatch.setattr(folder, "_cores", lambda: 1)
+    monkeypatch.setattr(folder, "usable_cores", lambda: 1)
     run_dir = certified["run_dir"]
     predicate = json.loads((run_dir / "manifest.json").read_text())["predicate"]
     results = json.loads((run_dir / "results.json").read_text())

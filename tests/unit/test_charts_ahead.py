@@ -174,14 +174,14 @@ def test_a_run_without_a_core_or_a_process_for_the_charts_draws_them_in_the_repo
         raise OSError(11, "Resource temporarily unavailable")
 
     monkeypatch.setattr(certify, "ChartsAhead", no_process)
-    monkeypatch.setattr(certify, "_cores", lambda: 2)
+    monkeypatch.setattr(certify, "usable_cores", lambda: 2)
     said: list[str] = []
     monkeypatch.setattr(certify.log, "warning", lambda text, *args: said.append(text % args))
     assert certify._charts_ahead() is None
     assert said == ["charts drawn ahead: no child process ([Errno 11] Resource temporarily unavailable); the report "
                     "draws them"]
     monkeypatch.setattr(certify, "ChartsAhead", lambda **_: pytest.fail("one core: no child"))
-    monkeypatch.setattr(certify, "_cores", lambda: 1)
+    monkeypatch.setattr(certify, "usable_cores", lambda: 1)
     assert certify._charts_ahead() is None
 
 

@@ -209,24 +209,17 @@ def test_the_fixed_inventory_and_appendix_columns_keep_cluster_sized_numbers_who
         for child in getattr(box, "children", None) or []:
             yield from cells(child, table)
 
-    def descendants(box: Any, kind: type) -> Any:
-        if isinstance(box, kind):
-            yield box
-            return
-        for child in getattr(box, "children", None) or []:
-            yield from descendants(child, kind)
-
     numbers = outside = 0
     for page in document.pages:
         for table, cell in cells(page._page_box):
             if table not in ("grid inventory", "grid appendix"):
                 continue
             right = cell.content_box_x() + cell.width
-            outside += sum(text.position_x + text.width > right + 0.01 for text in descendants(cell, boxes.TextBox))
+            outside += sum(text.position_x + text.width > right + 0.01 for text in _descendants(cell, boxes.TextBox))
             if "num" not in (cell.element.get("class") or "") or cell.element.tag != "td":
                 continue
-            lines = ["".join(text.text for text in descendants(line, boxes.TextBox))
-                     for line in descendants(cell, boxes.LineBox)]
+            lines = ["".join(text.text for text in _descendants(line, boxes.TextBox))
+                     for line in _descendants(cell, boxes.LineBox)]
             numbers += 1
             assert lines in [[str(99_999_999_999 - i)] for i in range(30)] + [
                 ["99999999"], ["123456789–123456799"], ["123456789–", "123456799"]], lines
@@ -270,13 +263,6 @@ def test_the_fixed_pair_event_suite_and_collective_columns_keep_words_whole_and_
         for child in getattr(box, "children", None) or []:
             yield from tables(child)
 
-    def descendants(box: Any, kind: type) -> Any:
-        if isinstance(box, kind):
-            yield box
-            return
-        for child in getattr(box, "children", None) or []:
-            yield from descendants(child, kind)
-
     rights: dict[str, float] = {}
     seen: dict[str, int] = dict.fromkeys(fixed, 0)
     cut, outside = [], 0
@@ -286,12 +272,13 @@ def test_the_fixed_pair_event_suite_and_collective_columns_keep_words_whole_and_
             rights[name] = max(rights.get(name, 0.0), table.position_x + table.margin_width())
             if name not in fixed:
                 continue
-            for cell in descendants(table, boxes.TableCellBox):
+            for cell in _descendants(table, boxes.TableCellBox):
                 seen[name] += 1
                 right = cell.content_box_x() + cell.width
-                outside += sum(text.position_x + text.width > right + 0.01 for text in descendants(cell, boxes.TextBox))
-                lines = ["".join(text.text for text in descendants(line, boxes.TextBox)).strip()
-                         for line in descendants(cell, boxes.LineBox)]
+                texts = list(_descendants(cell, boxes.TextBox))
+                outside += sum(text.position_x + text.width > right + 0.01 for text in texts)
+                lines = ["".join(text.text for text in _descendants(line, boxes.TextBox)).strip()
+                         for line in _descendants(cell, boxes.LineBox)]
                 said = "".join(cell.element.itertext()).replace("\u200b", "")
                 for first, then in itertools.pairwise(lines):
                     if first and then and first[-1].isalnum() and then[0].isalnum() \
@@ -327,6 +314,15 @@ def test_the_pdf_tells_its_layout_then_how_many_pages_it_writes(tmp_path: Path) 
     assert len(PdfReader(io.BytesIO(pdf)).pages) == 3
     assert told == ["lay out the pages", "write 3 pages"]
     assert render_pdf(html, tmp_path) == pdf
+
+
+def _descendants(box: Any, kind: type) -> Any:
+    """The boxes of `kind` under a WeasyPrint box (not looking inside one)."""
+    if isinstance(box, kind):
+        yield box
+        return
+    for child in getattr(box, "children", None) or []:
+        yield from _descendants(child, kind)
 
 
 def _flatten(items: list[Any]) -> list[Any]:
