@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -52,13 +53,16 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list.")] = False,
 ) -> None:
     """List past runs, oldest first: date, cluster, bundle, outcome and headline figures per workload."""
-    from clustercert.runs.history import compare_headlines, index_runs
+    from clustercert.runs.history import LeftOut, compare_headlines, index_runs
 
     settings = load_settings()
-    records = index_runs(reports_dir or settings.reports_dir, cluster, key_dir=settings.key_dir)
+    left_out: list[LeftOut] = []
+    records = index_runs(reports_dir or settings.reports_dir, cluster, key_dir=settings.key_dir, left_out=left_out)
     if as_json:
         print(json.dumps([{"run_dir": str(r.run_dir), "cluster": r.cluster, "bundle_path": r.bundle_path,
                            **r.summary()} for r in records], indent=2))
+        for gone in left_out:  # stdout stays the JSON list; what was not listed is said on stderr
+            print(f"runs: not listed: {gone.run_dir}: {gone.problem}", file=sys.stderr)
         return
     last: dict[str, dict[str, Any]] = {}
     width = max(40, out.width)
@@ -74,6 +78,16 @@ def runs(
         last[r.cluster] = r.headline
     if not records:
         out.print("no runs" + (f" of cluster {cluster}" if cluster else ""))
+    if left_out:
+        # a folder a killed run left, or one altered since it was signed: not history, and said so, not hidden
+        folders = "1 folder that does" if len(left_out) == 1 else f"{len(left_out)} folders that do"
+        out.print(f"not listed: {folders} not verify (`clustercert verify FOLDER` says why)", markup=False,
+                  highlight=False)
+        for gone in left_out:
+            line = f"  {gone.run_dir.name}: {gone.problem}"
+            lines = [line] if len(line) <= width else [f"  {gone.run_dir.name}:", f"    {gone.problem}"]
+            for text in lines:
+                out.print(text, markup=False, highlight=False)
 
 
 def _run_lines(started: str, outcome: str, cluster: str, run_id: str, bundle: str, figures: list[str],

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DELTA_TOLERANCE_PTS", "MFU_TOLERANCE_REL", "Change", "RunRecord", "compare_headlines", "headline",
-           "index_runs", "previous_summary"]
+__all__ = ["DELTA_TOLERANCE_PTS", "MFU_TOLERANCE_REL", "Change", "LeftOut", "RunRecord", "compare_headlines",
+           "headline", "index_runs", "previous_summary"]
 
 # A figure regresses when it falls by more than this: delta_pct in percentage points, MFU relative.
 DELTA_TOLERANCE_PTS = 1.0
@@ -41,6 +41,14 @@ class RunRecord:
                 "headline": self.headline}
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A folder under the reports dir that is not history, and the first reason why (`verify`'s words)."""
+
+    run_dir: Path
+    problem: str
+
+
 def _bundle_path(run_dir: Path) -> str:
     try:
         predicate = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))["predicate"]
@@ -49,10 +57,12 @@ def _bundle_path(run_dir: Path) -> str:
         return ""
 
 
-def index_runs(reports_dir: Path, cluster: str | None = None, *, key_dir: Path) -> list[RunRecord]:
+def index_runs(reports_dir: Path, cluster: str | None = None, *, key_dir: Path,
+               left_out: list[LeftOut] | None = None) -> list[RunRecord]:
     """Every run folder that verifies (its envelope signed by a key in `key_dir`, every run file as signed, nothing
     else in it) and holds a readable results.json, oldest first. A folder left by a killed or failed run, or one
-    altered since, is not history: it is skipped, so neither `runs` nor an alert compares against it."""
+    altered since, is not history: neither `runs` nor an alert compares against it; each such folder is added to
+    `left_out`, with the reason, so that `runs` can say what it did not list."""
     from clustercert.attest.manifest import verify_run
 
     records: list[RunRecord] = []
@@ -60,18 +70,29 @@ def index_runs(reports_dir: Path, cluster: str | None = None, *, key_dir: Path) 
         return records
     for run_dir in sorted(p for p in reports_dir.iterdir()
                           if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")):
-        if not verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, evidence=False, pdf=False).ok:
+        check = verify_run(run_dir, key_dir=key_dir, trust=None, bundle=None, evidence=False, pdf=False)
+        if not check.ok:
+            if left_out is not None:
+                left_out.append(LeftOut(run_dir, _within(run_dir, check.problems[0] if check.problems
+                                                          else "does not verify")))
             continue
         try:
             results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
             record = RunRecord(run_dir=run_dir, run_id=str(results["run_id"]), started_at=str(results["started_at"]),
                                cluster=str(results["cluster"]["name"]), bundle_path=_bundle_path(run_dir),
                                outcome=str(results["outcome"]), headline=headline(results))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            if left_out is not None:
+                left_out.append(LeftOut(run_dir, f"results.json: expected a run's results, got {exc!r}"))
             continue
         if cluster is None or record.cluster == cluster:
             records.append(record)
     return sorted(records, key=lambda r: (r.started_at, r.run_id))
+
+
+def _within(run_dir: Path, problem: str) -> str:
+    """`problem` with the folder's own path taken off the names of its files."""
+    return problem.replace(f"{run_dir}/", "")
 
 
 def previous_summary(records: list[RunRecord], cluster: str, before: str) -> dict[str, Any] | None:

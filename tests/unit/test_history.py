@@ -15,7 +15,7 @@ from clustercert.attest.manifest import write_manifest
 from clustercert.attest.signing import KeyPair, init_keys
 from clustercert.errors import EvidenceError
 from clustercert.runs.alerts import alert_payload
-from clustercert.runs.history import compare_headlines, index_runs, previous_summary
+from clustercert.runs.history import LeftOut, compare_headlines, index_runs, previous_summary
 from clustercert.runs.results import previous_run_section
 from clustercert.runs.sources import resolve_source
 
@@ -84,9 +84,32 @@ def test_only_folders_that_verify_are_history(reports: Path) -> None:
     other_keys = reports.parent / "other-keys"
     write_manifest(_run(reports, "forged", "2026-03-04T00:00:00Z", "east", "CERTIFIED", best, sign=False), reports, [],
                    {"run": {"bundle_path": "/b/x"}}, _key(other_keys), run_files=["results.json", "catalog.yaml"])
-    assert [r.run_id for r in index_runs(reports, key_dir=keys)] == ["a", "c", "b"]
+    left_out: list[LeftOut] = []
+    assert [r.run_id for r in index_runs(reports, key_dir=keys, left_out=left_out)] == ["a", "c", "b"]
+    # each folder left out is named with the first reason, in the folder's own words for its files
+    reasons = {gone.run_dir.name: gone.problem for gone in left_out}
+    assert reasons.pop("forged").startswith("manifest.dsse.json: signed by SHA256:")
+    assert reasons == {
+        "altered": "results.json: changed (sha256 differs from the manifest)",
+        "broken": "manifest.dsse.json: missing (the signed manifest)",
+        "empty": "manifest.dsse.json: missing (the signed manifest)",
+        "extra": "error.log: not listed in the manifest",
+        "killed": "manifest.dsse.json: missing (the signed manifest)",
+    }
     assert previous_summary(index_runs(reports, key_dir=keys), "east", "2027-01-01T00:00:00Z")["run_id"] == "b"  # type: ignore[index]
     assert [r.run_id for r in index_runs(reports, key_dir=other_keys)] == ["forged"]
+
+
+def test_a_signed_folder_whose_results_lack_a_field_is_left_out_with_the_field(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    folder = reports / "old"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"run_id": "old", "started_at": "2026-01-01T00:00:00Z"}))
+    write_manifest(folder, reports, [], {"run": {"bundle_path": "/b/old"}}, _key(tmp_path / "keys"),
+                   run_files=["results.json"])
+    left_out: list[LeftOut] = []
+    assert index_runs(reports, key_dir=tmp_path / "keys", left_out=left_out) == []
+    assert left_out == [LeftOut(folder, "results.json: expected a run's results, got KeyError('cluster')")]
 
 
 def test_previous_run_is_the_latest_earlier_run_of_the_same_cluster(reports: Path) -> None:
