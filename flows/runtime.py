@@ -119,7 +119,9 @@ class TemporaryServer:
         self.port = _free_port()
         # -P: the folder the run was started in is not put first on the server's import path, so a `flows` package
         # of the user's there (a Prefect project's usual folder) does not stand in for clustercert's
-        command = [sys.executable, "-P", "-m", "flows.server_boot", "--port", str(self.port)]
+        # --parent: the server stops when this process is gone, also when it was killed outright (clustercert.lifeline)
+        command = [sys.executable, "-P", "-m", "flows.server_boot", "--port", str(self.port), "--parent",
+                   str(os.getpid())]
         if self.log is not None:
             command += ["--log", str(self.log)]
         env = self.env

@@ -87,9 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True, help="the loopback port to serve on")
     parser.add_argument("--log", type=Path, help=f"where its output goes (default: PREFECT_HOME/{LOG_NAME})")
     parser.add_argument("--early", type=Path, help="the file its output went to before the log was known")
+    parser.add_argument("--parent", type=int,
+                        help="the process that started it: the server stops when that one is gone (killed outright)")
     parser.add_argument("--seed", action="store_true",
                         help="a fresh home's database from the template (flows.prefect_db.seed_database)")
     args = parser.parse_args(argv)
+    if args.parent is not None:
+        # watched from here on, Prefect's import included: a certification killed outright leaves no server behind
+        from clustercert.lifeline import follow_parent, stop_gracefully
+
+        follow_parent(args.parent, stop_gracefully)
     settings = _settings()
     _log_to(args.log or log_path(settings), args.early)
     if settings.api.url:  # the user's server, set where only Prefect looks (a profile, prefect.toml): none needed

@@ -169,6 +169,23 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     )
 
 
+def process_running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie has: it only waits to be reaped), from /proc."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_ended(pids: list[int], within_s: float) -> list[int]:
+    """The processes of `pids` still running after `within_s` seconds (or as soon as none is)."""
+    deadline = time.monotonic() + within_s
+    while (running := [pid for pid in pids if process_running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return running
+
+
 @pytest.fixture(scope="session")
 def sandbox() -> Path:
     return _SANDBOX

@@ -61,7 +61,10 @@ def warm() -> None:
     charts._png(fig)
 
 
-def _child(conn: Any, target: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+def _child(conn: Any, target: Callable[[dict[str, Any]], dict[str, Any]], parent: int) -> None:
+    from clustercert.lifeline import follow_parent
+
+    follow_parent(parent)  # a run killed outright leaves no child drawing for nobody
     try:
         warm()
         drawn: dict[str, Any] = {}
@@ -96,7 +99,7 @@ class ChartsAhead:
         self._unsendable = False  # no thread to send with: nothing is drawn ahead
         self._asked = False
         self._conn, child_conn = context.Pipe(duplex=True)
-        self._process = context.Process(target=_child, args=(child_conn, target), daemon=True,
+        self._process = context.Process(target=_child, args=(child_conn, target, os.getpid()), daemon=True,
                                         name="clustercert-charts")
         self._process.start()
         child_conn.close()  # the child holds its end: a child that dies closes it, and recv() then fails at once

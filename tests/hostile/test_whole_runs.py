@@ -1,5 +1,6 @@
 """Hostile corpus, whole runs (issue 14 items 3, 9; crash and signal safety): a run stopped by SIGTERM while its
-flow writes the run folder, then two certifications of one bundle into one folder at the same moment.
+flow writes the run folder, then two certifications of one bundle into one folder at the same moment; a run killed
+outright (SIGKILL) while it renders its PDFs.
 
 One test, so that "certifying again afterwards completes" is shown on the folder the stopped run left; the
 bundle is the smallest that runs every step (one 128-GPU training run of `clustercert simulate`).
@@ -24,7 +25,7 @@ import yaml
 
 from clustercert.attest.manifest import verify_run
 from clustercert.attest.signing import init_keys
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, wait_ended
 
 Count = Callable[[int], None]
 RUN = "llama3-70b-fp8-128-r1"
@@ -92,3 +93,71 @@ def test_stopped_run_leaves_nothing_then_two_concurrent_runs_both_verify(tmp_pat
         assert "error.log" not in " ".join(p.name for p in folder.iterdir())
     listed = run_cli("runs", "--json", "--reports-dir", str(reports), env={"CLUSTERCERT_KEY_DIR": str(keys)})
     assert sorted(r["run_dir"] for r in json.loads(listed.stdout)) == [str(f) for f in folders]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` now, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _command(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.slow
+def test_a_run_killed_outright_leaves_no_process_and_runs_names_the_folder_it_left(tmp_path: Path,
+                                                                                 hostile: Count) -> None:
+    """SIGKILL (a scheduler's hard kill, the out-of-memory killer) gives a run no chance to stop what it started:
+    the temporary Prefect server, the redacted copy's PDF process and multiprocessing's resource tracker ran on,
+    orphaned, for good. Each now ends with the run; the folder the run left is not history, and `runs` says so."""
+    bundle = _mini_bundle(tmp_path)
+    keys = tmp_path / "keys"
+    init_keys(keys, passphrase=None, common_name="t", dev=True, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "CLUSTERCERT_KEY_DIR": str(keys)}
+    reports = tmp_path / "reports"
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("w") as err:
+        run = subprocess.Popen([sys.executable, "-m", "clustercert", "certify", str(bundle), "--reports-dir",
+                                str(reports), "--redact"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    hostile(1)
+    # killed in its report stage, once its run folder holds the results (the processes that draw charts and render
+    # the redacted copy's PDF each have a test of their own, in tests/unit/test_lifeline.py)
+    deadline = time.monotonic() + 300
+    while not list(reports.glob("*/results.json")):
+        assert run.poll() is None and time.monotonic() < deadline, stderr.read_text()
+        time.sleep(0.05)
+    helpers = {pid: _command(pid) for pid in _descendants(run.pid)}
+    assert any("flows.server_boot" in command for command in helpers.values()), helpers
+    run.kill()
+    run.wait(timeout=30)
+    # each looks for its parent twice a second; the server shuts down first
+    left = wait_ended(list(helpers), within_s=60)
+    assert not left, f"still running after the run was killed: {[helpers[pid] for pid in left]}"
+
+    [folder] = [p for p in reports.iterdir() if p.is_dir()]
+    listed = run_cli("runs", "--reports-dir", str(reports), env={"CLUSTERCERT_KEY_DIR": str(keys)})
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [
+        "no runs", "not listed: 1 folder that does not verify (`clustercert verify FOLDER` says why)",
+        f"  {folder.name}: manifest.dsse.json: missing (the signed manifest)"]
+    as_json = run_cli("runs", "--json", "--reports-dir", str(reports), env={"CLUSTERCERT_KEY_DIR": str(keys)})
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == []
+    assert as_json.stderr.splitlines() == [f"runs: not listed: {folder}: manifest.dsse.json: missing (the signed "
+                                           "manifest)"]

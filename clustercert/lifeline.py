@@ -1,0 +1,58 @@
+"""A helper process that ends with the process that started it, however that one ended.
+
+A certification starts helpers: Prefect's temporary server (`flows.server_boot`), the process that draws the charts
+ahead (`report.ahead`), the one that renders the redacted copy's PDF (`runs.folder`). When the certification stops
+on a signal it can handle, it stops them. When it is killed outright (SIGKILL: a scheduler's hard kill after its
+grace time, the kernel's out-of-memory killer, `kill -9`), it cannot, and they ran on, orphaned, for good: the
+server held about 220 MiB and a port, and woke its services every few seconds, on a login node that other users
+share (seen: a killed `certify --redact` left the server, the PDF process and multiprocessing's resource tracker
+running). Each helper now watches its parent from a thread of its own and leaves when the parent is gone. The
+parent's process id is handed to the helper, not read there, so a parent that dies while the helper starts is
+noticed too (the helper's parent is then already another process).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["GRACE_S", "POLL_S", "follow_parent", "leave_now", "stop_gracefully"]
+
+# How often a helper looks for its parent: one system call, so a helper outlives its parent by at most this long
+POLL_S = 0.5
+# How long a helper asked to stop (SIGTERM) may take before it is ended at once
+GRACE_S = 15.0
+
+
+def leave_now() -> None:
+    """The helper ends at once, without its clean-up (its parent, to which it answered, is gone)."""
+    os._exit(1)
+
+
+def stop_gracefully() -> None:
+    """The helper is sent SIGTERM, as its parent would have sent it (a server shuts down its connections and its
+    database), and ended at once if it is still running `GRACE_S` later."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(GRACE_S)
+    os._exit(1)
+
+
+def _watch(parent: int, leave: Callable[[], None], poll_s: float) -> None:
+    while os.getppid() == parent:
+        time.sleep(poll_s)
+    leave()
+
+
+def follow_parent(parent: int, leave: Callable[[], None] = leave_now, poll_s: float = POLL_S) -> bool:
+    """Call `leave` (in a daemon thread) as soon as this process' parent is no longer process `parent`: it died, and
+    this process was handed to init or to a subreaper. False where no thread could be started (the helper then
+    lives as before: its work is not refused for it)."""
+    watcher = threading.Thread(target=_watch, args=(parent, leave, poll_s), name="clustercert-lifeline", daemon=True)
+    try:
+        watcher.start()
+    except RuntimeError:
+        return False
+    return True

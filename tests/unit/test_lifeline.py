@@ -1,0 +1,101 @@
+"""A helper process ends with the process that started it, also when that one is killed outright (SIGKILL): the
+generic watch (`clustercert.lifeline`), the chart process (`report.ahead`) and the redacted copy's PDF process
+(`runs.folder`). The temporary Prefect server's case is a whole run: tests/hostile/test_whole_runs.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import ROOT, process_running, wait_ended
+
+
+def _parent(body: str) -> subprocess.Popen[str]:
+    """A Python process that runs `body` (which prints the helper's process id), then waits to be killed."""
+    code = textwrap.dedent(body) + "\nimport sys, time\nsys.stdout.flush()\ntime.sleep(600)\n"
+    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _helper_outlives(body: str, within_s: float = 30) -> list[int]:
+    """Start a parent running `body`, kill it outright once it printed its helper's id; the helper if still
+    running `within_s` later (a watched helper looks for its parent twice a second)."""
+    with _parent(body) as parent:
+        try:
+            assert parent.stdout is not None
+            helper = int(parent.stdout.readline())
+            assert process_running(helper)
+        finally:
+            parent.kill()
+            parent.wait(timeout=30)
+    left = wait_ended([helper], within_s=within_s)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)  # not left running past the test
+    return left
+
+
+def test_a_helper_that_follows_its_parent_ends_when_the_parent_is_killed() -> None:
+    assert _helper_outlives("""
+        import os, subprocess, sys
+        helper = subprocess.Popen([sys.executable, "-c", "import os, sys, time; from clustercert.lifeline import "
+                                   f"follow_parent; follow_parent({os.getpid()}); time.sleep(600)"])
+        print(helper.pid)
+    """) == []
+
+
+def test_without_the_watch_the_helper_outlives_its_parent() -> None:
+    """The case the watch is for: the same helper, unwatched, runs on."""
+    assert len(_helper_outlives("""
+        import subprocess, sys
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        print(helper.pid)
+    """, within_s=3)) == 1
+
+
+def test_a_parent_gone_before_the_watch_started_is_noticed_at_once() -> None:
+    """The parent's id is handed over: a helper whose parent died while it started (its parent is already another
+    process) leaves as soon as it starts watching."""
+    gone = subprocess.run([sys.executable, "-c", "import os, time; from clustercert.lifeline import follow_parent; "
+                           "follow_parent(os.getppid() + 1); time.sleep(600)"], cwd=ROOT, timeout=60, check=False)
+    assert gone.returncode == 1
+
+
+def test_stopped_gracefully_the_helper_gets_sigterm_as_from_its_parent() -> None:
+    code = textwrap.dedent("""
+        import os, signal, sys, time
+        from clustercert.lifeline import follow_parent, stop_gracefully
+        def stop(signum, frame):
+            print("stopped by", signal.Signals(signum).name, flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        follow_parent(os.getppid() + 1, stop_gracefully)
+        time.sleep(600)
+    """)
+    stopped = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60, capture_output=True, text=True,
+                             check=False)
+    assert (stopped.returncode, stopped.stdout) == (0, "stopped by SIGTERM\n")
+
+
+def test_the_chart_process_ends_when_the_run_is_killed() -> None:
+    """It ends with its pipe's other end (the parent's alone) when it waits for data, and by its watch when it is
+    drawing."""
+    assert _helper_outlives("""
+        from clustercert.report.ahead import ChartsAhead
+        ahead = ChartsAhead()
+        print(ahead._process.pid)
+    """) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux: the pool's process ids from /proc")
+def test_the_redacted_copys_pdf_process_ends_when_the_run_is_killed() -> None:
+    assert _helper_outlives("""
+        import os
+        from clustercert.runs.folder import _SecondProcess
+        aside = _SecondProcess.start()
+        print(aside.pool.submit(os.getpid).result())
+    """) == []
