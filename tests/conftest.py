@@ -26,6 +26,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 _SANDBOX = Path(tempfile.mkdtemp(prefix="clustercert-tests-"))
+# Removed when this process exits (registered first, so run last: after the session's Prefect server is stopped),
+# unless CLUSTERCERT_KEEP_TEST_SANDBOX is set (the server's log, the keys and run folders, to look at a failure).
+# Each test run left one per process (the controller and each pytest-xdist worker), up to 30 MB each, in /tmp.
+if not os.environ.get("CLUSTERCERT_KEEP_TEST_SANDBOX"):
+    atexit.register(shutil.rmtree, _SANDBOX, ignore_errors=True)
 # One signing key folder for the whole test run: pytest-xdist's workers inherit it from the controller (set here at
 # the controller's import of this file, before it starts them), so a run folder one worker certified verifies on
 # another (`seed_certified` is certified once per test run). The first certification creates the development key.
