@@ -87,6 +87,17 @@ _SERVER: list[tuple[PrefectServer, subprocess.Popen[bytes]]] = []
 FLOW_COMMANDS = frozenset({"certify", "rerun"})
 
 
+# `prefect server start` (Prefect's command line, as its `prefect` script runs it) in a process that ends with the
+# test process that started it: a test run killed outright (a CI time limit, `kill`) runs no atexit, and left its
+# servers running for good. The server's process group (its own session) is sent SIGTERM, as `stop` sends it.
+_SERVE = ("import os, signal, sys\n"
+          "from clustercert.lifeline import follow_parent\n"
+          "follow_parent(int(sys.argv[1]), lambda: os.killpg(0, signal.SIGTERM))\n"
+          "from prefect.cli import app\n"
+          "sys.argv = ['prefect', *sys.argv[2:]]\n"
+          "sys.exit(app())\n")
+
+
 def shared_prefect_server() -> PrefectServer:
     """The session's Prefect server, started on first use (`prefect server start` on a free loopback port)."""
     if _SERVER:
@@ -102,10 +113,10 @@ def shared_prefect_server() -> PrefectServer:
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
     env.pop("PREFECT_API_URL", None)
-    prefect = str(Path(sys.executable).with_name("prefect"))
     with (home / "server.log").open("wb") as log:
-        proc = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(os.getpid()), "server", "start", "--host",
+                                 "127.0.0.1", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     atexit.register(stop, proc)  # also when the session dies before pytest_sessionfinish
     url = f"http://127.0.0.1:{port}/api"
     deadline = time.monotonic() + 300  # a loaded 2-core machine: slow, never a failure
