@@ -185,13 +185,41 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     )
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (state, parent, ...); None when there is no such
+    process."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def process_running(pid: int) -> bool:
     """Whether process `pid` exists and has not ended (a zombie has: it only waits to be reaped), from /proc."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` now, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(entry.name)) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def command_line(pid: int) -> str:
+    """The command line of process `pid`, its arguments joined by spaces ("" when it is gone)."""
     try:
-        stat = (Path("/proc") / str(pid) / "stat").read_text()
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        return ""
 
 
 def wait_ended(pids: list[int], within_s: float) -> list[int]:

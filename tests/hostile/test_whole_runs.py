@@ -25,7 +25,7 @@ import yaml
 
 from clustercert.attest.manifest import verify_run
 from clustercert.attest.signing import init_keys
-from tests.conftest import ROOT, run_cli, wait_ended
+from tests.conftest import ROOT, command_line, descendants, run_cli, wait_ended
 
 Count = Callable[[int], None]
 RUN = "llama3-70b-fp8-128-r1"
@@ -95,32 +95,6 @@ def test_stopped_run_leaves_nothing_then_two_concurrent_runs_both_verify(tmp_pat
     assert sorted(r["run_dir"] for r in json.loads(listed.stdout)) == [str(f) for f in folders]
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` now, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _command(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 @pytest.mark.slow
 def test_a_run_killed_outright_leaves_no_process_and_runs_names_the_folder_it_left(tmp_path: Path,
                                                                                  hostile: Count) -> None:
@@ -143,7 +117,7 @@ def test_a_run_killed_outright_leaves_no_process_and_runs_names_the_folder_it_le
     while not list(reports.glob("*/results.json")):
         assert run.poll() is None and time.monotonic() < deadline, stderr.read_text()
         time.sleep(0.05)
-    helpers = {pid: _command(pid) for pid in _descendants(run.pid)}
+    helpers = {pid: command_line(pid) for pid in descendants(run.pid)}
     assert any("flows.server_boot" in command for command in helpers.values()), helpers
     run.kill()
     run.wait(timeout=30)
