@@ -10,8 +10,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from tests.conftest import ROOT, process_running, wait_ended
 
 
@@ -91,7 +89,6 @@ def test_the_chart_process_ends_when_the_run_is_killed() -> None:
     """) == []
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux: the pool's process ids from /proc")
 def test_the_redacted_copys_pdf_process_ends_when_the_run_is_killed() -> None:
     assert _helper_outlives("""
         import os
