@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOG_NAME", "log_path", "main", "serve", "server_args"]
+__all__ = ["LOG_NAME", "log_path", "main", "serve", "serve_lasting", "server_args"]
 
 # The server's output, in PREFECT_HOME unless the starter names another file
 LOG_NAME = "clustercert-temporary-server.log"
@@ -47,6 +48,41 @@ def serve(port: int) -> int:
         uvicorn_main(args=server_args(port), prog_name="uvicorn")
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+def serve_lasting(host: str, port: int) -> int:
+    """The server a user starts once, for schedules and repeated certifications (`clustercert server`): Prefect's
+    own `prefect server start` in the foreground (its services, its UI and every other setting Prefect's), with
+    the two changes of the temporary server that do not shorten its life: its SQLite write transactions begin
+    IMMEDIATE (`flows.prefect_db.immediate_sqlite_writes`: no "database is locked" answered with the client's 2 s
+    back-off, twice per certification against Prefect's own), and a fresh home's database is copied from the
+    template. Prefect's exit status (0 when stopped with Ctrl-C or SIGTERM)."""
+    from flows.prefect_db import immediate_sqlite_writes, seed_database
+
+    if seed_database(_settings()):
+        for name in _REGISTERED:  # as for the temporary server (see `main`): the template has them
+            os.environ.setdefault(name, "false")
+        from prefect.context import refresh_global_settings_context
+
+        refresh_global_settings_context()
+    immediate_sqlite_writes()  # in this process, where `prefect server start` makes its app in the foreground
+    from prefect.cli import app  # Prefect's command line reads its arguments from sys.argv only
+
+    # Ctrl-C and SIGTERM are how a server is stopped: uvicorn takes them while it serves, shuts down cleanly, then
+    # raises them again, which ends here as a stop (exit 0), not as an interrupted certification's (130, 143)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
+    argv = sys.argv
+    sys.argv = ["prefect", "server", "start", "--host", host, "--port", str(port)]
+    try:
+        app()
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        sys.argv = argv
     return 0
 
 

@@ -1,9 +1,9 @@
 """Test isolation: Prefect, keys, reports and HOME all live in a temporary folder, set before anything runs.
 
-One real Prefect server (SQLite, loopback) serves the whole test run: it is started on the first test that needs
-it (a subprocess certification, or the `prefect_server` fixture) and stopped when the session ends, also on failure
-or interrupt. Without it every certification paid a temporary server start of its own (6-12 s idle, and a timeout
-risk under load)."""
+One real Prefect server per test process (`clustercert server`, as a user starts one: SQLite, loopback) serves its
+flow tests: it is started on the first test that needs it (a subprocess certification, or the `prefect_server`
+fixture) and stopped when the session ends, also on failure or interrupt. Without it every certification paid a
+temporary server start of its own (6-12 s idle, and a timeout risk under load)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,10 @@ class PrefectServer:
         return {"PREFECT_API_URL": self.api_url, "PREFECT_HOME": str(self.home),
                 "PREFECT_LOGGING_TO_API_ENABLED": "true", "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
 
+    def log_text(self) -> str:
+        """What the server wrote so far (its banner, its errors; retryable ones included)."""
+        return (self.home / "server.log").read_text(errors="replace")
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -87,35 +91,32 @@ _SERVER: list[tuple[PrefectServer, subprocess.Popen[bytes]]] = []
 FLOW_COMMANDS = frozenset({"certify", "rerun"})
 
 
-# `prefect server start` (Prefect's command line, as its `prefect` script runs it) in a process that ends with the
-# test process that started it: a test run killed outright (a CI time limit, `kill`) runs no atexit, and left its
-# servers running for good. The server's process group (its own session) is sent SIGTERM, as `stop` sends it.
+# `clustercert server` (the server a user starts for schedules and repeated certifications: Prefect's `prefect server
+# start` with SQLite writes that wait for the lock), as the `clustercert` script runs it, in a process that ends with
+# the test process that started it: a test run killed outright (a CI time limit, `kill`) runs no atexit, and left
+# its servers running for good. The server's process group (its own session) is sent SIGTERM, as `stop` sends it.
 _SERVE = ("import os, signal, sys\n"
           "from clustercert.lifeline import follow_parent\n"
           "follow_parent(int(sys.argv[1]), lambda: os.killpg(0, signal.SIGTERM))\n"
-          "from prefect.cli import app\n"
-          "sys.argv = ['prefect', *sys.argv[2:]]\n"
-          "sys.exit(app())\n")
+          "from clustercert.cli.app import entry\n"
+          "sys.exit(entry(sys.argv[2:]))\n")
 
 
 def shared_prefect_server() -> PrefectServer:
-    """The session's Prefect server, started on first use (`prefect server start` on a free loopback port)."""
+    """The session's Prefect server, started on first use (`clustercert server` on a free loopback port, which
+    seeds its fresh home's database from the template as a user's first start does). Retryable errors are logged
+    (PREFECT_API_LOG_RETRYABLE_ERRORS): `PrefectServer.log_text` shows whether a run met one."""
     if _SERVER:
         return _SERVER[0][0]
-    from prefect.settings import Settings
-
-    from flows.prefect_db import seed_database
-
     home = _SANDBOX / "prefect-server"
     home.mkdir(parents=True, exist_ok=True)
-    seed_database(Settings(home=home))  # as a certification's temporary server is: its database from the template
     port = _free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+           "PREFECT_API_LOG_RETRYABLE_ERRORS": "true", "PYTHONPATH": str(ROOT)}
     env.pop("PREFECT_API_URL", None)
     with (home / "server.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(os.getpid()), "server", "start", "--host",
-                                 "127.0.0.1", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(os.getpid()), "server", "--host", "127.0.0.1",
+                                 "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     atexit.register(stop, proc)  # also when the session dies before pytest_sessionfinish
     url = f"http://127.0.0.1:{port}/api"
@@ -129,7 +130,7 @@ def shared_prefect_server() -> PrefectServer:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             stop(proc)
-            raise RuntimeError(f"prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
+            raise RuntimeError(f"clustercert server did not start: {(home / 'server.log').read_text()[-2000:]}")
         time.sleep(0.25)
     server = PrefectServer(api_url=url, home=home)
     _SERVER.append((server, proc))

@@ -1,4 +1,5 @@
-"""Operations commands: `schedule` (a served Prefect deployment), `rerun` (reproduce a run), `runs` (history)."""
+"""Operations commands: `schedule` (a served Prefect deployment), `server` (the Prefect server it runs against),
+`rerun` (reproduce a run), `runs` (history)."""
 
 from __future__ import annotations
 
@@ -203,7 +204,7 @@ def schedule(
 
     if not PREFECT_API_URL.value():
         raise UsageError("schedule needs a Prefect server: PREFECT_API_URL is not set. Start one with "
-                         "`prefect server start` and set PREFECT_API_URL=http://127.0.0.1:4200/api (see README)")
+                         "`clustercert server` and set PREFECT_API_URL=http://127.0.0.1:4200/api (see README)")
     from prefect.client.schemas.schedules import CronSchedule
 
     try:
@@ -218,6 +219,34 @@ def schedule(
     serve_schedule(str(source.resolve()), cron, deployment, catalog)
 
 
+def server(
+    host: Annotated[str, typer.Option(help="The address to serve on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="The port to serve on.")] = 4200,
+) -> None:
+    """Run a Prefect server for schedules and repeated certifications until Ctrl-C: Prefect's own `prefect server
+    start`, its SQLite writes waiting for the lock instead of failing (2-4 s of each certification otherwise)."""
+    import socket
+
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise UsageError(f"--host: expected an address of this machine to serve on, got '{host}'") from None
+    try:
+        with socket.create_server((host, port)):  # Prefect checks it too, in more words, after its imports
+            pass
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise UsageError(f"--port: cannot serve on {host}:{port} ({why}); choose another with --port") from None
+    from clustercert.cli.app import Exit
+    from flows.server_boot import serve_lasting
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # as certify's: nothing phones home
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    code = serve_lasting(host, port)
+    if code:
+        raise Exit(code)
+
+
 def _quiet() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -229,3 +258,4 @@ def register(app: typer.Typer) -> None:
     app.command()(runs)
     app.command()(rerun)
     app.command()(schedule)
+    app.command()(server)

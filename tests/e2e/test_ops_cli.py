@@ -13,7 +13,7 @@ def test_schedule_without_a_server_says_one_is_needed() -> None:
     proc = run_cli("schedule", str(SAMPLE), "--cron", "0 3 * * 1")
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        "error: schedule needs a Prefect server: PREFECT_API_URL is not set. Start one with `prefect server start` "
+        "error: schedule needs a Prefect server: PREFECT_API_URL is not set. Start one with `clustercert server` "
         "and set PREFECT_API_URL=http://127.0.0.1:4200/api (see README)"]
 
 

@@ -78,6 +78,8 @@ def _cases() -> Iterator[Any]:
                        id="repeats-above-max")
     yield pytest.param(["evidence", "parse", "x", "--interval-s", "soon"], "Invalid value for '--interval-s'",
                        id="interval-not-float")
+    yield pytest.param(["server", "--port", "0"], "Invalid value for '--port'", id="port-below-min")
+    yield pytest.param(["server", "--port", "65536"], "Invalid value for '--port'", id="port-above-max")
 
 
 @pytest.mark.parametrize(("argv", "message"), list(_cases()))
@@ -93,7 +95,7 @@ def test_usage_error_exits_2_naming_the_problem(argv: list[str], message: str) -
 def test_every_command_is_covered() -> None:
     """The tree walk finds the commands the README documents (a broken walk would test nothing)."""
     names = {" ".join(p) for p in LEAVES}
-    assert {"certify", "verify", "simulate", "keys init", "rerun", "runs", "schedule", "evidence seal",
+    assert {"certify", "verify", "simulate", "keys init", "rerun", "runs", "schedule", "server", "evidence seal",
             "evidence check", "evidence parse"} <= names
 
 

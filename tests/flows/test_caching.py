@@ -53,6 +53,9 @@ def test_an_interrupted_run_resumes_from_cached_results(prefect_server: PrefectS
     assert refreshed.returncode == 4 and "cannot render the report" in refreshed.stderr, refreshed.stderr
     third = asyncio.run(_latest_efficiency_tasks(prefect_server))
     assert third["parse-runs"] == ["Completed"] and third["judge-efficiency"] == ["Completed"]
+    # `clustercert server` (the session's): no request of these runs, nor of any before them, was answered "retry"
+    # (503, then the client's 2 s back-off); Prefect's own `prefect server start` answered one in each run measured
+    assert "retryable exception" not in prefect_server.log_text(), prefect_server.log_text()[-3000:]
 
 
 def test_parsed_evidence_of_large_files_is_not_persisted() -> None:

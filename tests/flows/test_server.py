@@ -1,0 +1,80 @@
+"""`clustercert server`, as a user starts it for schedules and repeated certifications: Prefect's server on the
+address asked for, until Ctrl-C (exit 0, Prefect's own words); an address it cannot serve on is refused in one line
+before Prefect is imported. (The session's server of every flow test is one: tests/conftest.py; that its runs meet
+no "database is locked" is asserted in tests/flows/test_caching.py.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def test_the_server_serves_a_fresh_home_until_ctrl_c(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false", "PYTHONPATH": str(ROOT)}
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "clustercert", "server", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300  # a loaded 2-core machine: slow, never a failure
+        while not _answers(f"http://127.0.0.1:{port}/api/health"):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no answer within 300 s"
+            time.sleep(0.25)
+        assert (home / "prefect.db").is_file()  # in the home the user gave it
+        # the flow runs of a certification are read back from it (an empty list: this home has none)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/flow_runs/filter", data=b"{}",
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200 and response.read() == b"[]"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, (out, err)
+    # Prefect's banner, its own way to point a client at the server; a stop, not an interrupted certification
+    assert f"PREFECT_API_URL=http://127.0.0.1:{port}/api" in out, out
+    assert "Traceback" not in out + err and "stopped by SIGINT" not in err, err
+
+
+def test_a_port_in_use_is_refused_in_one_line() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = run_cli("server", "--port", str(port), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"error: --port: cannot serve on 127.0.0.1:{port} (Address already in use); choose "
+                           "another with --port\n")
+    assert proc.stdout == ""
+
+
+def test_a_host_that_is_no_address_is_refused_in_one_line() -> None:
+    proc = run_cli("server", "--host", "no-such-host.invalid", timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "error: --host: expected an address of this machine to serve on, got 'no-such-host.invalid'\n"
