@@ -1,13 +1,15 @@
 """Test isolation: Prefect, keys, reports and HOME all live in a temporary folder, set before anything runs.
 
-One real Prefect server per test process (`clustercert server`, as a user starts one: SQLite, loopback) serves its
-flow tests: it is started on the first test that needs it (a subprocess certification, or the `prefect_server`
-fixture) and stopped when the session ends, also on failure or interrupt. Without it every certification paid a
-temporary server start of its own (6-12 s idle, and a timeout risk under load)."""
+One real Prefect server (`clustercert server`, as a user starts one: SQLite, loopback) serves the whole test run,
+pytest-xdist's workers included: it is started on the first test that needs it (a subprocess certification, or the
+`prefect_server` fixture) and stopped when the session ends, also on failure, interrupt or a kill of the test run.
+Without it every certification paid a temporary server start of its own (6-12 s idle, and a timeout risk under
+load); one per worker paid a start and the idle services' CPU (3 % of a core each) twice."""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -35,6 +37,15 @@ if not os.environ.get("CLUSTERCERT_KEEP_TEST_SANDBOX"):
 # the controller's import of this file, before it starts them), so a run folder one worker certified verifies on
 # another (`seed_certified` is certified once per test run). The first certification creates the development key.
 _KEYS = os.environ.setdefault("CLUSTERCERT_TEST_KEY_DIR", str(_SANDBOX / "keys"))
+# The test run's owner: the process that imported this file first (pytest-xdist's controller, whose workers are its
+# children and inherit its environment; pytest itself without workers). The session's Prefect server is recorded
+# in the owner's sandbox, follows the owner's life and is stopped by the owner at the end of the run.
+_OWNER = int(os.environ.get("CLUSTERCERT_TEST_OWNER_PID", "0"))
+if _OWNER not in (os.getpid(), os.getppid()):  # not a worker of this run's owner (a pytest that a test started)
+    _OWNER = os.getpid()
+    os.environ["CLUSTERCERT_TEST_OWNER_PID"] = str(_OWNER)
+    os.environ["CLUSTERCERT_TEST_SHARED"] = str(_SANDBOX)
+_SHARED = Path(os.environ["CLUSTERCERT_TEST_SHARED"])
 
 # Set at import of this conftest, before any test module imports prefect.
 ISOLATED_ENV = {
@@ -86,39 +97,67 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
-_SERVER: list[tuple[PrefectServer, subprocess.Popen[bytes]]] = []
+_SERVER: list[PrefectServer] = []  # this process' handle on the run's server, once it has asked for it
 # Commands that run flows: they use the session's server unless the test names its own PREFECT_API_URL.
 FLOW_COMMANDS = frozenset({"certify", "rerun"})
 
 
 # `clustercert server` (the server a user starts for schedules and repeated certifications: Prefect's `prefect server
 # start` with SQLite writes that wait for the lock), as the `clustercert` script runs it, in a process that ends with
-# the test process that started it: a test run killed outright (a CI time limit, `kill`) runs no atexit, and left
-# its servers running for good. The server's process group (its own session) is sent SIGTERM, as `stop` sends it.
-_SERVE = ("import os, signal, sys\n"
-          "from clustercert.lifeline import follow_parent\n"
-          "follow_parent(int(sys.argv[1]), lambda: os.killpg(0, signal.SIGTERM))\n"
+# the test run's owner: a test run killed outright (a CI time limit, `kill`) runs no atexit, and left its servers
+# running for good. The owner need not be its parent (a worker may start it), so the owner is looked for in /proc;
+# once it is gone (or only a zombie), the server's process group (its own session) is sent SIGTERM.
+_SERVE = ("import os, signal, sys, threading, time\n"
+          "def owner_gone(pid):\n"
+          "    try:\n"
+          "        return open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] == 'Z'\n"
+          "    except OSError:\n"
+          "        return True\n"
+          "def watch(pid):\n"
+          "    while not owner_gone(pid):\n"
+          "        time.sleep(0.5)\n"
+          "    os.killpg(0, signal.SIGTERM)\n"
+          "threading.Thread(target=watch, args=(int(sys.argv[1]),), daemon=True).start()\n"
           "from clustercert.cli.app import entry\n"
           "sys.exit(entry(sys.argv[2:]))\n")
 
 
 def shared_prefect_server() -> PrefectServer:
-    """The session's Prefect server, started on first use (`clustercert server` on a free loopback port, which
-    seeds its fresh home's database from the template as a user's first start does). Retryable errors are logged
+    """The test run's Prefect server: started by the first process of the run that asks for it (`clustercert
+    server` on a free loopback port, which seeds its fresh home's database from the template as a user's first
+    start does), under a lock in the owner's sandbox; the others read where it serves. Retryable errors are logged
     (PREFECT_API_LOG_RETRYABLE_ERRORS): `PrefectServer.log_text` shows whether a run met one."""
     if _SERVER:
-        return _SERVER[0][0]
-    home = _SANDBOX / "prefect-server"
+        return _SERVER[0]
+    import fcntl
+
+    home = _SHARED / "prefect-server"
     home.mkdir(parents=True, exist_ok=True)
+    record = home / "server.json"
+    with (_SHARED / "prefect-server.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the start fails
+        if record.is_file():
+            server = PrefectServer(api_url=json.loads(record.read_text())["api_url"], home=home)
+        else:
+            server, pid = _start_server(home)
+            record.write_text(json.dumps({"api_url": server.api_url, "pid": pid}))
+    _SERVER.append(server)
+    return server
+
+
+def _start_server(home: Path) -> tuple[PrefectServer, int]:
     port = _free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
            "PREFECT_API_LOG_RETRYABLE_ERRORS": "true", "PYTHONPATH": str(ROOT)}
     env.pop("PREFECT_API_URL", None)
-    with (home / "server.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(os.getpid()), "server", "--host", "127.0.0.1",
-                                 "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    atexit.register(stop, proc)  # also when the session dies before pytest_sessionfinish
+    log = os.open(home / "server.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        # spawned without a Popen: the process that starts it may end first (a worker), and the owner stops it
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", _SERVE, str(_OWNER), "server", "--host",
+                                              "127.0.0.1", "--port", str(port)], env, setsid=True,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, log, 1), (os.POSIX_SPAWN_DUP2, log, 2)])
+    finally:
+        os.close(log)
     url = f"http://127.0.0.1:{port}/api"
     deadline = time.monotonic() + 300  # a loaded 2-core machine: slow, never a failure
     while True:
@@ -128,13 +167,39 @@ def shared_prefect_server() -> PrefectServer:
                     break
         except OSError:
             pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)
+        if os.waitpid(pid, os.WNOHANG)[0] or time.monotonic() > deadline:
+            _stop_group(pid)
             raise RuntimeError(f"clustercert server did not start: {(home / 'server.log').read_text()[-2000:]}")
         time.sleep(0.25)
-    server = PrefectServer(api_url=url, home=home)
-    _SERVER.append((server, proc))
-    return server
+    if os.getpid() == _OWNER:
+        atexit.register(_stop_shared)  # also when the session dies before pytest_sessionfinish
+    return PrefectServer(api_url=url, home=home), pid
+
+
+def _stop_shared() -> None:
+    """The owner stops the run's server, whichever process of the run started it."""
+    record = _SHARED / "prefect-server" / "server.json"
+    if record.is_file():
+        pid = int(json.loads(record.read_text())["pid"])
+        record.unlink()
+        _stop_group(pid)
+
+
+def _stop_group(pid: int) -> None:
+    """SIGTERM the process group of `pid` (a server in its own session), SIGKILL what is left after 10 s. Its end is
+    watched in /proc (it is this process' child only where this process started it: reaped then)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + 10
+        while process_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not process_running(pid):
+            break
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 # The unit files that take tens of seconds (each whole, on one pytest-xdist worker: --dist loadfile) run first among
@@ -152,8 +217,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    while _SERVER:
-        stop(_SERVER.pop()[1])
+    if os.getpid() == _OWNER:  # pytest-xdist's controller finishes after its workers
+        _stop_shared()
 
 
 _WORKER_HOSTILE = [0]

@@ -13,16 +13,18 @@ from tests.flows.conftest import PrefectServer
 pytestmark = pytest.mark.slow
 
 
-async def _latest_efficiency_tasks(server: PrefectServer) -> dict[str, list[str]]:
-    """State names by task of the newest `efficiency` subflow run."""
+async def _latest_efficiency_tasks(server: PrefectServer, bundle: Path) -> dict[str, list[str]]:
+    """State names by task of the newest `efficiency` subflow run of `bundle` (the server is the whole test run's:
+    another worker's certifications run on it meanwhile)."""
     from prefect.client.orchestration import PrefectClient
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import FlowRunSort
 
     async with PrefectClient(api=server.api_url) as client:
         runs = await client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["efficiency"])),
-                                           sort=FlowRunSort.START_TIME_DESC, limit=1)
-        tasks = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[runs[0].id])))
+                                           sort=FlowRunSort.START_TIME_DESC, limit=200)
+        newest = next(r for r in runs if r.parameters.get("bundle_path") == str(bundle.resolve()))
+        tasks = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[newest.id])))
     out: dict[str, list[str]] = {}
     for t in tasks:
         out.setdefault(t.name.rsplit("-", 1)[0], []).append(str(t.state_name))
@@ -38,12 +40,12 @@ def test_an_interrupted_run_resumes_from_cached_results(prefect_server: PrefectS
     crashed = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "r1"),
                       env={**env, "CLUSTERCERT_TEMPLATES_DIR": str(empty)})
     assert crashed.returncode == 4 and "cannot render the report" in crashed.stderr, crashed.stderr
-    first = asyncio.run(_latest_efficiency_tasks(prefect_server))
+    first = asyncio.run(_latest_efficiency_tasks(prefect_server, bundle))
     assert first["parse-runs"] == ["Completed"]  # the training logs, in one task on threads (flows/phases.py)
 
     resumed = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "r2"), env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    second = asyncio.run(_latest_efficiency_tasks(prefect_server))
+    second = asyncio.run(_latest_efficiency_tasks(prefect_server, bundle))
     assert second["parse-runs"] == ["Cached"]
     assert second["judge-efficiency"] == ["Cached"]
 
@@ -51,7 +53,7 @@ def test_an_interrupted_run_resumes_from_cached_results(prefect_server: PrefectS
     refreshed = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "r3"),
                         env={**env, "PREFECT_TASKS_REFRESH_CACHE": "true", "CLUSTERCERT_TEMPLATES_DIR": str(empty)})
     assert refreshed.returncode == 4 and "cannot render the report" in refreshed.stderr, refreshed.stderr
-    third = asyncio.run(_latest_efficiency_tasks(prefect_server))
+    third = asyncio.run(_latest_efficiency_tasks(prefect_server, bundle))
     assert third["parse-runs"] == ["Completed"] and third["judge-efficiency"] == ["Completed"]
     # `clustercert server` (the session's): no request of these runs, nor of any before them, was answered "retry"
     # (503, then the client's 2 s back-off); Prefect's own `prefect server start` answered one in each run measured
