@@ -95,8 +95,10 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
         # the server answered before the report's import step was taken: imported while the charts are drawn,
         # before the report waits for them, not after (1.3 s of a run that met it in the report's software record)
         _import_report()
+    # the charts are waited for where the report first needs them, after the key, the run folder's first files and
+    # the redacted copy's second process (`ahead.drawn`, called there)
     paths = write_task(run_dir, bulky(inputs), bulky(results), meta, key_dir, templates_dir, bulky(validation),
-                       redact=redact, charts=bulky(ahead.drawn() if ahead is not None else None))
+                       redact=redact, charts=bulky(ahead.drawn if ahead is not None else None))
     report("publish", "Prefect artifacts")
     publish_artifacts_task(bulky(results), paths)
     return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})

@@ -12,7 +12,7 @@ from clustercert.attest.signing import load_signing_key
 from clustercert.errors import EvidenceError
 from clustercert.parsers import TrainingLog
 from clustercert.phases.evidence import parse_run
-from clustercert.runs.folder import Inputs, check_seal, load_inputs, write_run_folder
+from clustercert.runs.folder import Charts, Inputs, check_seal, load_inputs, write_run_folder
 from clustercert.runs.results import RunMeta, build_results
 from clustercert.settings import load_settings
 from clustercert.validation.suites import ValidationReport, apply_gating, validate_bundle
@@ -66,7 +66,7 @@ def judge_task(
 @task(name="render-and-sign", **UNCACHED)
 def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
                templates_dir: str, validation: ValidationReport | None = None, redact: bool = False,
-               charts: dict[str, Any] | None = None) -> dict[str, str]:
+               charts: Charts = None) -> dict[str, str]:
     # The passphrase is read here, never passed as a parameter (Prefect records parameters).
     key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
     paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir),

@@ -40,7 +40,10 @@ from clustercert.report.ahead import usable_cores
 from clustercert.report.charts import shared_charts
 from clustercert.runs.results import RunMeta, dump_json_bytes
 
-__all__ = ["Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
+# Charts drawn ahead, keyed by their data, or a call that gives them (waited for where the report needs them)
+Charts = dict[str, Any] | Callable[[], dict[str, Any]] | None
+
+__all__ = ["Charts", "Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
            "render_reports", "write_run_folder"]
 
 log = logging.getLogger(__name__)
@@ -345,12 +348,13 @@ def render_reports(
     redaction_secret: bytes | None,
     base_dir: Path,
     templates_dir: Path,
-    charts: dict[str, Any] | None = None,
+    charts: Charts = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, tuple[str, bytes]]:
     """The HTML and unsigned PDF of the report ("report") and, given a secret, of its redacted copy
     ("report.redacted"): the same arguments give the same bytes (what `rerun` compares). `charts` are charts drawn
-    ahead (`clustercert.report.ahead`), keyed by their data: one whose data is not there is drawn here. `progress`
+    ahead (`clustercert.report.ahead`), keyed by their data, or how to get them (called where the first chart is
+needed, so that their wait comes after this run's other work): one whose data is not there is drawn here. `progress`
     is told each PDF's steps ("report.pdf: lay out the pages", "report.pdf: write 52 pages")."""
     bundle, catalog = inputs.bundle, inputs.catalog
     inventory = [
@@ -374,7 +378,8 @@ def render_reports(
     aside = _SecondProcess.start() if len(copies) > 1 and usable_cores() > 1 else None
     try:
         htmls: dict[str, str] = {}
-        with shared_charts(dict(charts or {})):  # the redacted copy draws again only the charts redaction changed
+        drawn = charts() if callable(charts) else charts
+        with shared_charts(dict(drawn or {})):  # the redacted copy draws again only the charts redaction changed
             for stem, data in (copies[::-1] if aside is not None else copies):
                 context = build_context(
                     data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
@@ -480,7 +485,7 @@ def write_run_folder(
     *,
     validation: dict[str, Any] | None = None,
     redact: bool = False,
-    charts: dict[str, Any] | None = None,
+    charts: Charts = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
@@ -506,7 +511,7 @@ def write_run_folder(
 def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key: KeyPair,
                      templates_dir: Path, catalog_copy: bytes, manifest_pass: _ManifestPass, *,
                      validation: dict[str, Any] | None, redact: bool,
-                     charts: dict[str, Any] | None = None,
+                     charts: Charts = None,
                      progress: Callable[[str], None] | None = None) -> dict[str, Path]:
     bundle, catalog = inputs.bundle, inputs.catalog
     tell = progress or (lambda what: None)
