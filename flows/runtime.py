@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from clustercert.errors import ClusterCertError
+from clustercert.errors import ClusterCertError, UsageError
 
 __all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
            "prefect_runtime", "server_log", "spawn_api", "start_api"]
@@ -281,8 +281,38 @@ def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS,
             server.stop()
     raise PrefectStartError(
         f"Prefect's temporary API server did not start in {attempts} tries of up to {bound} s each ({problem}; its "
-        f"output: {server.output()}). Raise {_TIMEOUT_VAR}, or start a server (`prefect server start`) and set "
+        f"output: {server.output()}). Raise {_TIMEOUT_VAR}, or start a server (`clustercert server`) and set "
         "PREFECT_API_URL")
+
+
+_NO_ANSWER_HINT = "Start one (`clustercert server`), or unset PREFECT_API_URL for a temporary server of the run's own"
+
+
+def wait_for_users_server(url: str, bound_s: float, hint: str = _NO_ANSWER_HINT) -> None:
+    """Return once the server at PREFECT_API_URL `url` answers anything (a status, even an error: what it says is
+    Prefect's to judge), asking again each second while it cannot be reached (a server restarting: the run waits
+    for it), for up to `bound_s` seconds (Prefect's PREFECT_API_REQUEST_TIMEOUT, 60 s by default); then UsageError,
+    in one line: no flow was started against it. Prefect's client said "internal error (RuntimeError): Failed to
+    reach API" after 5 s, exit 4. `hint` ends the refusal: what to do instead."""
+    import urllib.error
+
+    deadline = time.monotonic() + bound_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=max(1.0, min(5.0, bound_s))):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except ValueError:
+            raise UsageError(f"PREFECT_API_URL {url}: expected the http(s) URL of a Prefect server's API, such as "
+                             "http://127.0.0.1:4200/api") from None
+        except OSError as exc:  # refused, no such host, timed out
+            if time.monotonic() + 1.0 > deadline:
+                reason = getattr(exc, "reason", exc)
+                problem = getattr(reason, "strerror", None) or str(reason) or exc.__class__.__name__
+                raise UsageError(f"PREFECT_API_URL {url}: no Prefect server answers there ({problem}; asked for "
+                                 f"{bound_s:g} s). {hint}") from None
+        time.sleep(1.0)
 
 
 @contextmanager
@@ -311,6 +341,10 @@ def prefect_runtime(server: TemporaryServer | None = None,
                 break
             step()
         url = start_api(server=server) if server is not None else None
+        if url is None:
+            from prefect.settings import PREFECT_API_REQUEST_TIMEOUT
+
+            wait_for_users_server(str(PREFECT_API_URL.value()), float(PREFECT_API_REQUEST_TIMEOUT.value()))
     except BaseException:
         if server is not None:
             server.stop()

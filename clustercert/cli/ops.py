@@ -211,8 +211,13 @@ def schedule(
         CronSchedule(cron=cron)
     except ValueError:
         raise UsageError(f"--cron: expected a cron expression such as '0 3 * * 1', got '{cron}'") from None
+    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT
+
+    from flows.runtime import wait_for_users_server
     from flows.schedule import serve_schedule
 
+    wait_for_users_server(str(PREFECT_API_URL.value()), float(PREFECT_API_REQUEST_TIMEOUT.value()),
+                          hint="Start one (`clustercert server`) and point PREFECT_API_URL at it (see README)")
     deployment = name or f"certify-{source.resolve().name}"
     err.print(f"serving deployment scheduled-certify/{deployment} ({cron}) on {PREFECT_API_URL.value()}; "
               "Ctrl-C stops it", markup=False)
@@ -237,8 +242,21 @@ def server(
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)
         raise UsageError(f"--port: cannot serve on {host}:{port} ({why}); choose another with --port") from None
+    import warnings
+
+    with warnings.catch_warnings():  # a home it cannot create: Prefect warns at its import; said below in one line
+        warnings.simplefilter("ignore", UserWarning)
+        from prefect.settings import get_current_settings
+
     from clustercert.cli.app import Exit
     from flows.server_boot import serve_lasting
+
+    home = Path(get_current_settings().home)
+    try:  # where Prefect keeps its database by default: Prefect only warns, then fails at its start with a traceback
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"PREFECT_HOME {home}: cannot be created ({exc.strerror}); set PREFECT_HOME to a folder "
+                         "you can write") from None
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # as certify's: nothing phones home
     os.environ.setdefault("DO_NOT_TRACK", "1")

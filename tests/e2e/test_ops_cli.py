@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from tests.conftest import ROOT, run_cli
@@ -15,6 +16,19 @@ def test_schedule_without_a_server_says_one_is_needed() -> None:
     assert proc.stderr.splitlines() == [
         "error: schedule needs a Prefect server: PREFECT_API_URL is not set. Start one with `clustercert server` "
         "and set PREFECT_API_URL=http://127.0.0.1:4200/api (see README)"]
+
+
+def test_schedule_against_a_server_that_does_not_answer_is_refused_in_one_line() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/api"  # nobody serves it once the socket is closed
+    proc = run_cli("schedule", str(SAMPLE), "--cron", "0 3 * * 1",
+                   env={"PREFECT_API_URL": url, "PREFECT_API_REQUEST_TIMEOUT": "2"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"error: PREFECT_API_URL {url}: no Prefect server answers there (Connection refused; asked for 2 s). Start "
+        "one (`clustercert server`) and point PREFECT_API_URL at it (see README)"]
+    assert proc.stdout == ""
 
 
 def test_schedule_refuses_a_bad_cron() -> None:

@@ -7,6 +7,8 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -210,10 +212,16 @@ with prefect_runtime(server) as url:  # Prefect's settings read: the profile's s
 
 
 def test_a_server_set_in_a_profile_is_used_and_the_spawned_one_stopped(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    users = _serve_later(port, 200, after_s=0)  # the user's server: asked whether it answers, once
     profiles = tmp_path / "profiles.toml"
-    profiles.write_text('active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+    profiles.write_text(f'active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:{port}/api"\n')
     proc = _python(_PROFILE, env={"PREFECT_HOME": str(tmp_path / "home"), "PREFECT_PROFILES_PATH": str(profiles)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    users.join(timeout=10)
+    assert not users.is_alive()  # the profile's server was the one asked
     # prefect_runtime yields the temporary server's URL, or None for the user's own (Prefect's client reads it)
     assert proc.stdout.splitlines() == ["url: None running: [] stopped: True"]
 
@@ -269,3 +277,50 @@ def test_a_flows_folder_of_the_users_where_the_run_starts_does_not_stand_in_for_
     proc = _python(_ELSEWHERE, python=("-P",), cwd=project, env={"PREFECT_HOME": str(tmp_path / "home")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == ["answers: True"]
+
+
+def _serve_later(port: int, status: int, after_s: float) -> threading.Thread:
+    """A plain HTTP server on `port` that starts after `after_s` seconds and answers `status` to one request."""
+    import http.server
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    def serve() -> None:
+        time.sleep(after_s)
+        with http.server.HTTPServer(("127.0.0.1", port), Answer) as httpd:
+            httpd.handle_request()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_the_users_server_is_waited_for_while_it_starts_and_any_answer_will_do(status: int) -> None:
+    """A server that starts 1.5 s after the run asks (a restart at 3 a.m.) is waited for; an error status is an
+    answer (Prefect's to judge), not a missing server."""
+    from flows.runtime import wait_for_users_server
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = _serve_later(port, status, after_s=1.5)
+    started = time.monotonic()
+    wait_for_users_server(f"http://127.0.0.1:{port}/api", bound_s=30)
+    assert 1.0 < time.monotonic() - started < 30
+    server.join(timeout=10)
+    assert not server.is_alive()  # it was asked, and answered
+
+
+def test_a_users_server_url_that_is_no_url_is_refused_at_once() -> None:
+    from clustercert.errors import UsageError
+    from flows.runtime import wait_for_users_server
+
+    with pytest.raises(UsageError, match=r"^PREFECT_API_URL ftp-ish: expected the http\(s\) URL of a Prefect"):
+        wait_for_users_server("ftp-ish", bound_s=30)

@@ -78,3 +78,30 @@ def test_a_host_that_is_no_address_is_refused_in_one_line() -> None:
     proc = run_cli("server", "--host", "no-such-host.invalid", timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == "error: --host: expected an address of this machine to serve on, got 'no-such-host.invalid'\n"
+
+
+def test_a_prefect_home_that_cannot_be_made_is_refused_in_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    home = blocker / "home"  # under a file: no folder can be made there
+    proc = run_cli("server", "--port", str(_free_port()), env={"PREFECT_HOME": str(home)}, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"error: PREFECT_HOME {home}: cannot be created (Not a directory); set PREFECT_HOME to a "
+                           "folder you can write\n")
+
+
+def test_certify_against_a_server_that_does_not_answer_is_refused_in_one_line(tmp_path: Path) -> None:
+    """PREFECT_API_URL names a port nobody serves (a server not started, or a typo): asked again each second for
+    PREFECT_API_REQUEST_TIMEOUT, then one line and exit 2; no run folder, no crash log. Prefect's client said
+    "internal error (RuntimeError)", exit 4."""
+    url = f"http://127.0.0.1:{_free_port()}/api"
+    reports = tmp_path / "reports"
+    proc = run_cli("certify", str(ROOT / "evidence" / "gb200-seed"), "--reports-dir", str(reports),
+                   env={"PREFECT_API_URL": url, "PREFECT_API_REQUEST_TIMEOUT": "2"}, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("error: PREFECT_API_URL"), proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: PREFECT_API_URL {url}: no Prefect server answers there (Connection refused; asked "
+                      "for 2 s). Start one (`clustercert server`), or unset PREFECT_API_URL for a temporary server "
+                      "of the run's own"]
+    assert not reports.exists() or list(reports.iterdir()) == []
