@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -27,12 +28,22 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-_SANDBOX = Path(tempfile.mkdtemp(prefix="clustercert-tests-"))
-# Removed when this process exits (registered first, so run last: after the session's Prefect server is stopped),
-# unless CLUSTERCERT_KEEP_TEST_SANDBOX is set (the server's log, the keys and run folders, to look at a failure).
-# Each test run left one per process (the controller and each pytest-xdist worker), up to 30 MB each, in /tmp.
-if not os.environ.get("CLUSTERCERT_KEEP_TEST_SANDBOX"):
-    atexit.register(shutil.rmtree, _SANDBOX, ignore_errors=True)
+_PARENTS = os.environ.get("CLUSTERCERT_TEST_SANDBOX", "")
+if getattr(multiprocessing.current_process(), "_inheriting", False) and os.path.isdir(_PARENTS):
+    # A child that multiprocessing spawned from a test process, importing the test module of its target (and so
+    # this file) while it unpickles it: its parent's sandbox. Such a child may end without its exit handlers
+    # (killed, or os._exit, as tests/unit/test_charts_ahead.py's children do): a sandbox of its own was left in /tmp
+    # by each.
+    _SANDBOX = Path(_PARENTS)
+else:
+    _SANDBOX = Path(tempfile.mkdtemp(prefix="clustercert-tests-"))
+    os.environ["CLUSTERCERT_TEST_SANDBOX"] = str(_SANDBOX)
+    # Removed when this process exits (registered first, so run last: after the session's Prefect server is
+    # stopped), unless CLUSTERCERT_KEEP_TEST_SANDBOX is set (the server's log, the keys and run folders, to look
+    # at a failure). Each test run left one per process (the controller and each pytest-xdist worker), up to 30 MB
+    # each, in /tmp.
+    if not os.environ.get("CLUSTERCERT_KEEP_TEST_SANDBOX"):
+        atexit.register(shutil.rmtree, _SANDBOX, ignore_errors=True)
 # One signing key folder for the whole test run: pytest-xdist's workers inherit it from the controller (set here at
 # the controller's import of this file, before it starts them), so a run folder one worker certified verifies on
 # another (`seed_certified` is certified once per test run). The first certification creates the development key.
