@@ -29,7 +29,7 @@ from typing import Any
 from clustercert.errors import ClusterCertError, UsageError
 
 __all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
-           "prefect_runtime", "server_log", "spawn_api", "start_api"]
+           "prefect_runtime", "server_log", "spawn_api", "start_api", "wait_for_users_server"]
 
 STARTUP_TIMEOUT_S = 300
 STARTUP_ATTEMPTS = 3
@@ -288,14 +288,20 @@ def start_api(timeout_s: int | None = None, attempts: int = STARTUP_ATTEMPTS,
 _NO_ANSWER_HINT = "Start one (`clustercert server`), or unset PREFECT_API_URL for a temporary server of the run's own"
 
 
-def wait_for_users_server(url: str, bound_s: float, hint: str = _NO_ANSWER_HINT) -> None:
-    """Return once the server at PREFECT_API_URL `url` answers anything (a status, even an error: what it says is
-    Prefect's to judge), asking again each second while it cannot be reached (a server restarting: the run waits
-    for it), for up to `bound_s` seconds (Prefect's PREFECT_API_REQUEST_TIMEOUT, 60 s by default); then UsageError,
-    in one line: no flow was started against it. Prefect's client said "internal error (RuntimeError): Failed to
-    reach API" after 5 s, exit 4. `hint` ends the refusal: what to do instead."""
+def wait_for_users_server(url: str | None = None, bound_s: float | None = None, hint: str = _NO_ANSWER_HINT) -> None:
+    """Return once the server at PREFECT_API_URL `url` (Prefect's setting by default) answers anything (a status,
+    even an error: what it says is Prefect's to judge), asking again each second while it cannot be reached (a
+    server restarting: the run waits for it), for up to `bound_s` seconds (by default Prefect's
+    PREFECT_API_REQUEST_TIMEOUT, 60 s unless set); then UsageError, in one line: no flow was started against it.
+    Prefect's client said "internal error (RuntimeError): Failed to reach API" after 5 s, exit 4. `hint` ends the
+    refusal: what to do instead."""
     import urllib.error
 
+    if url is None or bound_s is None:
+        from prefect.settings import PREFECT_API_REQUEST_TIMEOUT, PREFECT_API_URL
+
+        url = str(PREFECT_API_URL.value()) if url is None else url
+        bound_s = float(PREFECT_API_REQUEST_TIMEOUT.value()) if bound_s is None else bound_s
     deadline = time.monotonic() + bound_s
     while True:
         try:
@@ -342,9 +348,7 @@ def prefect_runtime(server: TemporaryServer | None = None,
             step()
         url = start_api(server=server) if server is not None else None
         if url is None:
-            from prefect.settings import PREFECT_API_REQUEST_TIMEOUT
-
-            wait_for_users_server(str(PREFECT_API_URL.value()), float(PREFECT_API_REQUEST_TIMEOUT.value()))
+            wait_for_users_server()
     except BaseException:
         if server is not None:
             server.stop()

@@ -91,7 +91,8 @@ class PrefectServer:
         return (self.home / "server.log").read_text(errors="replace")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now (nothing listens on it once this returns)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -157,7 +158,7 @@ def shared_prefect_server() -> PrefectServer:
 
 
 def _start_server(home: Path) -> tuple[PrefectServer, int]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false",
            "PREFECT_API_LOG_RETRYABLE_ERRORS": "true", "PYTHONPATH": str(ROOT)}
     env.pop("PREFECT_API_URL", None)

@@ -211,13 +211,10 @@ def schedule(
         CronSchedule(cron=cron)
     except ValueError:
         raise UsageError(f"--cron: expected a cron expression such as '0 3 * * 1', got '{cron}'") from None
-    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT
-
     from flows.runtime import wait_for_users_server
     from flows.schedule import serve_schedule
 
-    wait_for_users_server(str(PREFECT_API_URL.value()), float(PREFECT_API_REQUEST_TIMEOUT.value()),
-                          hint="Start one (`clustercert server`) and point PREFECT_API_URL at it (see README)")
+    wait_for_users_server(hint="Start one (`clustercert server`) and point PREFECT_API_URL at it (see README)")
     deployment = name or f"certify-{source.resolve().name}"
     err.print(f"serving deployment scheduled-certify/{deployment} ({cron}) on {PREFECT_API_URL.value()}; "
               "Ctrl-C stops it", markup=False)

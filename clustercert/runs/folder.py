@@ -353,9 +353,9 @@ def render_reports(
 ) -> dict[str, tuple[str, bytes]]:
     """The HTML and unsigned PDF of the report ("report") and, given a secret, of its redacted copy
     ("report.redacted"): the same arguments give the same bytes (what `rerun` compares). `charts` are charts drawn
-    ahead (`clustercert.report.ahead`), keyed by their data, or how to get them (called where the first chart is
-needed, so that their wait comes after this run's other work): one whose data is not there is drawn here. `progress`
-    is told each PDF's steps ("report.pdf: lay out the pages", "report.pdf: write 52 pages")."""
+    ahead (`clustercert.report.ahead`), keyed by their data, or a call that gives them (made where the first chart
+    is needed, so that their wait comes after this run's other work): one whose data is not there is drawn here.
+    `progress` is told each PDF's steps ("report.pdf: lay out the pages", "report.pdf: write 52 pages")."""
     bundle, catalog = inputs.bundle, inputs.catalog
     inventory = [
         {"path": rel, "bytes": (bundle.root / rel).stat().st_size,

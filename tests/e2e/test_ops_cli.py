@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, free_port, run_cli
 
 SAMPLE = ROOT / "evidence" / "gb200-seed"
 
@@ -19,9 +18,7 @@ def test_schedule_without_a_server_says_one_is_needed() -> None:
 
 
 def test_schedule_against_a_server_that_does_not_answer_is_refused_in_one_line() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}/api"  # nobody serves it once the socket is closed
+    url = f"http://127.0.0.1:{free_port()}/api"  # nobody serves it
     proc = run_cli("schedule", str(SAMPLE), "--cron", "0 3 * * 1",
                    env={"PREFECT_API_URL": url, "PREFECT_API_REQUEST_TIMEOUT": "2"})
     assert proc.returncode == 2, proc.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from flows.prefect_db import template_path
 from flows.runtime import TemporaryServer
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 _SCRIPT = """
 import sys, urllib.request
@@ -212,9 +212,7 @@ with prefect_runtime(server) as url:  # Prefect's settings read: the profile's s
 
 
 def test_a_server_set_in_a_profile_is_used_and_the_spawned_one_stopped(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     users = _serve_later(port, 200, after_s=0)  # the user's server: asked whether it answers, once
     profiles = tmp_path / "profiles.toml"
     profiles.write_text(f'active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:{port}/api"\n')
@@ -307,9 +305,7 @@ def test_the_users_server_is_waited_for_while_it_starts_and_any_answer_will_do(s
     answer (Prefect's to judge), not a missing server."""
     from flows.runtime import wait_for_users_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = _serve_later(port, status, after_s=1.5)
     started = time.monotonic()
     wait_for_users_server(f"http://127.0.0.1:{port}/api", bound_s=30)

@@ -16,15 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, free_port, run_cli
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answers(url: str) -> bool:
@@ -38,7 +32,7 @@ def _answers(url: str) -> bool:
 def test_the_server_serves_a_fresh_home_until_ctrl_c(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_UI_ENABLED": "false", "PYTHONPATH": str(ROOT)}
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.Popen([sys.executable, "-m", "clustercert", "server", "--port", str(port)], cwd=ROOT, env=env,
@@ -84,7 +78,7 @@ def test_a_prefect_home_that_cannot_be_made_is_refused_in_one_line(tmp_path: Pat
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     home = blocker / "home"  # under a file: no folder can be made there
-    proc = run_cli("server", "--port", str(_free_port()), env={"PREFECT_HOME": str(home)}, timeout=120)
+    proc = run_cli("server", "--port", str(free_port()), env={"PREFECT_HOME": str(home)}, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == (f"error: PREFECT_HOME {home}: cannot be created (Not a directory); set PREFECT_HOME to a "
                            "folder you can write\n")
@@ -94,7 +88,7 @@ def test_certify_against_a_server_that_does_not_answer_is_refused_in_one_line(tm
     """PREFECT_API_URL names a port nobody serves (a server not started, or a typo): asked again each second for
     PREFECT_API_REQUEST_TIMEOUT, then one line and exit 2; no run folder, no crash log. Prefect's client said
     "internal error (RuntimeError)", exit 4."""
-    url = f"http://127.0.0.1:{_free_port()}/api"
+    url = f"http://127.0.0.1:{free_port()}/api"
     reports = tmp_path / "reports"
     proc = run_cli("certify", str(ROOT / "evidence" / "gb200-seed"), "--reports-dir", str(reports),
                    env={"PREFECT_API_URL": url, "PREFECT_API_REQUEST_TIMEOUT": "2"}, timeout=300)
