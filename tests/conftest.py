@@ -99,14 +99,10 @@ def free_port() -> int:
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group we started, then SIGKILL what is left after 10 s."""
+    """SIGTERM the process group we started, then SIGKILL what is left after 10 s (`_stop_group`), and reap it."""
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        _stop_group(proc.pid)
+        proc.wait(timeout=10)
 
 
 _SERVER: list[PrefectServer] = []  # this process' handle on the run's server, once it has asked for it
@@ -181,6 +177,7 @@ def _start_server(home: Path) -> tuple[PrefectServer, int]:
             pass
         if os.waitpid(pid, os.WNOHANG)[0] or time.monotonic() > deadline:
             _stop_group(pid)
+            _reap(pid)
             raise RuntimeError(f"clustercert server did not start: {(home / 'server.log').read_text()[-2000:]}")
         time.sleep(0.25)
     if os.getpid() == _OWNER:
@@ -195,11 +192,18 @@ def _stop_shared() -> None:
         pid = int(json.loads(record.read_text())["pid"])
         record.unlink()
         _stop_group(pid)
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Reap `pid` where it is this process' child (this process started it), else nothing: init reaps it."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def _stop_group(pid: int) -> None:
-    """SIGTERM the process group of `pid` (a server in its own session), SIGKILL what is left after 10 s. Its end is
-    watched in /proc (it is this process' child only where this process started it: reaped then)."""
+    """SIGTERM the process group of `pid` (a process in its own session), SIGKILL what is left after 10 s. Its end
+    is watched in /proc (ended, or only a zombie), so it need not be this process' child."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pid, sig)
@@ -210,8 +214,6 @@ def _stop_group(pid: int) -> None:
             time.sleep(0.1)
         if not process_running(pid):
             break
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 # The unit files that take tens of seconds (each whole, on one pytest-xdist worker: --dist loadfile) run first among
