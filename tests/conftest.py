@@ -265,6 +265,27 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     )
 
 
+MINI_RUN = "llama3-70b-fp8-128-r1"
+
+
+def mini_bundle(tmp_path: Path) -> Path:
+    """The smallest bundle that runs every step of a certification: one 128-GPU training run of `clustercert
+    simulate` (its files and bundle.yaml), in `tmp_path / "mini"`."""
+    import yaml
+
+    full = tmp_path / "full"
+    proc = run_cli("simulate", "--out", str(full), "--gpus", "128", "--repeats", "1", "--fault", "none")
+    assert proc.returncode == 0, proc.stderr
+    doc = yaml.safe_load((full / "bundle.yaml").read_text())
+    doc["runs"] = [r for r in doc["runs"] if r["id"] == MINI_RUN]
+    mini = tmp_path / "mini"
+    for rel in doc["runs"][0]["files"]:
+        (mini / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(full / rel, mini / rel)
+    (mini / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return mini
+
+
 def _stat(pid: int | str) -> list[str] | None:
     """The fields of /proc/PID/stat after the command's name (state, parent, ...); None when there is no such
     process."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,30 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from clustercert.attest.manifest import verify_run
 from clustercert.attest.signing import init_keys
-from tests.conftest import ROOT, command_line, descendants, run_cli, wait_ended
+from tests.conftest import ROOT, command_line, descendants, mini_bundle, run_cli, wait_ended
 
 Count = Callable[[int], None]
-RUN = "llama3-70b-fp8-128-r1"
-
-
-def _mini_bundle(tmp_path: Path) -> Path:
-    full = tmp_path / "full"
-    proc = run_cli("simulate", "--out", str(full), "--gpus", "128", "--repeats", "1", "--fault", "none")
-    assert proc.returncode == 0, proc.stderr
-    doc = yaml.safe_load((full / "bundle.yaml").read_text())
-    doc["runs"] = [r for r in doc["runs"] if r["id"] == RUN]
-    mini = tmp_path / "mini"
-    for rel in doc["runs"][0]["files"]:
-        (mini / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(full / rel, mini / rel)
-    (mini / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return mini
-
-
 def _certify(bundle: Path, reports: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "clustercert", "certify", str(bundle), "--reports-dir",
                              str(reports)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -53,7 +34,7 @@ def _certify(bundle: Path, reports: Path, env: dict[str, str]) -> subprocess.Pop
 
 @pytest.mark.slow
 def test_stopped_run_leaves_nothing_then_two_concurrent_runs_both_verify(tmp_path: Path, hostile: Count) -> None:
-    bundle = _mini_bundle(tmp_path)
+    bundle = mini_bundle(tmp_path)
     keys = tmp_path / "keys"
     init_keys(keys, passphrase=None, common_name="t", dev=True, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "CLUSTERCERT_KEY_DIR": str(keys)}
@@ -109,7 +90,7 @@ def test_a_run_killed_outright_leaves_no_process_and_runs_names_the_folder_it_le
     """SIGKILL (a scheduler's hard kill, the out-of-memory killer) gives a run no chance to stop what it started:
     the temporary Prefect server, the redacted copy's PDF process and multiprocessing's resource tracker ran on,
     orphaned, for good. Each now ends with the run; the folder the run left is not history, and `runs` says so."""
-    bundle = _mini_bundle(tmp_path)
+    bundle = mini_bundle(tmp_path)
     keys = tmp_path / "keys"
     init_keys(keys, passphrase=None, common_name="t", dev=True, now=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "CLUSTERCERT_KEY_DIR": str(keys)}
