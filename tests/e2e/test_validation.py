@@ -141,6 +141,7 @@ def test_failed_required_expectations_make_certify_incomplete(gated: dict[str, A
     proc, out = gated["proc"], gated["out"]
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert "progress [" not in proc.stderr  # --json: no progress lines
     assert out["outcome"] == "INCOMPLETE"
     assert gated["results"]["outcome"] == "INCOMPLETE" and gated["results"]["checks"] == out["checks"]
     # One gate check per failed required expectation, each ERROR and required: nothing else failed.
@@ -243,7 +244,7 @@ def test_evidence_check_writes_data_docs_only_on_request(tmp_path: Path) -> None
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "manifest.json").write_text("{}")
-    refused = run_cli("evidence", "check", str(SAMPLE), "--data-docs", str(run_dir / "docs"))
+    refused = run_cli("evidence", "check", str(bundle), "--data-docs", str(run_dir / "docs"))
     assert refused.returncode == 2 and "never go inside a signed run folder" in refused.stderr
     assert not (run_dir / "docs").exists()
 
