@@ -207,7 +207,8 @@ def test_evidence_check_accepts_the_shipped_sample(tmp_path: Path) -> None:
     llama = next(r for r in out["runs"] if r["run"] == "llama3-70b-fp8-512-r1")
     assert llama["files"][0]["found"] == "50 steps (iterations 0..49)"
     assert out["validation"]["summary"]["required_failed"] == 0 and out["validation"]["summary"]["errors"] == 0
-    # The text form of the same check is read in test_evidence_check_writes_data_docs_only_on_request (one run).
+    # The text form of a passing check is read in test_evidence_check_writes_data_docs_only_on_request (the
+    # smallest bundle), of a failing one in test_evidence_check_lists_every_problem_and_exits_3.
 
 
 def test_evidence_check_lists_every_problem_and_exits_3(tmp_path: Path) -> None:
