@@ -43,9 +43,8 @@ from clustercert.parsers import FORMATS, parse_training_log
 from clustercert.runs.folder import check_as_read, load_inputs, write_run_folder
 from clustercert.runs.meta import new_run_meta
 from clustercert.runs.results import RunMeta
-from tests.conftest import ROOT, shared_prefect_server
+from tests.conftest import ROOT, mini_bundle, shared_prefect_server
 from tests.hostile.helpers import write_bundle
-from tests.hostile.test_whole_runs import _mini_bundle
 
 Count = Callable[[int], None]
 NOW = dt.datetime(2026, 12, 1, 9, 0, 0, tzinfo=dt.UTC)
@@ -249,7 +248,7 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.slow
 def test_a_log_swapped_during_certify_and_restored_before_signing_is_refused(tmp_path: Path,
                                                                                hostile: Count) -> None:
-    bundle = _mini_bundle(tmp_path)
+    bundle = mini_bundle(tmp_path)
     run = yaml.safe_load((bundle / "bundle.yaml").read_text())["runs"][0]
     target = bundle / run["files"][0]
     original = target.read_bytes()
