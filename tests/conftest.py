@@ -13,6 +13,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -259,10 +260,26 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     if args and args[0] in FLOW_COMMANDS and "PREFECT_API_URL" not in (env or {}):
         server = {"PREFECT_API_URL": shared_prefect_server().api_url}
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **server, **(env or {})}
-    return subprocess.run(
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    proc = subprocess.run(
         [sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
         timeout=timeout, check=False,
     )
+    if census := os.environ.get("CLUSTERCERT_TEST_CPU_CENSUS"):
+        _count_cpu(Path(census), args, before, started)
+    return proc
+
+
+def _count_cpu(census: Path, args: tuple[str, ...], before: resource.struct_rusage, started: float) -> None:
+    """One line for the command just run, in `census` (CLUSTERCERT_TEST_CPU_CENSUS): the CPU seconds of the command
+    and of every process it waited for (its chart and PDF processes), its wall seconds, the test, the command.
+    Where the suite's time goes (README, Development); commands a test starts with Popen (the killed and stopped
+    runs, the served deployment) and the session's Prefect server are not counted."""
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    test = os.environ.get("PYTEST_CURRENT_TEST", "-")
+    with census.open("a", encoding="utf-8") as out:  # one short write per line: the workers' lines do not mix
+        out.write(f"{cpu:.2f}\t{time.monotonic() - started:.2f}\t{test}\t{' '.join(args[:2])}\n")
 
 
 MINI_RUN = "llama3-70b-fp8-128-r1"
