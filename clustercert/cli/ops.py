@@ -118,15 +118,18 @@ def rerun(
     bundle: Annotated[Path | None, typer.Option(help="Where the evidence bundle is now, if it moved.")] = None,
     keep: Annotated[Path | None, typer.Option(help="Write the re-run folder here instead of a temporary one.")] = None,
 ) -> None:
-    """Re-run a certification from its recorded metadata and catalog copy, bypassing every cache, and compare.
+    """Re-run a certification from its recorded metadata and catalog copy, bypassing every cache, and compare
+    (results.json, and the HTML and unsigned PDF of the report and of its redacted copy where the run has one).
 
     Exit 0 reproduced identically, 1 differs (differences printed), 2 usage, 3 evidence missing or changed."""
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
     from clustercert.attest.software import software_record
     from clustercert.runs.replay import (
+        REDACTED,
         check_recorded_evidence,
         compare_run_folders,
+        compared_copies,
         read_predicate,
         software_differences,
     )
@@ -140,6 +143,7 @@ def rerun(
     work = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work (as certify)
     root = bundle or Path(str(predicate["run"]["bundle_path"]))
     replay = work / run_id
+    copies = compared_copies(run_dir)  # the redacted copy too, where the run wrote one (with this key's secret)
     try:
         check_recorded_evidence(run_dir, root)
         for line in software_differences(predicate.get("software", {}), software_record()):
@@ -153,7 +157,8 @@ def rerun(
             certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
                          key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
                          templates_dir=str(settings.templates_dir),
-                         catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes)
+                         catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes,
+                         redact=REDACTED in copies)
         diffs = compare_run_folders(run_dir, replay)
     finally:
         if keep is None:
@@ -161,7 +166,8 @@ def rerun(
     from clustercert.cli.app import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
 
     if not diffs:
-        out.print(f"identical: results.json, report.html and the unsigned report.pdf of {run_dir} reproduced")
+        reports = ", ".join(f"{stem}.html and the unsigned {stem}.pdf" for stem in copies)
+        out.print(f"identical: results.json, {reports} of {run_dir} reproduced", markup=False)
         raise Exit(0)
     err.print(f"differs: {len(diffs)} difference(s) from {run_dir}", markup=False)
     for line in diffs:

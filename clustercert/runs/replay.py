@@ -76,9 +76,19 @@ def _first_difference(old: bytes, new: bytes) -> int:
     return min(len(old), len(new))
 
 
+REDACTED = "report.redacted"
+
+
+def compared_copies(original: Path) -> list[str]:
+    """The report copies a re-run of `original` renders and compares: "report", and "report.redacted" when the run
+    wrote one (`certify --redact`)."""
+    return ["report", *([REDACTED] if (original / f"{REDACTED}.pdf").is_file() else [])]
+
+
 def compare_run_folders(original: Path, replay: Path) -> list[str]:
-    """Differences in results.json and validation.json (by JSON path), report.html (first differing lines) and
-    the unsigned PDF bytes (first differing offset); empty when the replay reproduced the original."""
+    """Differences in results.json and validation.json (by JSON path), each report copy's HTML (first differing
+    lines) and unsigned PDF bytes (first differing offset): the auditor's report, and the redacted copy where the
+    original has one (`compared_copies`); empty when the replay reproduced the original."""
     diffs: list[str] = []
     old_results = json.loads((original / "results.json").read_text(encoding="utf-8"))
     new_results = json.loads((replay / "results.json").read_text(encoding="utf-8"))
@@ -95,17 +105,29 @@ def compare_run_folders(original: Path, replay: Path) -> list[str]:
         _json_differences(json.loads(old_v.read_text(encoding="utf-8")), json.loads(new_v.read_text(encoding="utf-8")),
                           "validation.json", found_v)
         diffs += found_v or ["validation.json: same values, different bytes"]
-    old_html, new_html = (original / "report.html").read_bytes(), (replay / "report.html").read_bytes()
+    for stem in compared_copies(original):
+        diffs += _copy_differences(original, replay, stem)
+    return diffs
+
+
+def _copy_differences(original: Path, replay: Path, stem: str) -> list[str]:
+    """How the re-run's `stem`.html and `stem`.pdf (unsigned bytes) differ from the original's."""
+    for folder, which in ((original, "the run folder"), (replay, "the re-run")):
+        missing = [name for name in (f"{stem}.html", f"{stem}.pdf") if not (folder / name).is_file()]
+        if missing:
+            return [f"{name}: missing from {which}" for name in missing]
+    diffs: list[str] = []
+    old_html, new_html = (original / f"{stem}.html").read_bytes(), (replay / f"{stem}.html").read_bytes()
     if old_html != new_html:
         lines = difflib.unified_diff(old_html.decode(errors="replace").splitlines(),
                                      new_html.decode(errors="replace").splitlines(), "original", "re-run", n=0,
                                      lineterm="")
         shown = [ln for ln in lines if ln[:1] in "+-" and not ln.startswith(("---", "+++"))][:6]
-        diffs.append("report.html: bytes differ: " + " | ".join(s[:100] for s in shown))
-    old_pdf = unsigned_bytes((original / "report.pdf").read_bytes())
-    new_pdf = unsigned_bytes((replay / "report.pdf").read_bytes())
+        diffs.append(f"{stem}.html: bytes differ: " + " | ".join(s[:100] for s in shown))
+    old_pdf = unsigned_bytes((original / f"{stem}.pdf").read_bytes())
+    new_pdf = unsigned_bytes((replay / f"{stem}.pdf").read_bytes())
     if old_pdf != new_pdf:
         at = _first_difference(old_pdf, new_pdf)
-        diffs.append(f"report.pdf: unsigned bytes differ from offset {at} ({len(old_pdf)} vs {len(new_pdf)} bytes): "
+        diffs.append(f"{stem}.pdf: unsigned bytes differ from offset {at} ({len(old_pdf)} vs {len(new_pdf)} bytes): "
                      f"{old_pdf[at:at + 40]!r} -> {new_pdf[at:at + 40]!r}")
     return diffs

@@ -52,3 +52,36 @@ def test_each_difference_is_named(tmp_path: Path) -> None:
 def test_software_differences_name_each_package() -> None:
     assert software_differences({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"}) == [
         "b: recorded 2, now 3", "c: recorded absent, now 4"]
+
+
+def _redacted(folder: Path, html: str, pdf: bytes) -> None:
+    (folder / "report.redacted.html").write_text(html)
+    (folder / "report.redacted.pdf").write_bytes(pdf)
+
+
+def test_the_redacted_copy_is_compared_where_the_run_has_one(tmp_path: Path) -> None:
+    a = _folder(tmp_path / "a", {"x": 1}, "<p/>", PDF)
+    _redacted(a, "<p>host-1a2b3c</p>\n", PDF)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    assert compare_run_folders(a, b) == []
+    _redacted(b, "<p>host-ffffff</p>\n", PDF.replace(b"1.7", b"1.6"))  # another key's pseudonyms
+    assert compare_run_folders(a, b) == [
+        "report.redacted.html: bytes differ: -<p>host-1a2b3c</p> | +<p>host-ffffff</p>",
+        "report.redacted.pdf: unsigned bytes differ from offset 7 (48 vs 48 bytes): "
+        "b'7\\n1 0 obj <<>> endobj\\ntrailer <<>>\\n%%EOF' -> b'6\\n1 0 obj <<>> endobj\\ntrailer <<>>\\n%%EOF'",
+    ]
+    (b / "report.redacted.html").unlink()
+    (b / "report.redacted.pdf").unlink()
+    assert compare_run_folders(a, b) == ["report.redacted.html: missing from the re-run",
+                                         "report.redacted.pdf: missing from the re-run"]
+
+
+def test_without_a_redacted_copy_only_the_report_is_compared(tmp_path: Path) -> None:
+    a = _folder(tmp_path / "a", {"x": 1}, "<p/>", PDF)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    _redacted(b, "<p>anything</p>", b"not compared")
+    assert compare_run_folders(a, b) == []
+    (a / "report.html").unlink()  # a run folder short of its report: named, not a crash
+    assert compare_run_folders(a, b) == ["report.html: missing from the run folder"]
