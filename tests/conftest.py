@@ -253,16 +253,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"hostile corpus: {tried} hostile inputs tried (tests/hostile)")
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
+            prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """Run `python -m clustercert ARGS` as a user would, from the project root (a flow command against the
-    session's Prefect server unless `env` names another)."""
+    session's Prefect server unless `env` names another), under the command `prefix` if given (`taskset -c 0`)."""
     server = {}
     if args and args[0] in FLOW_COMMANDS and "PREFECT_API_URL" not in (env or {}):
         server = {"PREFECT_API_URL": shared_prefect_server().api_url}
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **server, **(env or {})}
     before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
+        [*prefix, sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
         timeout=timeout, check=False,
     )
     if census := os.environ.get("CLUSTERCERT_TEST_CPU_CENSUS"):

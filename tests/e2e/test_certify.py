@@ -7,6 +7,8 @@ import json
 import re
 import shutil
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -326,33 +328,23 @@ def test_standalone_script_verifies_without_clustercert(certified: dict[str, Any
     assert bad.stderr.strip() == f"invalid: {bundle / EVIDENCE}: sha256 differs from the manifest"
 
 
-def test_reports_re_render_byte_for_byte_from_the_run_folder(certified: dict[str, Any],
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Same inputs + the run metadata recorded in the manifest => the same HTML bytes and the signed PDF's
-    first revision is the unsigned PDF rendered again (both copies). The certification rendered the redacted copy's
-    PDF in a second process (its progress says so); rendered again here on one core, one after the other, the
-    bytes are the same."""
-    import clustercert.runs.folder as folder
-    from clustercert.attest.signing import load_signing_key
-    from clustercert.runs.folder import load_inputs, render_reports
-    from clustercert.runs.results import RunMeta
-
+def test_rerun_on_one_core_reproduces_both_copies_byte_for_byte(certified: dict[str, Any]) -> None:
+    """Same inputs + the run metadata recorded in the manifest => the same results, the same HTML bytes and the same
+    unsigned PDF (the signed PDF's first revision), for the auditor's report and its redacted copy. The
+    certification rendered the redacted copy's PDF in a second process (its progress says so); the re-run, held to
+    one core as a user's job on one core is, renders both in one process, one after the other: the bytes are the
+    same."""
     assert "report: report.redacted.pdf: rendered by a second process meanwhile" in certified["stderr"]
-    monkeypatch.setattr(folder, "usable_cores", lambda: 1)
+    one_core = ("taskset", "-c", "0")
+    held = subprocess.run([*one_core, sys.executable, "-c", "from clustercert.report.ahead import usable_cores; "
+                           "print(usable_cores())"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert held.stdout == "1\n", held.stdout + held.stderr  # so: no second process for the PDF, nor the charts
     run_dir = certified["run_dir"]
-    predicate = json.loads((run_dir / "manifest.json").read_text())["predicate"]
-    results = json.loads((run_dir / "results.json").read_text())
-    inputs = load_inputs(certified["bundle"], ROOT / "references")
-    again = render_reports(inputs, results, RunMeta.from_json(predicate["run"]), predicate["software"],
-                           validation=json.loads((run_dir / "validation.json").read_text()),
-                           redaction_secret=load_signing_key(KEY_DIR, None).redaction_secret(),
-                           base_dir=run_dir, templates_dir=ROOT / "templates")
-    assert sorted(again) == ["report", "report.redacted"]
-    for stem, (html, unsigned) in again.items():
-        assert html == (run_dir / f"{stem}.html").read_text(encoding="utf-8")
-        signed = (run_dir / f"{stem}.pdf").read_bytes()
-        assert signed.startswith(unsigned) and len(signed) > len(unsigned)
-        assert signed[: signed.index(b"%%EOF") + len(b"%%EOF")] == unsigned.rstrip(b"\n")
+    proc = run_cli("rerun", str(run_dir), prefix=one_core, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == (f"identical: results.json, report.html and the unsigned report.pdf, report.redacted.html "
+                           f"and the unsigned report.redacted.pdf of {run_dir} reproduced\n")
+    assert "Traceback" not in proc.stderr
 
 
 def test_the_collection_window_is_in_results_and_the_signed_manifest(certified: dict[str, Any]) -> None:
