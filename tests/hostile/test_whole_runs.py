@@ -26,6 +26,8 @@ from clustercert.attest.signing import init_keys
 from tests.conftest import ROOT, command_line, descendants, mini_bundle, run_cli, wait_ended
 
 Count = Callable[[int], None]
+
+
 def _certify(bundle: Path, reports: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "clustercert", "certify", str(bundle), "--reports-dir",
                              str(reports)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
