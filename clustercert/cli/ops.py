@@ -130,6 +130,7 @@ def rerun(
         check_recorded_evidence,
         compare_run_folders,
         compared_copies,
+        key_difference,
         read_predicate,
         software_differences,
     )
@@ -140,10 +141,13 @@ def rerun(
         raise UsageError(f"{run_dir / 'manifest.json'}: expected a run id that names a folder, got {run_id[:80]!r}. "
                          "Give a run folder written by `clustercert certify`")
     settings = load_settings()
-    work = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work (as certify)
+    work, signer = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work
     root = bundle or Path(str(predicate["run"]["bundle_path"]))
     replay = work / run_id
     copies = compared_copies(run_dir)  # the redacted copy too, where the run wrote one (with this key's secret)
+    other_key = key_difference(str(predicate["run"].get("signer") or ""), signer, copies)
+    if other_key:
+        err.print(f"warning: {other_key}", markup=False)
     try:
         check_recorded_evidence(run_dir, root)
         for line in software_differences(predicate.get("software", {}), software_record()):
@@ -172,26 +176,30 @@ def rerun(
     err.print(f"differs: {len(diffs)} difference(s) from {run_dir}", markup=False)
     for line in diffs:
         err.print(f"  {line}", markup=False)
+    if other_key and any(line.startswith(REDACTED) for line in diffs):
+        err.print("  the report.redacted.* differences follow from the other signing key (warning above)",
+                  markup=False)
     raise Exit(1)
 
 
-def _rerun_checks(settings: Settings, keep: Path | None, run_id: str) -> Path:
+def _rerun_checks(settings: Settings, keep: Path | None, run_id: str) -> tuple[Path, str]:
     """What `certify` checks before any work, for a re-run: the key directory, the signing key and the PDF signer,
     then the folder the re-run writes into (`keep`: created if need be, writable, without a folder of this run id;
-    else a new temporary folder, which is returned)."""
+    else a new temporary folder). Returns that folder and the signing key's fingerprint."""
     from clustercert.attest.signing import load_pdf_signer, load_signing_key
     from clustercert.cli import safety
 
     safety.check_key_dir(settings.key_dir)
-    load_pdf_signer(load_signing_key(settings.key_dir, settings.key_passphrase))
+    pair = load_signing_key(settings.key_dir, settings.key_passphrase)
+    load_pdf_signer(pair)
     if keep is not None:
         safety.check_reports_dir(keep)
         if (keep / run_id).exists() or (keep / run_id).is_symlink():
             raise UsageError(f"{keep / run_id}: expected a new folder for the re-run, got one that exists. "
                              "Give another --keep folder or remove that one")
-        return keep
+        return keep, pair.fingerprint
     try:
-        return Path(tempfile.mkdtemp(prefix="clustercert-rerun-"))
+        return Path(tempfile.mkdtemp(prefix="clustercert-rerun-")), pair.fingerprint
     except OSError as exc:
         raise UsageError(f"{tempfile.gettempdir()}: expected a writable temporary folder for the re-run, got "
                          f"{exc.strerror}. Set TMPDIR to a writable folder or give --keep DIR") from None

@@ -12,7 +12,8 @@ from clustercert.attest.pdfbytes import unsigned_bytes
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.hashing import sha256_file
 
-__all__ = ["check_recorded_evidence", "compare_run_folders", "read_predicate", "software_differences"]
+__all__ = ["REDACTED", "check_recorded_evidence", "compare_run_folders", "compared_copies", "key_difference",
+           "read_predicate", "software_differences"]
 
 
 def read_predicate(run_dir: Path) -> dict[str, Any]:
@@ -83,6 +84,17 @@ def compared_copies(original: Path) -> list[str]:
     """The report copies a re-run of `original` renders and compares: "report", and "report.redacted" when the run
     wrote one (`certify --redact`)."""
     return ["report", *([REDACTED] if (original / f"{REDACTED}.pdf").is_file() else [])]
+
+
+def key_difference(recorded: str, current: str, copies: list[str]) -> str | None:
+    """Why the redacted copy cannot reproduce, when the run wrote one (`copies`) and was signed by the key of
+    fingerprint `recorded` while the re-run signs with `current`: its pseudonyms are keyed by the signing key.
+    None when the keys are the same, the run has no redacted copy, or its manifest names no signer."""
+    if REDACTED not in copies or not recorded or recorded == current:
+        return None
+    return (f"the run was signed by key {recorded}; this re-run signs with {current}. The redacted copy's "
+            "pseudonyms are keyed by the signing key, so report.redacted.html and report.redacted.pdf will differ: "
+            "set CLUSTERCERT_KEY_DIR to the keys that signed the run to reproduce them")
 
 
 def compare_run_folders(original: Path, replay: Path) -> list[str]:

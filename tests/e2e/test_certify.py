@@ -240,6 +240,32 @@ def test_verify_refuses_an_untrusted_signer(certified: dict[str, Any], tmp_path:
     assert proc.returncode == 0, proc.stderr
 
 
+def test_rerun_under_another_key_says_first_why_the_redacted_copy_will_differ(certified: dict[str, Any],
+                                                                               tmp_path: Path) -> None:
+    """The redacted copy's pseudonyms are keyed by the signing key: a re-run of a redacted run under another key
+    says so before any work, naming both keys; with the evidence gone it then stops at the first missing file."""
+    run_dir = certified["run_dir"]
+    other_keys = tmp_path / "other-keys"
+    made = run_cli("keys", "init", env={"CLUSTERCERT_KEY_DIR": str(other_keys)})
+    assert made.returncode == 0, made.stderr
+    other = made.stdout.strip().rpartition("manifest key ")[2]
+    mine = json.loads((run_dir / "manifest.json").read_text())["predicate"]["run"]["signer"]
+    assert other.startswith("SHA256:") and mine.startswith("SHA256:") and other != mine
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = run_cli("rerun", str(run_dir), "--bundle", str(gone), env={"CLUSTERCERT_KEY_DIR": str(other_keys)})
+    assert proc.returncode == 3, proc.stderr
+    warning, error = proc.stderr.splitlines()
+    assert warning == (f"warning: the run was signed by key {mine}; this re-run signs with {other}. The redacted "
+                       "copy's pseudonyms are keyed by the signing key, so report.redacted.html and "
+                       "report.redacted.pdf will differ: set CLUSTERCERT_KEY_DIR to the keys that signed the run to "
+                       "reproduce them")
+    assert error.startswith(f"error: {gone / 'bundle.yaml'}: missing; the run's manifest lists it"), error
+    # under the key that signed it, no such warning (and the same stop at the missing evidence)
+    proc = run_cli("rerun", str(run_dir), "--bundle", str(gone))
+    assert proc.returncode == 3 and proc.stderr.startswith(f"error: {gone}"), proc.stderr
+
+
 def test_pdf_signed_by_another_certificate_is_untrusted(certified: dict[str, Any], tmp_path: Path) -> None:
     """A PDF re-signed by someone else's certificate fails, even listed in a manifest signed by a trusted key."""
     import datetime as dt

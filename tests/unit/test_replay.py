@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from clustercert.runs.replay import compare_run_folders, software_differences
+from clustercert.runs.replay import compare_run_folders, key_difference, software_differences
 
 
 def _folder(path: Path, results: dict[str, object], html: str, pdf: bytes) -> Path:
@@ -85,3 +85,14 @@ def test_without_a_redacted_copy_only_the_report_is_compared(tmp_path: Path) -> 
     assert compare_run_folders(a, b) == []
     (a / "report.html").unlink()  # a run folder short of its report: named, not a crash
     assert compare_run_folders(a, b) == ["report.html: missing from the run folder"]
+
+
+def test_another_signing_key_is_named_only_where_a_redacted_copy_depends_on_it() -> None:
+    with_copy, without = ["report", "report.redacted"], ["report"]
+    note = key_difference("SHA256:aaa", "SHA256:bbb", with_copy)
+    assert note is not None
+    assert note.startswith("the run was signed by key SHA256:aaa; this re-run signs with SHA256:bbb. ")
+    assert "report.redacted.html and report.redacted.pdf will differ" in note
+    assert key_difference("SHA256:aaa", "SHA256:aaa", with_copy) is None  # the same key: it reproduces
+    assert key_difference("SHA256:aaa", "SHA256:bbb", without) is None  # no copy keyed by it
+    assert key_difference("", "SHA256:bbb", with_copy) is None  # a manifest naming no signer: nothing to compare
