@@ -8,10 +8,10 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from clustercert import PROJECT_ROOT
+
 __all__ = ["PROJECT_ROOT", "TABLE_PATH_VARIABLE", "TELEMETRY_MEMORY_VARIABLE", "Settings", "load_settings",
            "table_path", "telemetry_memory_bytes"]
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _default_key_dir() -> Path:

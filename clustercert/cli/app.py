@@ -15,14 +15,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustercert import PROJECT_ROOT
 from clustercert.cli import ops as cli_ops
 from clustercert.cli import run as cli_run
 from clustercert.cli import safety
 from clustercert.cli.evidence import evidence_app
 from clustercert.errors import ClusterCertError, SigningError, UsageError
-from clustercert.settings import PROJECT_ROOT, Settings, load_settings
 
 if TYPE_CHECKING:
+    from clustercert.settings import Settings
     from flows.runtime import TemporaryServer
 
 __all__ = ["app", "entry", "main"]
@@ -103,6 +104,8 @@ def certify(
 ) -> None:
     """Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2 usage/configuration error, 3 INCOMPLETE or unreadable."""
     started = time.monotonic()
+    from clustercert.settings import load_settings
+
     settings = load_settings()
     now = _now()
     reports = reports_dir or settings.reports_dir
@@ -211,6 +214,7 @@ def verify(
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a run folder")
     from clustercert.attest.manifest import verify_run
+    from clustercert.settings import load_settings
 
     settings = load_settings()
     result = verify_run(run_dir, key_dir=settings.key_dir, trust=trust or None, bundle=bundle, today=_now().date())
@@ -239,6 +243,7 @@ def keys_init(
     The passphrase, if any, comes from CLUSTERCERT_KEY_PASSPHRASE; private files are mode 0600.
     """
     from clustercert.attest.signing import init_keys
+    from clustercert.settings import load_settings
 
     settings = load_settings()
     pair = init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name=common_name, dev=False,
@@ -279,6 +284,8 @@ def simulate(
         raise UsageError(f"simulate: {exc}; scenarios: seed, degraded, h100; systems: gb200-nvl72, h100-sxm") from None
     faults = None if fault is None else tuple(parse_fault(f) for f in fault if f != "none")
     sc = scenario_for(name, seed=seed, gpus=gpus, system=chosen, faults=faults, repeats=repeats, start=start)
+    from clustercert.settings import load_settings
+
     settings = load_settings()
     catalog = load_catalog(build_topology(sc.system, sc.gpus).catalog, settings.references_dir)
     write_bundle(out_dir, sc, catalog)

@@ -11,13 +11,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from clustercert.errors import UsageError
-from clustercert.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from clustercert.settings import Settings
 
 __all__ = ["dask_address", "register"]
 
@@ -55,6 +57,7 @@ def runs(
 ) -> None:
     """List past runs, oldest first: date, cluster, bundle, outcome and headline figures per workload."""
     from clustercert.runs.history import LeftOut, compare_headlines, index_runs
+    from clustercert.settings import load_settings
 
     settings = load_settings()
     left_out: list[LeftOut] = []
@@ -140,6 +143,8 @@ def rerun(
     if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
         raise UsageError(f"{run_dir / 'manifest.json'}: expected a run id that names a folder, got {run_id[:80]!r}. "
                          "Give a run folder written by `clustercert certify`")
+    from clustercert.settings import load_settings
+
     settings = load_settings()
     work, signer = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work
     root = bundle or Path(str(predicate["run"]["bundle_path"]))

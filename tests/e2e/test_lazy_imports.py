@@ -40,6 +40,19 @@ def test_light_commands_import_nothing_heavy(argv: list[str]) -> None:
     assert modules & set(HEAVY) == set()
 
 
+@pytest.mark.parametrize("argv", [["--help"], [], ["certify", "--out", "x"], ["verify"]],
+                         ids=["help", "no-command", "unknown-option", "missing-argument"])
+def test_help_and_usage_errors_read_no_settings(argv: list[str]) -> None:
+    """The command list and a usage error need no settings model (pydantic-settings and the model: a quarter to a half
+    of their start-up); the command list not even pydantic, which typer imports to read a command's arguments."""
+    rc, modules = _imported(argv)
+    assert rc == (0 if argv == ["--help"] else 2)
+    assert "typer" in modules  # the probe sees real imports
+    assert "pydantic_settings" not in modules
+    if argv in (["--help"], []):
+        assert "pydantic" not in modules
+
+
 def test_verify_of_a_run_folder_loads_no_flow_validation_or_renderer(seed_certified: dict[str, Any]) -> None:
     rc, modules = _imported(["verify", str(seed_certified["run_dir"])])
     assert rc == 0
