@@ -535,7 +535,9 @@ def _pair_checks(
     fraction = catalog.spec.rules.degraded_pair_fraction
     section: list[dict[str, object]] = []
     degraded: list[tuple[float, str]] = []  # (fraction of the median, -1 for a failed pair; the finding)
-    spans: list[Span] = []
+    spans: list[Span] = []  # the evidence of the pairs that are neither failed nor degraded
+    # (fraction of the median as in `degraded`, the pair's nodes, its evidence): a finding's own files come first
+    bad_spans: list[tuple[float, list[str], Sequence[Span]]] = []
     # like with like: same collective, same ranks, same ranks per node, same largest message size
     groups: dict[tuple[str, int, int | None], list[_Measured]] = {}
     for m in pairs:
@@ -567,8 +569,9 @@ def _pair_checks(
                 })
                 key = (nodes[0], nodes[1])
                 bad_pair[key] = bad_pair.get(key, False) or judged.degraded
-                spans.extend(judged.evidence)
-                if judged.degraded:
+                if not judged.degraded:
+                    spans.extend(judged.evidence)
+                else:
                     if judged.busbw_gbps is None:
                         why = m.cause or m.error or "no usable table"
                         shown = f"failed ({why!r}, {_where(m)})"
@@ -581,6 +584,7 @@ def _pair_checks(
                     ends = " - ".join(f"{n} ({domain_of[n]})" if n in domain_of else n for n in nodes)
                     order = -1.0 if judged.fraction_of_median is None else judged.fraction_of_median
                     degraded.append((order, f"{ends} {coll} {shown}{share}{median}"))
+                    bad_spans.append((order, nodes, judged.evidence))
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     title = (f"No node pair fails or falls below {fraction:.0%} of the median of pairs of its shape (collective, "
              "GPUs per node, message sizes)")
@@ -597,8 +601,11 @@ def _pair_checks(
         status, message = Status.PASS, f"{len(section)} pair measurement(s), none below {fraction:.0%} of the median"
     worst = min((float(p["fraction_of_median"]) for p in section  # type: ignore[arg-type]
                  if p["fraction_of_median"] is not None), default=None)
+    # The failed and degraded pairs' files first, in the order the finding names them (a reason shows the first)
+    bad_spans.sort(key=lambda b: b[0])
     checks = [_check(f"{PHASE}.pairs_no_degraded_link", title, severity, status, message, measured=worst,
-                     target=fraction, unit="fraction of median", evidence=spans, summary=pair_summary)]
+                     target=fraction, unit="fraction of median",
+                     evidence=[s for _, _, ev in bad_spans for s in ev] + spans, summary=pair_summary)]
     verdicts = rank_nodes([(k, v) for k, v in bad_pair.items()])
     nodes_section: list[dict[str, object]] = [
         {"node": v.node, "bad_pairs": v.bad_pairs, "pairs": v.pairs, "share": v.share, "suspect": v.suspect}
@@ -622,9 +629,12 @@ def _pair_checks(
                         + "; the pairs check names the links")
     else:
         node_status, node_message = Status.PASS, f"{len(bad_pair)} node pairs, none failed or degraded"
+    # The bad pairs of the suspect nodes first, then the other bad pairs, then the rest
+    suspect = {v.node for v in suspects}
+    bad_spans.sort(key=lambda b: not suspect.intersection(b[1]))
     checks.append(_check(f"{PHASE}.pairs_no_suspect_node", node_title, severity, node_status, node_message,
                          measured=suspects[0].share if suspects else None, target=0.5, unit="share of pairs",
-                         evidence=spans, summary=node_summary))
+                         evidence=[s for _, _, ev in bad_spans for s in ev] + spans, summary=node_summary))
     return checks, section, nodes_section
 
 

@@ -124,6 +124,9 @@ def test_degraded_page_one_lists_its_three_planted_faults(certified: dict[str, d
     # the collapsed cross-rack and full-scale collectives (issue 12) are reasons too, each naming its run
     assert any("nccl-cross-rack-128gpus-2" in line for line in lines), lines
     assert any("nccl-full-scale-512gpus-1" in line for line in lines), lines
+    # each reason's first place is its finding's own file: the degraded pair's log, not the sweep's first
+    [pair] = [r for r in reasons if r["check"] == "scaling.pairs_no_degraded_link"]
+    assert pair["where"][0].startswith("collectives/pair/gb-r3-n09-gb-r4-n09.log:"), pair["where"]
     # one reason per failing required check, nothing else
     failing = {c["id"] for c in certified["gb200-degraded"]["results"]["checks"]
                if c["status"] in ("FAIL", "ERROR") and c["severity"] == "required"}

@@ -136,6 +136,9 @@ def test_cluster00_every_pair_judged_and_failures_counted(cluster00: dict[str, A
     assert causes.count("remote process exited or there was a network error") == oracle["network"] > 0
     check = _checks(cluster00["results"])["scaling.pairs_no_degraded_link"]
     assert check["status"] == "FAIL" and "remote process exited or there was a network error" in check["message"]
+    # the finding's own files first (a reason shows the first): a failed pair's, not the sweep's first pair's
+    assert Path(check["evidence"][0]["file"]).name in oracle["bad_files"]
+    assert Path(check["evidence"][0]["file"]).name != cluster00["logs"][0].name
 
 
 def test_cluster00_points_at_the_node_in_most_bad_pairs(cluster00: dict[str, Any]) -> None:
@@ -148,6 +151,8 @@ def test_cluster00_points_at_the_node_in_most_bad_pairs(cluster00: dict[str, Any
     assert top["pairs"] == 16 and top["suspect"] is True
     check = _checks(cluster00["results"])["scaling.pairs_no_suspect_node"]
     assert check["status"] == "FAIL" and f"{top['node']} {top['bad_pairs']} of 16 pairs" in check["message"]
+    first = Path(check["evidence"][0]["file"]).name
+    assert first in oracle["bad_files"] and top["node"] in first  # a bad pair of the suspect node first
 
 
 def test_cluster00_shows_the_files_own_average_beside_the_gated_value(cluster00: dict[str, Any]) -> None:

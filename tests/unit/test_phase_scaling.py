@@ -183,6 +183,9 @@ def test_degraded_pair_is_named_with_its_racks(tmp_path: Path) -> None:
     # median of 45, 46, 20 is 45; 20 / 45 = 0.444 < 0.8
     assert check.status is Status.FAIL and check.measured == pytest.approx(20.0 / 45.0)
     assert "n1 (rack1) - n5 (rack2) all_reduce 20.0 GB/s, 44% of the median 45.0 GB/s" in check.message
+    # its evidence starts with the degraded pair's file (the one a reason names), the other pairs' after it
+    assert [Path(s.file).name for s in check.evidence][:1] == ["pair-2.log"]
+    assert {Path(s.file).name for s in check.evidence} == {"pair-0.log", "pair-1.log", "pair-2.log"}
     # two domains, 1 GPU per node over one NDR NIC: bound 50, expected 0.83 x 50 = 41.5, target 33.2
     target = out["checks"]["scaling.pair-all_reduce_busbw_meets_target"]
     assert target.target == pytest.approx(33.2) and "pair-2 20.0 GB/s < target 33.2" in target.message
