@@ -192,7 +192,8 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool, *, dev
         for row in check_table_rows(results):
             table.add_row(*row)
         out.print(table)
-    for line in summary_lines(results, summary["paths"], dev_key=dev_key, redacted=redacted, width=out.width):
+    for line in summary_lines(results, summary["paths"], dev_key=dev_key, redacted=redacted, width=out.width,
+                              verbose=verbose):
         out.print(line, markup=False, highlight=False)
     for e in errors[:5]:
         err.print(f"error: {e['message']}", markup=False)

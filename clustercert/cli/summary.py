@@ -8,10 +8,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_table_rows", "notices", "reasons", "summary_lines"]
+__all__ = ["PER_PHASE", "check_table_rows", "notices", "reason_lines", "reasons", "summary_lines"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 _BAD = ("FAIL", "ERROR")
+# Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
+# collective that crosses it), and the next phase's findings must not scroll out of sight behind them
+PER_PHASE = 3
 
 
 def _fit(text: str, width: int) -> str:
@@ -20,30 +23,73 @@ def _fit(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
 
 
-def _where(check: dict[str, Any]) -> str:
-    evidence = check.get("evidence") or []
-    if not evidence:
-        return ""
-    first = evidence[0]
-    line = first.get("line")
-    return f"{first.get('file', '')}" + (f":{line}" if line is not None else "")
+def _where(check: dict[str, Any]) -> list[str]:
+    """A check's evidence as `file:line` (or the file alone), as results.json's reasons give it."""
+    out = []
+    for span in check.get("evidence") or []:
+        line = span.get("line")
+        out.append(f"{span.get('file', '')}" + (f":{line}" if line else ""))
+    return out
 
 
-def reasons(results: dict[str, Any]) -> list[str]:
-    """Why the outcome is what it is: one line per failing or erroring check, the required ones first, each naming
-    where its evidence is. Uses results.json's own `reasons` list when it has one."""
+def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Why the outcome is what it is: every failing or erroring check, the required ones first, each as
+    {status, severity, phase, check, summary, where}. results.json's own `reasons` (the judge's one-clause summary
+    of each finding and its evidence relative to the bundle) when it has them; otherwise made from the checks."""
     given = results.get("reasons")
-    if isinstance(given, list) and all(isinstance(r, str) for r in given):
-        return list(given)
+    if isinstance(given, list) and all(isinstance(r, dict) and r.get("summary") for r in given):
+        return [{"status": r.get("status", ""), "severity": r.get("severity", "required"),
+                 "phase": r.get("phase", ""), "check": r.get("check", ""), "summary": str(r["summary"]),
+                 "where": [str(w) for w in r.get("where") or []]} for r in given]
     bad = [c for c in results.get("checks", []) if c["status"] in _BAD]
     bad.sort(key=lambda c: (c["severity"] != "required", _ORDER.index(c["status"])))
-    out = []
-    for c in bad:
-        where = _where(c)
-        message = str(c.get("message") or c.get("title") or "")
-        located = "" if not where or message.startswith(where.split(":")[0]) else f" [{where}]"
-        out.append(f"{c['status']} {c['id']}: {message}{located}")
-    return out
+    return [{"status": c["status"], "severity": c["severity"], "phase": c.get("phase", ""), "check": c["id"],
+             "summary": str(c.get("summary") or c.get("message") or c.get("title") or ""), "where": _where(c)}
+            for c in bad]
+
+
+def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None = None) -> list[str]:
+    """The reasons as a person reads them: `STATUS phase: finding [where it is]`, wrapped (never cut) to `width`
+    under a hanging indent. With `per_phase`, a phase shows at most that many, each on a file none of the phase's
+    reasons before it named first (one bad file fails many checks: a collapsed run, every collective it ran), and a
+    last line counts the rest."""
+    import re
+    import textwrap
+
+    shown: dict[str, set[str]] = {}
+    hidden: Counter[str] = Counter()
+    again = 0  # hidden reasons on a file shown above
+    others: set[str] = set()  # the files of the other hidden reasons
+    lines: list[str] = []
+    for r in found:
+        phase = r["phase"]
+        # the file the finding is on, without its lines; a reason that names none is its own
+        on = re.sub(r":\d+(-\d+)?$", "", r["where"][0]) if r["where"] else f"check {r['check']}"
+        seen = shown.setdefault(phase, set())
+        if per_phase is not None and (len(seen) >= per_phase or on in seen):
+            hidden[phase] += 1
+            if on in seen:
+                again += 1
+            else:
+                others.add(on)
+            continue
+        seen.add(on)
+        advisory = " (advisory)" if r["severity"] != "required" else ""
+        text = f"{r['status']} {phase}{advisory}: {r['summary']}"
+        where = r["where"][0] if r["where"] else ""
+        if where and not r["summary"].startswith(where.split(":")[0]):
+            text += f" [{where}]"
+        lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent=" " * 7,
+                               break_long_words=True, break_on_hyphens=False)
+    if hidden:
+        total = sum(hidden.values())
+        where = [f"{again} on the files above"] if again else []
+        if total > again:
+            where.append(f"{total - again} on {len(others)} other file{'s' if len(others) != 1 else ''}")
+        counts = ", ".join(f"{phase} {n}" for phase, n in hidden.items())
+        lines += textwrap.wrap(f"and {total} more, {' and '.join(where)} ({counts}): --verbose lists every one, "
+                               "report.html explains each", width, initial_indent="  ", subsequent_indent=" " * 7)
+    return lines
 
 
 def notices(results: dict[str, Any], *, dev_key: bool, redacted: bool) -> list[str]:
@@ -103,15 +149,16 @@ def _phase_line(phase: str, checks: list[dict[str, Any]]) -> str:
 
 
 def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bool, redacted: bool,
-                  width: int = 80) -> list[str]:
-    """The summary as lines of at most `width` characters."""
+                  width: int = 80, verbose: bool = False) -> list[str]:
+    """The summary as lines of at most `width` characters (but a run folder's path, printed whole). The failing
+    checks: at most `PER_PHASE` of each phase, every one when `verbose`."""
     width = max(40, width)
     cluster = results.get("cluster", {}).get("name", "")
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
     lines = [_fit(f"{head}: {cluster}", width), _fit(f"  why: {_why(results)}", width)]
-    lines += [_fit(f"  {r}", width) for r in reasons(results)]
+    lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])
     if workloads:
         lines.append("Workloads (step time measured vs reference, delta and 95% interval, status)")

@@ -20,16 +20,24 @@ PHASES = {"efficiency", "scaling", "resilience"}
 def certified(tmp_path_factory: pytest.TempPathFactory,
               seed_certified: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each sample certified once, with its exit code and results.json (one at a time: parallel runs race for
-    the temporary Prefect server and the development key); the seed's run is the session's shared one."""
+    the temporary Prefect server and the development key); the seed's run is the session's shared one. The
+    degraded one as a person at an 80-column terminal runs it (its summary is read here), the others with --json."""
     work = tmp_path_factory.mktemp("samples")
 
     def certify(name: str) -> tuple[str, dict[str, Any]]:
         bundle = work / name
         shutil.copytree(ROOT / "evidence" / name, bundle)
-        proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(work / f"reports-{name}"))
-        out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+        reports = work / f"reports-{name}"
+        if name == "gb200-degraded":
+            proc = run_cli("certify", str(bundle), "--reports-dir", str(reports), env={"COLUMNS": "80"})
+            folders = [ln.strip()[len("in "):] for ln in proc.stdout.splitlines() if ln.startswith("  in ")]
+            out = {"run_dir": folders[0]} if len(folders) == 1 else {}
+        else:
+            proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(reports))
+            out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
         results = json.loads((Path(out["run_dir"]) / "results.json").read_text()) if "run_dir" in out else {}
-        return name, {"rc": proc.returncode, "out": out, "results": results, "stderr": proc.stderr}
+        return name, {"rc": proc.returncode, "out": out, "results": results, "stdout": proc.stdout,
+                      "stderr": proc.stderr}
 
     return {"gb200-seed": seed_certified, **dict(certify(name) for name in SAMPLES if name != "gb200-seed")}
 
@@ -135,6 +143,46 @@ def test_degraded_page_one_lists_its_three_planted_faults(certified: dict[str, d
 
     page_one = PdfReader(Path(certified["gb200-degraded"]["out"]["run_dir"]) / "report.pdf").pages[0].extract_text()
     assert "Pass rule" in page_one and "unreported straggler on gb-r2-n05 GPU 1" in " ".join(page_one.split())
+
+
+def test_degraded_summary_names_each_planted_fault_once_within_80_columns(
+        certified: dict[str, dict[str, Any]]) -> None:
+    """The terminal summary of a failing run: each planted fault's finding whole (wrapped, never cut) with its file,
+    the checks the same bad files fail again counted, not repeated; every line within 80 columns."""
+    degraded = certified["gb200-degraded"]
+    lines = degraded["stdout"].splitlines()
+    run_dir = degraded["out"]["run_dir"]
+    assert [ln for ln in lines if len(ln) > 80 and ln.strip() != f"in {run_dir}"] == []
+    why = lines.index("  why: 21 required checks fail")
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("Workloads "))
+    block = lines[why + 1:end]
+    # a reason starts at two spaces and its status; its continuation lines hang at seven
+    told: list[str] = []
+    for ln in block:
+        if ln.startswith(("  FAIL ", "  ERROR ", "  and ")):
+            told.append(ln.strip())
+        else:
+            assert ln.startswith(" " * 7) and ln.strip(), ln
+            told[-1] += " " + ln.strip()
+    reasons = {r["check"]: r for r in degraded["results"]["reasons"]}
+    assert len(reasons) == 21
+    # the planted faults: the slow Grok-1, the collapsed cross-rack and full-scale runs, the bad link, the straggler
+    expected = {"efficiency": ["training/grok1-314b/bf16/512/r1.log"],
+                "scaling": ["collectives/cross-rack/128gpus-2.log", "collectives/full-scale/512gpus-1.log",
+                            "collectives/pair/gb-r3-n09-gb-r4-n09.log"],
+                "resilience": ["resilience/rank-timings.parquet"]}
+    shown = [t for t in told if not t.startswith("and ")]
+    assert len(shown) == 5, told
+    files = {}
+    for text in shown:
+        status, phase = text.split(":", 1)[0].split()
+        [reason] = [r for r in reasons.values() if text == f"{status} {phase}: {r['summary']} [{r['where'][0]}]"]
+        files.setdefault(phase, []).append(reason["where"][0].rsplit(":", 1)[0])
+    assert files == expected
+    # the 16 others are on those files: the same collapsed runs fail every collective's target and peer check
+    assert told[-1] == ("and 16 more, 16 on the files above (scaling 16): --verbose lists every one, report.html "
+                        "explains each")
+    assert sum(1 for r in reasons.values() if r["where"][0].rsplit(":", 1)[0] in expected["scaling"]) == 19
 
 
 @pytest.mark.parametrize("sample", sorted(SAMPLES))

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pypdf import PdfReader
 
-from clustercert.cli.summary import reasons
+from clustercert.cli.summary import reason_lines, reasons
 from tests.conftest import run_cli
 
 
@@ -73,22 +73,70 @@ def test_verbose_adds_the_check_table_within_80_columns(seed_certified: dict[str
     assert all(cells[status] == n for status, n in statuses.items()), (cells, statuses)
 
 
-def test_reasons_are_the_failing_checks_one_line_each_with_where() -> None:
+def test_reasons_are_the_failing_checks_each_with_where() -> None:
     checks = [
-        {"id": "efficiency.a_meets_baseline", "status": "FAIL", "severity": "required", "message": "slow by 6 %",
-         "evidence": [{"file": "training/a/r1.log", "line": 40}]},
-        {"id": "scaling.b", "status": "PASS", "severity": "required", "message": "fine", "evidence": []},
-        {"id": "validation.c", "status": "ERROR", "severity": "required",
+        {"id": "efficiency.a_meets_baseline", "status": "FAIL", "severity": "required", "phase": "efficiency",
+         "message": "slow by 6 %", "evidence": [{"file": "training/a/r1.log", "line": 40}]},
+        {"id": "scaling.b", "status": "PASS", "severity": "required", "phase": "scaling", "message": "fine",
+         "evidence": []},
+        {"id": "validation.c", "status": "ERROR", "severity": "required", "phase": "validation",
          "message": "training/c.log line 3: required expectation failed", "evidence": [
              {"file": "training/c.log", "line": 3}]},
-        {"id": "scaling.d", "status": "FAIL", "severity": "advisory", "message": "low", "evidence": []},
+        {"id": "scaling.d", "status": "FAIL", "severity": "advisory", "phase": "scaling", "message": "low",
+         "evidence": []},
     ]
-    assert reasons({"checks": checks}) == [
-        "FAIL efficiency.a_meets_baseline: slow by 6 % [training/a/r1.log:40]",
-        "ERROR validation.c: training/c.log line 3: required expectation failed",
-        "FAIL scaling.d: low",
+    # without the judge's reasons (an older results.json): made from the checks, required FAILs, ERRORs, advisory
+    found = reasons({"checks": checks})
+    assert [(r["check"], r["summary"], r["where"]) for r in found] == [
+        ("efficiency.a_meets_baseline", "slow by 6 %", ["training/a/r1.log:40"]),
+        ("validation.c", "training/c.log line 3: required expectation failed", ["training/c.log:3"]),
+        ("scaling.d", "low", []),
     ]
-    assert reasons({"checks": checks, "reasons": ["judge's own line"]}) == ["judge's own line"]
+    assert reason_lines(found, 80) == [
+        "  FAIL efficiency: slow by 6 % [training/a/r1.log:40]",
+        "  ERROR validation: training/c.log line 3: required expectation failed",  # it names its file already
+        "  FAIL scaling (advisory): low",
+    ]
+    judged = {"checks": checks, "reasons": [{"check": "x.y", "status": "FAIL", "severity": "required",
+                                             "phase": "x", "summary": "judge's own summary", "where": ["f.log:2-9"],
+                                             "title": "t", "line": "FAIL x: judge's own summary"}]}
+    assert reason_lines(reasons(judged), 80) == ["  FAIL x: judge's own summary [f.log:2-9]"]
+
+
+def test_reason_lines_wrap_whole_and_count_what_the_same_files_fail_again() -> None:
+    def reason(phase: str, summary: str, where: str) -> dict[str, Any]:
+        return {"check": f"{phase}.{summary}", "status": "FAIL", "severity": "required", "phase": phase,
+                "summary": summary, "where": [where]}
+
+    long = "cross-rack all_reduce below target: nccl-cross-rack-128gpus-2 304.1 < 597.6 GB/s"
+    found = [reason("scaling", long, "c/128gpus-2.log:1-160"),
+             reason("scaling", "alltoall below target", "c/128gpus-2.log:469-619"),  # the same file again
+             reason("scaling", "pair slow", "p/a-b.log:1-34"),
+             reason("scaling", "full-scale slow", "f/512.log:1"),
+             reason("scaling", "another pair slow", "p/c-d.log:1-34"),  # a fourth file: past the three per phase
+             reason("resilience", "straggler", "r/t.parquet")]
+    lines = reason_lines(found, 40, per_phase=3)
+    assert all(len(ln) <= 40 for ln in lines)
+    # 40 columns, 33 after the hanging indent; words whole, hyphenated names too
+    assert lines[:5] == ["  FAIL scaling: cross-rack all_reduce",
+                         "       below target:",
+                         "       nccl-cross-rack-128gpus-2 304.1 <",
+                         "       597.6 GB/s",
+                         "       [c/128gpus-2.log:1-160]"]
+    joined = " ".join(ln.strip() for ln in lines)
+    assert f"FAIL scaling: {long} [c/128gpus-2.log:1-160]" in joined
+    assert "alltoall" not in joined and "another pair" not in joined
+    assert "FAIL scaling: pair slow [p/a-b.log:1-34]" in joined and "FAIL resilience: straggler [r/t.parquet]" in joined
+    assert joined.endswith("and 2 more, 1 on the files above and 1 on 1 other file (scaling 2): --verbose lists "
+                           "every one, report.html explains each")
+    # a word longer than a line (a deep path) is broken where the line ends: no line is wider than asked
+    deep = "collectives/pair/node-with-a-long-name-a-b.log:1-34"
+    assert reason_lines([reason("scaling", "slow", deep)], 40) == [
+        "  FAIL scaling: slow [collectives/pair/n", "       ode-with-a-long-name-a-b.log:1-34", "       ]"]
+    # --verbose: every one, nothing counted
+    every = " ".join(ln.strip() for ln in reason_lines(found, 40))
+    assert "alltoall below target [c/128gpus-2.log:469-619]" in every and "another pair slow" in every
+    assert " more" not in every
 
 
 def test_runs_is_compact_at_80_columns(seed_certified: dict[str, Any]) -> None:
