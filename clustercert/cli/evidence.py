@@ -108,6 +108,22 @@ def _found(pf: ParsedFile) -> str:
     return "parsed"
 
 
+def _totals(files: list[ParsedFile]) -> str:
+    """What the parsers read from several files of one kind, added up: steps of training logs, tests of
+    nccl-tests outputs (and how many aborted); the number of files otherwise."""
+    from clustercert.parsers.nccl_tests import NcclTestsResult
+    from clustercert.parsers.training import TrainingLog
+
+    results = [pf.result for pf in files if pf.usable]
+    if results and all(isinstance(r, TrainingLog) for r in results):
+        return f"{sum(len(r.steps) for r in results if isinstance(r, TrainingLog)):,} steps"
+    if results and all(isinstance(r, NcclTestsResult) for r in results):
+        tests = [t for r in results if isinstance(r, NcclTestsResult) for t in r.tests]
+        aborted = sum(1 for t in tests if t.error)
+        return f"{len(tests):,} tests" + (f", {aborted} aborted" if aborted else "")
+    return f"{len(results)} files read"
+
+
 def _problems(parsed: dict[str, list[ParsedFile]]) -> list[str]:
     """Every finding that makes evidence unusable or a measurement fail, one line each."""
     from clustercert.parsers.nccl_tests import NcclTestsResult
@@ -159,8 +175,13 @@ def check(
         typer.Option("--data-docs", help="Also write Great Expectations' Data Docs into this folder "
                      "(they load remote scripts; never inside a run folder)."),
     ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print a row per file and per validated "
+                                          "table.")] = False,
 ) -> None:
-    """Verify the seal, parse every file, run the expectation suites; exit 3 when anything is unusable."""
+    """Verify the seal, parse every file, run the expectation suites; exit 3 when anything is unusable.
+
+    Prints, at the terminal's width, the files by kind and what their parsers read, the expectations that did not
+    pass and every problem; --verbose adds the tables of every file and every validated table."""
     from clustercert.evidence.parse import parse_bundle
     from clustercert.runs.folder import check_seal, load_inputs
     from clustercert.settings import load_settings
@@ -194,32 +215,70 @@ def check(
                           "problems": problems, "warnings": warnings, "validation": report.to_json()},
                          indent=2, allow_nan=False))
     else:
-        _print_check(loaded.root, sealed, runs, problems, report, data_docs)
-        for warning in warnings:
-            out.print(f"warning: {warning}", markup=False)
+        _print_check(loaded.root, sealed, runs, parsed, problems, warnings, report, data_docs, verbose=verbose)
     if problems:
         raise EvidenceUnusable(f"{loaded.root}: {len(problems)} problem(s); the evidence cannot be used as it is")
 
 
-def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], problems: list[str],
-                 report: ValidationReport, data_docs: Path | None) -> None:
-    table = Table(title=f"{root}: " + ("sealed" if sealed else "not sealed (run `clustercert evidence seal`)"))
-    for col in ("run", "kind", "format", "file", "found"):
-        table.add_column(col, overflow="fold")
-    for run in runs:
-        for f in run["files"]:
-            table.add_row(run["run"], run["kind"], run["format"], f["file"], f["found"] or "UNUSABLE")
-    out.print(table)
-    out.print(_validation_table(report))
+def _wrapped(text: str, indent: int = 2, hang: int = 4) -> list[str]:
+    """`text` wrapped to the terminal's width, indented by `indent` and its continuation lines by `hang` more; words
+    whole, a word longer than a line (a deep path) on a line of its own, as a path is copied."""
+    import textwrap
+
+    return textwrap.wrap(text, max(40, out.width), initial_indent=" " * indent,
+                         subsequent_indent=" " * (indent + hang), break_long_words=False,
+                         break_on_hyphens=False) or [" " * indent]
+
+
+def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: dict[str, list[ParsedFile]],
+                 problems: list[str], warnings: list[str], report: ValidationReport, data_docs: Path | None, *,
+                 verbose: bool = False) -> None:
+    """The check as a person reads it at the terminal's width: the seal, the files by kind and what their
+    parsers read (a kind's one file by name), each unusable file, the expectations that did not pass, the
+    warnings and problems, the verdict. With `verbose`, the tables of every file and every validated table."""
+    seal = "sealed" if sealed else "not sealed (run `clustercert evidence seal`)"
+    if verbose:
+        table = Table(title=f"{root}: {seal}")
+        for col in ("run", "kind", "format", "file", "found"):
+            table.add_column(col, overflow="fold")
+        for run in runs:
+            for f in run["files"]:
+                table.add_row(run["run"], run["kind"], run["format"], f["file"], f["found"] or "UNUSABLE")
+        out.print(table)
+        out.print(_validation_table(report))
+    lines = [f"{root}: {seal}"]
+    by_kind: dict[str, list[ParsedFile]] = {}
+    for files in parsed.values():
+        for pf in files:
+            by_kind.setdefault(pf.kind.value, []).append(pf)
+    total = sum(len(files) for files in by_kind.values())
+    usable = sum(pf.usable for files in by_kind.values() for pf in files)
+    lines.append(f"Files ({usable} of {total} read; by kind: read/files, what the parsers found)")
+    width = max((len(kind) for kind in by_kind), default=0)
+    counts = {kind: f"{sum(pf.usable for pf in files)}/{len(files)}" for kind, files in by_kind.items()}
+    count_width = max((len(c) for c in counts.values()), default=0)
+    for kind, files in by_kind.items():
+        read = [pf for pf in files if pf.usable]
+        found = f"{read[0].rel}: {_found(read[0])}" if len(files) == 1 and read else _totals(files)
+        lines += _wrapped(f"{kind:<{width}}  {counts[kind]:>{count_width}}  {found}", hang=width + count_width + 4)
+    for files in by_kind.values():
+        lines += [ln for pf in files if not pf.usable for ln in _wrapped(f"UNUSABLE {pf.rel} (run {pf.run})")]
     summary = report.summary()
-    out.print(f"validation: {summary['passed']} passed, {summary['required_failed']} required failed, "
-              f"{summary['errors']} could not run")
+    lines.append(f"validation: {summary['passed']} passed, {summary['required_failed']} required failed, "
+                 f"{summary['errors']} could not run ({len(report.tables) + len(report.cross_tables)} tables)")
+    for t in (*report.tables, *report.cross_tables):
+        for r in t.results:
+            if r.status.value != "PASS":
+                where = ", ".join(part for part in (t.table, f"run {t.run}" if t.run else "", t.file) if part)
+                lines += _wrapped(f"{r.expectation}{'*' if r.required else ''} {r.status.value} ({where})")
     if data_docs is not None:
-        out.print(f"data docs: {data_docs / 'index.html'}")
-    for problem in problems:
-        out.print(f"problem: {problem}", markup=False)
+        lines.append(f"data docs: {data_docs / 'index.html'}")
+    lines += [ln for w in warnings for ln in _wrapped(f"warning: {w}", indent=0, hang=2)]
+    lines += [ln for p in problems for ln in _wrapped(f"problem: {p}", indent=0, hang=2)]
     if not problems:
-        out.print("evidence usable")
+        lines.append("evidence usable")
+    for line in lines:
+        out.print(line, markup=False)
 
 
 @evidence_app.command("parse")

@@ -50,7 +50,8 @@ def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None = None) -> list[str]:
     """The reasons as a person reads them: `STATUS phase: finding [where it is]`, wrapped (never cut) to `width`
-    under a hanging indent. With `per_phase`, a phase shows at most that many, each on a file none of the phase's
+    under a hanging indent; a word longer than a line (a deep path) is kept whole on a line of its own, as a
+    path is copied. With `per_phase`, a phase shows at most that many, each on a file none of the phase's
     reasons before it named first (one bad file fails many checks: a collapsed run, every collective it ran), and a
     last line counts the rest."""
     import re
@@ -80,7 +81,7 @@ def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None 
         if where and not r["summary"].startswith(where.split(":")[0]):
             text += f" [{where}]"
         lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent=" " * 7,
-                               break_long_words=True, break_on_hyphens=False)
+                               break_long_words=False, break_on_hyphens=False)
     if hidden:
         total = sum(hidden.values())
         where = [f"{again} on the files above"] if again else []

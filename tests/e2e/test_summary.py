@@ -129,10 +129,10 @@ def test_reason_lines_wrap_whole_and_count_what_the_same_files_fail_again() -> N
     assert "FAIL scaling: pair slow [p/a-b.log:1-34]" in joined and "FAIL resilience: straggler [r/t.parquet]" in joined
     assert joined.endswith("and 2 more, 1 on the files above and 1 on 1 other file (scaling 2): --verbose lists "
                            "every one, report.html explains each")
-    # a word longer than a line (a deep path) is broken where the line ends: no line is wider than asked
+    # a word longer than a line (a deep path) stays whole on a line of its own, as a path is copied
     deep = "collectives/pair/node-with-a-long-name-a-b.log:1-34"
     assert reason_lines([reason("scaling", "slow", deep)], 40) == [
-        "  FAIL scaling: slow [collectives/pair/n", "       ode-with-a-long-name-a-b.log:1-34", "       ]"]
+        "  FAIL scaling: slow", "       [collectives/pair/node-with-a-long-name-a-b.log:1-34]"]
     # --verbose: every one, nothing counted
     every = " ".join(ln.strip() for ln in reason_lines(found, 40))
     assert "alltoall below target [c/128gpus-2.log:469-619]" in every and "another pair slow" in every

@@ -4,7 +4,9 @@ the `evidence` commands as a user runs them."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +82,13 @@ def _duplicate_iteration(bundle: Path, doc: dict[str, Any]) -> None:
 def _declare_256_gpus(bundle: Path, doc: dict[str, Any]) -> None:
     run = next(r for r in doc["runs"] if r["files"] == [f"{LLAMA}/r2.log"])
     run["gpus"] = 256
+
+
+def _step_lines(path: Path) -> list[str]:
+    """A NeMo or Megatron-LM log's step lines, found by their step time field (the oracle of the steps a parser
+    reads)."""
+    return [ln for ln in path.read_text().splitlines()
+            if "train_step_timing in s:" in ln or "elapsed time per iteration (ms):" in ln]
 
 
 def _line_of(path: Path, text: str, nth: int = 1) -> int:
@@ -220,16 +229,41 @@ def test_evidence_check_lists_every_problem_and_exits_3(tmp_path: Path) -> None:
     rank_line = _line_of(bundle / "nccl" / "all_reduce_8.log", "nccl-tests version")
     # gpu_counts rows judged: 150 nccl-tests tests, the rank-timings table's distinct ranks and its fewest ranks
     # of any one step (the shrink-mid-run row)
-    assert out["problems"] == [
+    problems = [
         f"{bundle / LLAMA / 'r3.log'}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)",
         f"{bundle / LLAMA / 'r3.log'}: expected text, got binary data (NUL bytes)",
         f"{bundle / 'nccl' / 'all_reduce_8.log'} line {rank_line}: required expectation 'gpu_counts_agree' failed: "
         "1 of 152 rows outside the expectation (collective runs and per-rank timings must show "
         "exactly the GPU count bundle.yaml declares)",
     ]
+    assert out["problems"] == problems
     assert proc.stderr.strip() == f"error: {bundle}: 3 problem(s); the evidence cannot be used as it is"
-    text = run_cli("evidence", "check", str(bundle))
-    assert text.returncode == 3 and "UNUSABLE" in text.stdout and "gpu_counts_agree* FAIL" in text.stdout
+    # As a person reads it at 80 columns: the files by kind, the unusable one named, the expectation that failed,
+    # each problem whole (wrapped under a two-space hang), every line within 80 columns but a path longer than one
+    text = run_cli("evidence", "check", str(bundle), env={"COLUMNS": "80"})
+    assert text.returncode == 3 and text.stderr == proc.stderr
+    lines = text.stdout.splitlines()
+    assert [ln for ln in lines if len(ln) > 80 and " " in ln.strip()] == []  # but a path longer than a line
+    files = [f for r in load_bundle(bundle).spec.runs for f in r.files]
+    assert lines[0] == f"{bundle}: sealed"
+    assert lines[1].startswith(f"Files ({len(files) - 1} of {len(files)} read;")
+    assert f"  UNUSABLE {LLAMA}/r3.log (run llama3-70b-fp8-512-r3)" in lines
+    training = [f for r in load_bundle(bundle).spec.runs if r.kind.value == "training" for f in r.files]
+    steps = sum(len(_step_lines(bundle / f)) for f in training if not f.endswith(f"{LLAMA}/r3.log"))
+    assert any(re.fullmatch(rf"  training +{len(training) - 1}/{len(training)}  {steps:,} steps", ln)
+               for ln in lines), lines
+    [at] = [i for i, ln in enumerate(lines) if "gpu_counts_agree*" in ln]
+    failed = " ".join([lines[at].strip(), *(ln.strip() for ln in itertools.takewhile(
+        lambda ln: ln.startswith(" " * 6), lines[at + 1:]))])
+    assert failed == f"gpu_counts_agree* FAIL (gpu_counts, run bundle, {bundle / 'bundle.yaml'})", failed
+    told: list[str] = []
+    for ln in lines[at + 1:]:
+        if ln.startswith("problem:"):
+            told.append(ln[len("problem:"):].strip())
+        elif ln.startswith("  ") and told:
+            told[-1] = f"{told[-1]} {ln.strip()}".strip()
+    assert told == problems
+    assert "evidence usable" not in text.stdout and "validation (expectation suites" not in text.stdout
 
 
 def test_evidence_check_writes_data_docs_only_on_request(tmp_path: Path) -> None:
@@ -237,9 +271,14 @@ def test_evidence_check_writes_data_docs_only_on_request(tmp_path: Path) -> None
     tests/unit/test_validation.py holds equal to the stacked one), 27 s of CPU on the sample against 6 s here."""
     docs = tmp_path / "docs"
     bundle = mini_bundle(tmp_path)
-    proc = run_cli("evidence", "check", str(bundle), "--data-docs", str(docs))
+    proc = run_cli("evidence", "check", str(bundle), "--data-docs", str(docs), "--verbose")
     assert proc.returncode == 0, proc.stderr
-    assert "evidence usable" in proc.stdout and "validation (expectation suites" in proc.stdout
+    # --verbose: a row per file and per validated table before the summary
+    assert proc.stdout.startswith(f"{bundle}: not sealed (run `clustercert evidence seal`)")
+    assert "validation (expectation suites" in proc.stdout
+    assert proc.stdout.rstrip().endswith("evidence usable") and "UNUSABLE" not in proc.stdout
+    for f in (f for r in load_bundle(bundle).spec.runs for f in r.files):
+        assert f" {f} " in proc.stdout, f
     assert (docs / "index.html").is_file() and (docs / "validations").is_dir()
     assert f"data docs: {docs / 'index.html'}" in proc.stdout
     run_dir = tmp_path / "run"
