@@ -120,6 +120,8 @@ def rerun(
     run_dir: Annotated[Path, typer.Argument(help="A run folder written by `clustercert certify`.")],
     bundle: Annotated[Path | None, typer.Option(help="Where the evidence bundle is now, if it moved.")] = None,
     keep: Annotated[Path | None, typer.Option(help="Write the re-run folder here instead of a temporary one.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every difference (by default, of many in "
+                                          "one list, the first two and a count).")] = False,
 ) -> None:
     """Re-run a certification from its recorded metadata and catalog copy, bypassing every cache, and compare
     (results.json, and the HTML and unsigned PDF of the report and of its redacted copy where the run has one).
@@ -135,6 +137,7 @@ def rerun(
         compared_copies,
         key_difference,
         read_predicate,
+        shown_differences,
         software_differences,
     )
 
@@ -179,7 +182,7 @@ def rerun(
         out.print(f"identical: results.json, {reports} of {run_dir} reproduced", markup=False)
         raise Exit(0)
     err.print(f"differs: {len(diffs)} difference(s) from {run_dir}", markup=False)
-    for line in diffs:
+    for line in diffs if verbose else shown_differences(diffs):
         err.print(f"  {line}", markup=False)
     if other_key and any(line.startswith(REDACTED) for line in diffs):
         err.print("  the report.redacted.* differences follow from the other signing key (warning above)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.hashing import sha256_file
 
 __all__ = ["REDACTED", "check_recorded_evidence", "compare_run_folders", "compared_copies", "key_difference",
-           "read_predicate", "software_differences"]
+           "read_predicate", "shown_differences", "software_differences"]
 
 
 def read_predicate(run_dir: Path) -> dict[str, Any]:
@@ -68,6 +69,33 @@ def _json_differences(old: Any, new: Any, where: str, out: list[str]) -> None:
             _json_differences(a, b, f"{where}[{i}]", out)
     elif old != new or type(old) is not type(new):
         out.append(f"{where}: {json.dumps(old)[:80]} -> {json.dumps(new)[:80]}")
+
+
+_IN_LIST = re.compile(r"^(.*)\[\d+\]")
+
+
+def shown_differences(diffs: list[str], per_list: int = 2) -> list[str]:
+    """`diffs` as a person reads them: of the differences in the items of one list (`results.json.checks[81]
+    .evidence[0].file`, `...evidence[1].file`, ...), the first `per_list` and a line counting the rest; a list
+    with one more than that is shown whole. Every difference is counted, none is dropped unsaid."""
+    def list_of(line: str) -> str:
+        path = line.split(": ", 1)[0]
+        found = _IN_LIST.match(path)
+        return found.group(1) if found else path
+
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*diffs, None]:
+        if run and (line is None or list_of(line) != list_of(run[0])):
+            if len(run) <= per_list + 1:
+                out += run
+            else:
+                out += run[:per_list]
+                out.append(f"... and {len(run) - per_list} more differences in {list_of(run[0])}")
+            run = []
+        if line is not None:
+            run.append(line)
+    return out
 
 
 def _first_difference(old: bytes, new: bytes) -> int:

@@ -258,14 +258,20 @@ def test_rerun_refuses_missing_evidence_naming_the_file(scheduled: dict[str, Any
 
 def test_rerun_reproduces_the_scheduled_run_but_a_planted_change_and_warns_of_other_software(
         scheduled: dict[str, Any], tmp_path: Path) -> None:
-    """One re-run of the scheduled run's folder with one result and one package version changed in it: the change is
-    its only difference (results.json otherwise, validation.json, the HTML and unsigned PDF of the report are
-    reproduced), and the package its only warning. (The exit-0 "identical" case: tests/e2e/test_certify.py.)"""
+    """One re-run of the scheduled run's folder with results and one package version changed in it: the changes are
+    its only differences (results.json otherwise, validation.json, the HTML and unsigned PDF of the report are
+    reproduced), the many in one list shown as two and a count, and the package its only warning. (The exit-0
+    "identical" case: tests/e2e/test_certify.py.)"""
     run_dir = tmp_path / _run_dir(scheduled).name
     shutil.copytree(_run_dir(scheduled), run_dir)
     results = json.loads((run_dir / "results.json").read_text())
     old = results["workloads"][0]["mfu"]
     results["workloads"][0]["mfu"] = 0.5
+    # and every line of the first check with many evidence spans one further on: many differences in one list
+    k, check = next((k, c) for k, c in enumerate(results["checks"]) if len(c["evidence"]) >= 4)
+    lines = [span["line"] for span in check["evidence"]]
+    for span in check["evidence"]:
+        span["line"] += 1
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     now = manifest["predicate"]["software"]["pandas"]
@@ -273,9 +279,14 @@ def test_rerun_reproduces_the_scheduled_run_but_a_planted_change_and_warns_of_ot
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     proc = run_cli("rerun", str(run_dir), env=scheduled["server"].env())
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    at = f"results.json.checks[{k}].evidence"
+    assert list(results).index("checks") < list(results).index("workloads")  # the order differences are found in
     assert proc.stderr.splitlines() == [
         f"warning: software differs from the manifest's: pandas: recorded 0.0.1, now {now}",
-        f"differs: 1 difference(s) from {run_dir}",
+        f"differs: {1 + len(lines)} difference(s) from {run_dir}",
+        f"  {at}[0].line: {lines[0] + 1} -> {lines[0]}",
+        f"  {at}[1].line: {lines[1] + 1} -> {lines[1]}",
+        f"  ... and {len(lines) - 2} more differences in {at}",
         f"  results.json.workloads[0].mfu: 0.5 -> {json.dumps(old)}"]
 
 

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from clustercert.runs.replay import compare_run_folders, key_difference, software_differences
+from clustercert.runs.replay import compare_run_folders, key_difference, shown_differences, software_differences
 
 
 def _folder(path: Path, results: dict[str, object], html: str, pdf: bytes) -> Path:
@@ -96,3 +96,22 @@ def test_another_signing_key_is_named_only_where_a_redacted_copy_depends_on_it()
     assert key_difference("SHA256:aaa", "SHA256:aaa", with_copy) is None  # the same key: it reproduces
     assert key_difference("SHA256:aaa", "SHA256:bbb", without) is None  # no copy keyed by it
     assert key_difference("", "SHA256:bbb", with_copy) is None  # a manifest naming no signer: nothing to compare
+
+
+def test_many_differences_in_one_list_show_the_first_two_and_a_count() -> None:
+    evidence = [f"results.json.checks[81].evidence[{i}].{field}: 1 -> 2"
+                for i in range(4) for field in ("line", "last")]
+    where = [f"results.json.reasons[19].where[{i}]: \"a\" -> \"b\"" for i in range(3)]
+    diffs = ["results.json.outcome: \"CERTIFIED\" -> \"NOT CERTIFIED\"", *where, *evidence,
+             "results.json.checks[82].evidence[0].line: 1 -> 2", "report.html: bytes differ: - a | + b"]
+    assert shown_differences(diffs) == [
+        "results.json.outcome: \"CERTIFIED\" -> \"NOT CERTIFIED\"",
+        *where,  # three: one more than two is shown whole, not counted
+        "results.json.checks[81].evidence[0].line: 1 -> 2",
+        "results.json.checks[81].evidence[0].last: 1 -> 2",
+        "... and 6 more differences in results.json.checks[81].evidence",
+        "results.json.checks[82].evidence[0].line: 1 -> 2",  # the next list is its own
+        "report.html: bytes differ: - a | + b",
+    ]
+    assert shown_differences(diffs, per_list=10) == diffs
+    assert shown_differences([]) == []
