@@ -221,13 +221,10 @@ def check(
 
 
 def _wrapped(text: str, indent: int = 2, hang: int = 4) -> list[str]:
-    """`text` wrapped to the terminal's width, indented by `indent` and its continuation lines by `hang` more; words
-    whole, a word longer than a line (a deep path) on a line of its own, as a path is copied."""
-    import textwrap
+    """`text` wrapped to the terminal's width as the certify summary wraps (`clustercert.cli.summary.wrap`)."""
+    from clustercert.cli.summary import wrap
 
-    return textwrap.wrap(text, max(40, out.width), initial_indent=" " * indent,
-                         subsequent_indent=" " * (indent + hang), break_long_words=False,
-                         break_on_hyphens=False) or [" " * indent]
+    return wrap(text, max(40, out.width), indent, hang)
 
 
 def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: dict[str, list[ParsedFile]],

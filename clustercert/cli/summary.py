@@ -8,13 +8,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PER_PHASE", "check_table_rows", "notices", "reason_lines", "reasons", "summary_lines"]
+__all__ = ["PER_PHASE", "check_table_rows", "notices", "reason_lines", "reasons", "summary_lines", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 _BAD = ("FAIL", "ERROR")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
 # collective that crosses it), and the next phase's findings must not scroll out of sight behind them
 PER_PHASE = 3
+
+
+def wrap(text: str, width: int, indent: int = 2, hang: int = 5) -> list[str]:
+    """`text` wrapped to `width`, indented by `indent` and its continuation lines by `hang` more; words whole, and a
+    word longer than a line (a deep path) kept whole on a line of its own, as a path is copied."""
+    import textwrap
+
+    return textwrap.wrap(text, width, initial_indent=" " * indent, subsequent_indent=" " * (indent + hang),
+                         break_long_words=False, break_on_hyphens=False) or [" " * indent]
 
 
 def _fit(text: str, width: int) -> str:
@@ -50,12 +59,10 @@ def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None = None) -> list[str]:
     """The reasons as a person reads them: `STATUS phase: finding [where it is]`, wrapped (never cut) to `width`
-    under a hanging indent; a word longer than a line (a deep path) is kept whole on a line of its own, as a
-    path is copied. With `per_phase`, a phase shows at most that many, each on a file none of the phase's
-    reasons before it named first (one bad file fails many checks: a collapsed run, every collective it ran), and a
-    last line counts the rest."""
+    under a hanging indent (`wrap`). With `per_phase`, a phase shows at most that many, each on a file none of the
+    phase's reasons before it named first (one bad file fails many checks: a collapsed run, every collective it
+    ran), and a last line counts the rest."""
     import re
-    import textwrap
 
     shown: dict[str, set[str]] = {}
     hidden: Counter[str] = Counter()
@@ -80,16 +87,15 @@ def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None 
         where = r["where"][0] if r["where"] else ""
         if where and not r["summary"].startswith(where.split(":")[0]):
             text += f" [{where}]"
-        lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent=" " * 7,
-                               break_long_words=False, break_on_hyphens=False)
+        lines += wrap(text, width)
     if hidden:
         total = sum(hidden.values())
         where = [f"{again} on the files above"] if again else []
         if total > again:
             where.append(f"{total - again} on {len(others)} other file{'s' if len(others) != 1 else ''}")
         counts = ", ".join(f"{phase} {n}" for phase, n in hidden.items())
-        lines += textwrap.wrap(f"and {total} more, {' and '.join(where)} ({counts}): --verbose lists every one, "
-                               "report.html explains each", width, initial_indent="  ", subsequent_indent=" " * 7)
+        lines += wrap(f"and {total} more, {' and '.join(where)} ({counts}): --verbose lists every one, report.html "
+                      "explains each", width)
     return lines
 
 
