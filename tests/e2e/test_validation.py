@@ -253,6 +253,10 @@ def test_evidence_check_lists_every_problem_and_exits_3(tmp_path: Path) -> None:
     steps = sum(len(_step_lines(bundle / f)) for f in training if not f.endswith(f"{LLAMA}/r3.log"))
     assert any(re.fullmatch(rf"  training +{len(training) - 1}/{len(training)}  {steps:,} steps", ln)
                for ln in lines), lines
+    # the nccl-tests outputs' tests, counted by their own start lines (the sample's 149 and the one added)
+    collective = [f for r in load_bundle(bundle).spec.runs if r.kind.value == "collective" for f in r.files]
+    tests = sum((bundle / f).read_text().count("# Collective test starting:") for f in collective)
+    assert f"  collective    {len(collective)}/{len(collective)}  {tests} tests" in lines, lines
     [at] = [i for i, ln in enumerate(lines) if "gpu_counts_agree*" in ln]
     failed = " ".join([lines[at].strip(), *(ln.strip() for ln in itertools.takewhile(
         lambda ln: ln.startswith(" " * 6), lines[at + 1:]))])
