@@ -11,7 +11,6 @@ from typing import Any
 __all__ = ["PER_PHASE", "check_table_rows", "notices", "reason_lines", "reasons", "summary_lines", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
-_BAD = ("FAIL", "ERROR")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
 # collective that crosses it), and the next phase's findings must not scroll out of sight behind them
 PER_PHASE = 3
@@ -32,29 +31,14 @@ def _fit(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
 
 
-def _where(check: dict[str, Any]) -> list[str]:
-    """A check's evidence as `file:line` (or the file alone), as results.json's reasons give it."""
-    out = []
-    for span in check.get("evidence") or []:
-        line = span.get("line")
-        out.append(f"{span.get('file', '')}" + (f":{line}" if line else ""))
-    return out
-
-
 def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Why the outcome is what it is: every failing or erroring check, the required ones first, each as
-    {status, severity, phase, check, summary, where}. results.json's own `reasons` (the judge's one-clause summary
-    of each finding and its evidence relative to the bundle) when it has them; otherwise made from the checks."""
-    given = results.get("reasons")
-    if isinstance(given, list) and all(isinstance(r, dict) and r.get("summary") for r in given):
-        return [{"status": r.get("status", ""), "severity": r.get("severity", "required"),
-                 "phase": r.get("phase", ""), "check": r.get("check", ""), "summary": str(r["summary"]),
-                 "where": [str(w) for w in r.get("where") or []]} for r in given]
-    bad = [c for c in results.get("checks", []) if c["status"] in _BAD]
-    bad.sort(key=lambda c: (c["severity"] != "required", _ORDER.index(c["status"])))
-    return [{"status": c["status"], "severity": c["severity"], "phase": c.get("phase", ""), "check": c["id"],
-             "summary": str(c.get("summary") or c.get("message") or c.get("title") or ""), "where": _where(c)}
-            for c in bad]
+    """Why the outcome is what it is: results.json's `reasons` (written by `clustercert.verdicts.outcome_reasons`:
+    every failing or erroring check, the required ones first, each with the judge's one-clause summary of its
+    finding and its evidence relative to the bundle), as {status, severity, phase, check, summary, where}."""
+    return [{"status": str(r.get("status", "")), "severity": str(r.get("severity", "required")),
+             "phase": str(r.get("phase", "")), "check": str(r.get("check", "")), "summary": str(r.get("summary", "")),
+             "where": [str(w) for w in r.get("where") or []]}
+            for r in results.get("reasons") or [] if isinstance(r, dict)]
 
 
 def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None = None) -> list[str]:
@@ -90,11 +74,11 @@ def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None 
         lines += wrap(text, width)
     if hidden:
         total = sum(hidden.values())
-        where = [f"{again} on the files above"] if again else []
+        places = [f"{again} on the files above"] if again else []
         if total > again:
-            where.append(f"{total - again} on {len(others)} other file{'s' if len(others) != 1 else ''}")
+            places.append(f"{total - again} on {len(others)} other file{'s' if len(others) != 1 else ''}")
         counts = ", ".join(f"{phase} {n}" for phase, n in hidden.items())
-        lines += wrap(f"and {total} more, {' and '.join(where)} ({counts}): --verbose lists every one, report.html "
+        lines += wrap(f"and {total} more, {' and '.join(places)} ({counts}): --verbose lists every one, report.html "
                       "explains each", width)
     return lines
 

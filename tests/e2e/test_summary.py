@@ -4,6 +4,7 @@ outcome and why first, a line per workload and per phase, the notices; every fig
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -73,34 +74,34 @@ def test_verbose_adds_the_check_table_within_80_columns(seed_certified: dict[str
     assert all(cells[status] == n for status, n in statuses.items()), (cells, statuses)
 
 
-def test_reasons_are_the_failing_checks_each_with_where() -> None:
-    checks = [
-        {"id": "efficiency.a_meets_baseline", "status": "FAIL", "severity": "required", "phase": "efficiency",
-         "message": "slow by 6 %", "evidence": [{"file": "training/a/r1.log", "line": 40}]},
-        {"id": "scaling.b", "status": "PASS", "severity": "required", "phase": "scaling", "message": "fine",
-         "evidence": []},
-        {"id": "validation.c", "status": "ERROR", "severity": "required", "phase": "validation",
-         "message": "training/c.log line 3: required expectation failed", "evidence": [
-             {"file": "training/c.log", "line": 3}]},
-        {"id": "scaling.d", "status": "FAIL", "severity": "advisory", "phase": "scaling", "message": "low",
-         "evidence": []},
-    ]
-    # without the judge's reasons (an older results.json): made from the checks, required FAILs, ERRORs, advisory
-    found = reasons({"checks": checks})
+def test_reasons_are_the_judges_each_with_where() -> None:
+    """The reasons results.json holds, as the judge writes them (`outcome_reasons`), read back and printed."""
+    from clustercert.evidence.provenance import Span
+    from clustercert.verdicts import Check, Severity, Status, outcome_reasons
+
+    def check(cid: str, status: Status, severity: Severity, message: str, *spans: Span) -> Check:
+        return Check(id=cid, title=cid, phase=cid.split(".")[0], severity=severity, status=status, measured=None,
+                     target=None, unit="", message=message, evidence=spans)
+
+    checks = [check("efficiency.a", Status.FAIL, Severity.REQUIRED, "slow by 6 %. Re-run it",
+                    Span("/b/training/a/r1.log", 40, 49, 10)),
+              check("scaling.b", Status.PASS, Severity.REQUIRED, "fine"),
+              check("validation.c", Status.ERROR, Severity.REQUIRED,
+                    "/b/training/c.log line 3: required expectation failed", Span("/b/training/c.log", 3, 3, 1)),
+              check("scaling.d", Status.FAIL, Severity.ADVISORY, "low")]
+    results = {"reasons": [r.to_json() for r in outcome_reasons(checks, "/b")]}
+    found = reasons(json.loads(json.dumps(results)))
     assert [(r["check"], r["summary"], r["where"]) for r in found] == [
-        ("efficiency.a_meets_baseline", "slow by 6 %", ["training/a/r1.log:40"]),
+        ("efficiency.a", "slow by 6 %", ["training/a/r1.log:40-49"]),  # the finding's first clause
         ("validation.c", "training/c.log line 3: required expectation failed", ["training/c.log:3"]),
         ("scaling.d", "low", []),
     ]
     assert reason_lines(found, 80) == [
-        "  FAIL efficiency: slow by 6 % [training/a/r1.log:40]",
+        "  FAIL efficiency: slow by 6 % [training/a/r1.log:40-49]",
         "  ERROR validation: training/c.log line 3: required expectation failed",  # it names its file already
         "  FAIL scaling (advisory): low",
     ]
-    judged = {"checks": checks, "reasons": [{"check": "x.y", "status": "FAIL", "severity": "required",
-                                             "phase": "x", "summary": "judge's own summary", "where": ["f.log:2-9"],
-                                             "title": "t", "line": "FAIL x: judge's own summary"}]}
-    assert reason_lines(reasons(judged), 80) == ["  FAIL x: judge's own summary [f.log:2-9]"]
+    assert reasons({"checks": [c.to_json() for c in checks], "reasons": []}) == []  # a CERTIFIED run has none
 
 
 def test_reason_lines_wrap_whole_and_count_what_the_same_files_fail_again() -> None:
