@@ -29,7 +29,8 @@ from typing import Any
 from clustercert.errors import ClusterCertError, UsageError
 
 __all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
-           "prefect_runtime", "server_log", "spawn_api", "start_api", "wait_for_users_server"]
+           "prefect_runtime", "server_log", "spawn_api", "start_api", "stop_all",
+           "wait_for_users_server"]
 
 STARTUP_TIMEOUT_S = 300
 STARTUP_ATTEMPTS = 3
@@ -66,8 +67,10 @@ def server_log() -> Path:
 # The settings that turn off the temporary server's services a certification does not use (see `spawn`)
 _UNNEEDED_SERVICES = ("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED", "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED")
 
-# The temporary servers this process started and has not stopped (`clustercert.cli.safety` stops them on a signal).
+# The temporary servers' processes this process started and has not stopped, and the servers themselves
+# (`stop_all`: `clustercert.cli.safety` stops them on a signal)
 RUNNING: list[subprocess.Popen[bytes]] = []
+_SERVERS: list[TemporaryServer] = []
 # uvicorn's exit status when its start failed: its port was taken between our choice and its bind, or the app's
 # own start-up (Prefect's: its database, its settings) failed, which no new port mends
 _STARTUP_FAILURE = 3
@@ -156,6 +159,7 @@ class TemporaryServer:
         finally:
             os.close(fd)
         RUNNING.append(self.process)
+        _SERVERS.append(self)
         self.warmed = threading.Event()
         threading.Thread(target=self._warm, args=(self.process, self.api_url, self.warmed), daemon=True,
                          name="clustercert-warm-server").start()
@@ -216,6 +220,8 @@ class TemporaryServer:
         """The server stopped; its early output file removed when empty (what a start that failed early wrote is
         kept: `output` names it)."""
         process, self.process = self.process, None
+        if self in _SERVERS:
+            _SERVERS.remove(self)
         if process is None:
             return
         if process in RUNNING:
@@ -232,6 +238,14 @@ class TemporaryServer:
                 early.unlink()
         except OSError:
             pass  # gone already: the server moved it into its log
+
+
+def stop_all() -> None:
+    """Every temporary server this process started stopped, each as `TemporaryServer.stop` does it: a certification
+    stopped by a signal while its server still started (before the server moved its early output into its log)
+    left that empty file in the temporary folder, one per stopped run."""
+    for server in list(_SERVERS):
+        server.stop()
 
 
 def _api_url_set() -> bool:

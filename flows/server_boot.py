@@ -15,6 +15,7 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,23 @@ def _log_to(log: Path, early: Path | None) -> None:
         os.close(fd)
 
 
+def _leaving(early: Path | None) -> Callable[[], None]:
+    """What the server does when its parent is gone (`clustercert.lifeline.stop_gracefully`), its early output file
+    removed first when nothing was written to it: a parent killed while the server still started (before `_log_to`
+    moved that file into its log) cannot remove it, and each such run left an empty file in the temporary folder."""
+    from clustercert.lifeline import stop_gracefully
+
+    def leave() -> None:
+        try:
+            if early is not None and early.stat().st_size == 0:
+                early.unlink()
+        except OSError:
+            pass  # moved into the log already
+        stop_gracefully()
+
+    return leave
+
+
 def _settings() -> Any:
     from prefect.settings import get_current_settings
 
@@ -129,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="a fresh home's database from the template (flows.prefect_db.seed_database)")
     args = parser.parse_args(argv)
     if args.parent is not None:
-        # watched from here on, Prefect's import included: a certification killed outright leaves no server behind
-        from clustercert.lifeline import follow_parent, stop_gracefully
+        from clustercert.lifeline import follow_parent
 
-        follow_parent(args.parent, stop_gracefully)
+        # watched from here on, Prefect's import included: a certification killed outright leaves no server behind
+        follow_parent(args.parent, _leaving(args.early))
     settings = _settings()
     _log_to(args.log or log_path(settings), args.early)
     if settings.api.url:  # the user's server, set where only Prefect looks (a profile, prefect.toml): none needed

@@ -86,7 +86,10 @@ def _stop_children() -> None:
     server = sys.modules.get("prefect.server.api.server")
     instances = getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {})
     processes = [getattr(instance, "server_process", None) for instance in list(instances.values())]
-    processes += list(getattr(sys.modules.get("flows.runtime"), "RUNNING", []))  # our temporary server
+    runtime = sys.modules.get("flows.runtime")
+    if runtime is not None:
+        with contextlib.suppress(Exception):
+            runtime.stop_all()  # our temporary server, and the file its output went to while it started
     for process in processes:
         if process is None:
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 
 from flows.prefect_db import template_path
 from flows.runtime import TemporaryServer
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, wait_ended
 
 _SCRIPT = """
 import sys, urllib.request
@@ -329,3 +330,62 @@ def test_a_users_server_url_that_is_no_url_is_refused_at_once() -> None:
 
     with pytest.raises(UsageError, match=r"^PREFECT_API_URL ftp-ish: expected the http\(s\) URL of a Prefect"):
         wait_for_users_server("ftp-ish", bound_s=30)
+
+
+def _early_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("clustercert-prefect-server.*"))
+
+
+def test_a_run_stopped_while_its_server_starts_leaves_no_file_in_the_temporary_folder(tmp_path: Path) -> None:
+    """SIGTERM while the server is still starting, before it moved what it wrote until then into its log: the
+    run stops its server, and the empty file the server's early output went to goes with it (each such stopped run
+    left one in the user's temporary folder)."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temporary), "PREFECT_HOME": str(tmp_path / "home"),
+           "CLUSTERCERT_KEY_DIR": str(tmp_path / "keys")}
+    env.pop("PREFECT_API_URL", None)
+    run = subprocess.Popen([sys.executable, "-m", "clustercert", "certify", str(ROOT / "evidence" / "gb200-seed"),
+                            "--reports-dir", str(tmp_path / "reports")], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _early_files(temporary):
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.01)
+    [early] = _early_files(temporary)  # the server was spawned and has not yet opened its log (its start takes
+    # a second or more: Prefect's settings are read first)
+    assert early.stat().st_size == 0
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 143, out + err
+    assert err.splitlines()[-1].startswith("stopped by SIGTERM"), err
+    assert _early_files(temporary) == []
+
+
+_KILLED = """
+import sys
+from flows.runtime import spawn_api
+server = spawn_api()
+print(server.process.pid, server.early, flush=True)
+sys.stdin.read()  # until the test kills this process outright
+"""
+
+
+def test_a_run_killed_outright_while_its_server_starts_leaves_no_file_in_the_temporary_folder(tmp_path: Path) -> None:
+    """SIGKILL gives the run no chance to stop anything: the server, which watches its parent, removes its empty
+    early output file as it leaves."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update({"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path), "PREFECT_HOME": str(tmp_path / "home")})
+    with subprocess.Popen([sys.executable, "-c", _KILLED], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as parent:
+        assert parent.stdout is not None
+        pid, name = parent.stdout.readline().split()
+        early = Path(name)
+        assert early.parent == tmp_path and early.exists() and early.stat().st_size == 0
+        parent.kill()
+        parent.wait(timeout=30)
+    left = wait_ended([int(pid)], within_s=60)
+    for server in left:
+        os.kill(server, signal.SIGKILL)
+    assert left == []
+    assert _early_files(tmp_path) == []
