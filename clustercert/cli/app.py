@@ -46,8 +46,8 @@ cli_ops.register(app)  # schedule, rerun, runs (issue 7)
 app.add_typer(evidence_app, name="evidence")
 cli_run.register(app)  # run: a certification plan on Slurm (issue 15)
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 class Exit(Exception):

@@ -23,7 +23,7 @@ evidence_app = typer.Typer(
     help="Seal, check and inspect evidence bundles (exit 0 fine, 2 usage, 3 evidence unusable).",
     no_args_is_help=True,
 )
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
 
 
 class EvidenceUnusable(ClusterCertError):

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["dask_address", "register"]
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 @contextmanager

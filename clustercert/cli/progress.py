@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 __all__ = ["Progress"]
 
@@ -48,11 +49,12 @@ class Progress:
             self._stage, self._shown = stage, now
             line = self._line(stage, what)
             if self.live:
+                # as Text: the spinner reads a string as rich markup (a path's `[/b]` stopped the run: MarkupError)
                 if self._status is None:
-                    self._status = self.console.status(line)
+                    self._status = self.console.status(Text(line))
                     self._status.start()
                 else:
-                    self._status.update(line)
+                    self._status.update(Text(line))
             else:
                 self.console.print(f"progress {line}", markup=False, highlight=False)
 

@@ -42,6 +42,16 @@ def test_a_terminal_gets_a_live_status_and_a_closing_line() -> None:
     assert "done in " in text.rstrip().splitlines()[-1]  # after the status line is cleared
 
 
+def test_a_live_status_shows_square_brackets_in_a_name_as_they_are() -> None:
+    """The spinner read its text as rich markup: a file under `k[/b]x` raised MarkupError into the run, and
+    `[bold]run` was shown without its name's first part."""
+    for name in ("/data/[bold]run/bundle", "/data/k[/b]x/r1.log"):
+        console, buffer = _console(terminal=True)
+        with Progress(console) as progress, listening(progress):
+            report("load", name)
+        assert f"load: {name}" in buffer.getvalue()
+
+
 def test_disabled_prints_nothing() -> None:
     console, buffer = _console(terminal=False)
     with Progress(console, enabled=False) as progress, listening(progress):
