@@ -264,6 +264,9 @@ def load_bundle(path: Path) -> LoadedBundle:
     yaml_path = root / BUNDLE_FILE
     if not root.exists():
         raise EvidenceError(str(path), "expected a bundle folder, got a path that does not exist")
+    if path.exists() and not path.is_dir() and path.name != BUNDLE_FILE:
+        # a log or a manifest of another name: its folder's bundle.yaml was read instead, and named as the problem
+        raise EvidenceError(str(path), f"expected a bundle folder or its {BUNDLE_FILE}, got another file")
     _refuse_placeholder(yaml_path)
     spec = load_yaml_model(yaml_path, Bundle, EvidenceError, hint=_HINT)
     bundle = LoadedBundle(root=root, spec=spec)

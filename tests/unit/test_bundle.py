@@ -45,6 +45,17 @@ def test_good_bundle_loads(tmp_path: Path) -> None:
     assert b.evidence_files() == ["logs/r1.log"]
 
 
+def test_the_bundle_is_its_folder_or_its_bundle_yaml_and_no_other_file(tmp_path: Path) -> None:
+    """A log named in place of its bundle was read as its folder's bundle.yaml, and a folder without one was
+    refused naming bundle.yaml: the file the user gave is named, and why."""
+    root = _bundle(tmp_path, GOOD)
+    assert load_bundle(root / "bundle.yaml").root == root
+    log = root / "logs" / "r1.log"
+    with pytest.raises(EvidenceError) as exc:
+        load_bundle(log)
+    assert str(exc.value) == f"{log}: expected a bundle folder or its bundle.yaml, got another file"
+
+
 def test_unknown_key_is_rejected_with_line_and_key(tmp_path: Path) -> None:
     text = GOOD.replace("recipe_version:", "colour: blue\nrecipe_version:")
     with pytest.raises(EvidenceError) as exc:
