@@ -60,8 +60,11 @@ def runs(
     from clustercert.settings import load_settings
 
     settings = load_settings()
+    folder = reports_dir or settings.reports_dir
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder}: expected the reports folder, got a file")
     left_out: list[LeftOut] = []
-    records = index_runs(reports_dir or settings.reports_dir, cluster, key_dir=settings.key_dir, left_out=left_out)
+    records = index_runs(folder, cluster, key_dir=settings.key_dir, left_out=left_out)
     if as_json:
         print(json.dumps([{"run_dir": str(r.run_dir), "cluster": r.cluster, "bundle_path": r.bundle_path,
                            **r.summary()} for r in records], indent=2))
@@ -81,7 +84,9 @@ def runs(
             out.print(line, markup=False, highlight=False)
         last[r.cluster] = r.headline
     if not records:
-        out.print("no runs" + (f" of cluster {cluster}" if cluster else ""))
+        # a folder not there yet (no run so far, or a mistyped path) is said, not taken for an empty history
+        out.print("no runs" + (f" of cluster {cluster}" if cluster else "")
+                  + ("" if folder.is_dir() else f": {folder} does not exist"))
     if left_out:
         # a folder a killed run left, or one altered since it was signed: not history, and said so, not hidden
         folders = "1 folder that does" if len(left_out) == 1 else f"{len(left_out)} folders that do"

@@ -1,4 +1,5 @@
-"""The operations commands' refusals: schedule without a server or with a bad cron, rerun of a non-run folder."""
+"""The operations commands' refusals: schedule without a server or with a bad cron, rerun of a non-run folder, a
+log given where a bundle is asked for."""
 
 from __future__ import annotations
 
@@ -43,3 +44,27 @@ def test_rerun_of_a_folder_without_manifest_is_a_usage_error(tmp_path: Path) -> 
 def test_runs_of_an_empty_reports_dir(tmp_path: Path) -> None:
     proc = run_cli("runs", "--reports-dir", str(tmp_path), "--json")
     assert proc.returncode == 0 and proc.stdout.strip() == "[]"
+    proc = run_cli("runs", "--reports-dir", str(tmp_path))
+    assert (proc.returncode, proc.stdout) == (0, "no runs\n"), proc.stderr
+
+
+def test_runs_says_its_folder_is_missing_and_refuses_a_file(tmp_path: Path) -> None:
+    """A mistyped --reports-dir read "no runs" as an empty history would; a file given for it too."""
+    missing = tmp_path / "reprots"
+    proc = run_cli("runs", "--reports-dir", str(missing))
+    assert (proc.returncode, proc.stdout) == (0, f"no runs: {missing} does not exist\n"), proc.stderr
+    proc = run_cli("runs", "--reports-dir", str(missing), "--json")
+    assert (proc.returncode, proc.stdout.strip()) == (0, "[]"), proc.stderr
+    afile = tmp_path / "results.json"
+    afile.write_text("{}")
+    proc = run_cli("runs", "--reports-dir", str(afile))
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout
+    assert proc.stderr == f"error: {afile}: expected the reports folder, got a file\n"
+
+
+def test_a_log_given_for_the_bundle_is_refused_naming_it() -> None:
+    log = SAMPLE / "collectives" / "cross-rack" / "128gpus-1.log"
+    for command in (("certify", str(log)), ("evidence", "check", str(log))):
+        proc = run_cli(*command)
+        assert (proc.returncode, proc.stdout) == (3, ""), proc.stdout + proc.stderr
+        assert proc.stderr == f"error: {log}: expected a bundle folder or its bundle.yaml, got another file\n"
