@@ -177,6 +177,8 @@ def detect_format(path: Path, display: str | None = None) -> str:
             data = handle.read(_SNIFF_BYTES)
     except OSError as exc:
         raise EvidenceError(shown, f"expected a readable file, got {exc.strerror}") from None
+    if not data:
+        raise EvidenceError(shown, "expected a known evidence format, got an empty file")
     if data[:4] == b"PAR1":
         return "rank-timings"
     text = data.decode("utf-8", errors="replace")

@@ -273,3 +273,18 @@ def test_every_text_parser_refuses_empty_and_binary(tmp_path: Path, content: byt
     ):
         with pytest.raises(EvidenceError, match=r"^bad: expected"):
             inspect_evidence(path, fmt, display="bad", **({"fields": ["State"]} if fmt == "sacct" else {}))
+
+
+def test_an_empty_file_is_said_to_be_empty(tmp_path: Path) -> None:
+    """An empty log (a job that died before it wrote, a copy that failed) was "could not detect one. Pass
+    --format", and no format makes it readable."""
+    from tests.conftest import run_cli
+
+    empty = tmp_path / "r1.log"
+    empty.write_bytes(b"")
+    with pytest.raises(EvidenceError) as exc:
+        detect_format(empty, "training/r1.log")
+    assert str(exc.value) == "training/r1.log: expected a known evidence format, got an empty file"
+    proc = run_cli("evidence", "parse", str(empty))
+    assert (proc.returncode, proc.stdout) == (3, "")
+    assert proc.stderr == f"error: {empty}: expected a known evidence format, got an empty file\n"
