@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from clustercert.errors import ClusterCertError, EvidenceError, UsageError
+from clustercert.errors import ClusterCertError, UsageError
 
 if TYPE_CHECKING:
     from clustercert.evidence.parse import ParsedFile
@@ -183,7 +183,7 @@ def check(
     Prints, at the terminal's width, the files by kind and what their parsers read, the expectations that did not
     pass and every problem; --verbose adds the tables of every file and every validated table."""
     from clustercert.evidence.parse import parse_bundle
-    from clustercert.runs.folder import check_seal, load_inputs
+    from clustercert.runs.folder import load_inputs, seal_problems
     from clustercert.settings import load_settings
     from clustercert.validation.suites import validate_bundle
 
@@ -195,10 +195,7 @@ def check(
     loaded = inputs.bundle
     problems: list[str] = []
     sealed = (loaded.root / "MANIFEST.sha256").is_file()
-    try:
-        check_seal(loaded)
-    except EvidenceError as exc:
-        problems.append(str(exc))
+    problems += [str(exc) for exc in seal_problems(loaded, inputs.digests)]
     parsed = parse_bundle(loaded, settings.max_evidence_bytes)
     problems += _problems(parsed)
     warnings = _warnings(parsed)

@@ -44,7 +44,7 @@ from clustercert.runs.results import RunMeta, dump_json_bytes
 Charts = dict[str, Any] | Callable[[], dict[str, Any]] | None
 
 __all__ = ["Charts", "Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
-           "render_reports", "write_run_folder"]
+           "render_reports", "seal_problems", "write_run_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -150,19 +150,37 @@ def _digests(root: Path, files: list[str]) -> dict[str, str]:
                 future.cancel()  # after a failure: the files not started are not read
 
 
-def check_seal(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> None:
-    """When the bundle is sealed, every listed file must still match; an unsealed bundle is accepted. `digests`
-    (an `Inputs`' own) are the hashes the run read the files with."""
+def seal_problems(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> list[EvidenceError]:
+    """Each file of a sealed bundle that no longer matches its seal (missing, or other bytes), in the seal's
+    order; none for an unsealed bundle. `digests` (an `Inputs`' own) are the hashes the run read the files with."""
     sealed = read_seal(bundle)
     if sealed is None:
-        return
+        return []
+    found: list[EvidenceError] = []
     for rel, digest in sealed.items():
         path = bundle.root / rel
         if not path.is_file():
-            raise EvidenceError(str(path), "listed in MANIFEST.sha256 but missing. Restore it or re-seal the bundle")
-        seen = (digests or {}).get(rel) or file_digest(path)
-        if seen != digest:
-            raise EvidenceError(str(path), "changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
+            found.append(EvidenceError(str(path), "listed in MANIFEST.sha256 but missing. Restore it or re-seal the "
+                                       "bundle"))
+        elif ((digests or {}).get(rel) or file_digest(path)) != digest:
+            found.append(EvidenceError(str(path), "changed since the bundle was sealed (sha256 differs from "
+                                       "MANIFEST.sha256)"))
+    return found
+
+
+def check_seal(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> None:
+    """When the bundle is sealed, every listed file must still match (`seal_problems`); an unsealed bundle is
+    accepted. The error names the first file that does not, and counts the others (each was found only once the
+    one before was mended: a run refused again for the next)."""
+    found = seal_problems(bundle, digests)
+    if not found:
+        return
+    first = found[0]
+    if len(found) == 1:
+        raise first
+    more = len(found) - 1
+    raise EvidenceError(first.file, f"{first.message}; and {more} more file{'s' if more > 1 else ''} changed or "
+                        "missing since the bundle was sealed (`clustercert evidence check` names each)")
 
 
 def check_as_read(inputs: Inputs, *, parts: bool = True) -> None:

@@ -330,6 +330,32 @@ def test_changed_evidence_of_a_sealed_bundle_is_refused(tmp_path: Path) -> None:
         f"error: {victim}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
 
 
+def test_every_file_changed_since_the_seal_is_counted_and_evidence_check_names_each(tmp_path: Path) -> None:
+    """The refusal named the first changed file only: the run was refused again for the next one, once that was
+    mended. It names the first and counts the rest; the seal's check lists each (evidence check's problems)."""
+    from clustercert.runs.folder import seal_problems
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SAMPLE, bundle)
+    victims = [bundle / "collectives" / "cross-rack" / "128gpus-2.log",  # in MANIFEST.sha256's order
+               bundle / "training" / "deepseek-v3" / "bf16" / "512" / "r3.log"]
+    for victim in victims:
+        _flip_byte(victim)
+    gone = bundle / "notes.txt"  # sealed with the bundle, removed since
+    gone.write_text("rack 3 recabled\n")
+    manifest = bundle / "MANIFEST.sha256"
+    manifest.write_text(manifest.read_text() + f"{'0' * 64}  notes.txt\n")
+    gone.unlink()
+    proc = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "reports"))
+    assert (proc.returncode, proc.stdout) == (3, ""), proc.stdout + proc.stderr
+    assert proc.stderr == (
+        f"error: {victims[0]}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256); and 2 more "
+        "files changed or missing since the bundle was sealed (`clustercert evidence check` names each)\n")
+    assert [str(p) for p in seal_problems(load_bundle(bundle))] == [
+        *(f"{v}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)" for v in victims),
+        f"{gone}: listed in MANIFEST.sha256 but missing. Restore it or re-seal the bundle"]
+
+
 def test_bad_catalog_is_a_configuration_error(tmp_path: Path) -> None:
     bad = tmp_path / "cat.yaml"
     bad.write_text("schema_version: 1\nid: x\n")
