@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -154,14 +153,16 @@ def rerun(
     from clustercert.settings import load_settings
 
     settings = load_settings()
+    from clustercert.cli import safety
+
     work, signer = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work
-    root = bundle or Path(str(predicate["run"]["bundle_path"]))
-    replay = work / run_id
-    copies = compared_copies(run_dir)  # the redacted copy too, where the run wrote one (with this key's secret)
-    other_key = key_difference(str(predicate["run"].get("signer") or ""), signer, copies)
-    if other_key:
-        err.print(f"warning: {other_key}", markup=False)
-    try:
+    with safety.scratch(work) if keep is None else nullcontext(work):  # a temporary one goes, also on a signal
+        root = bundle or Path(str(predicate["run"]["bundle_path"]))
+        replay = work / run_id
+        copies = compared_copies(run_dir)  # the redacted copy too, where the run wrote one (with this key's secret)
+        other_key = key_difference(str(predicate["run"].get("signer") or ""), signer, copies)
+        if other_key:
+            err.print(f"warning: {other_key}", markup=False)
         check_recorded_evidence(run_dir, root)
         for line in software_differences(predicate.get("software", {}), software_record()):
             err.print(f"warning: software differs from the manifest's: {line}", markup=False)
@@ -177,9 +178,6 @@ def rerun(
                          catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes,
                          redact=REDACTED in copies)
         diffs = compare_run_folders(run_dir, replay)
-    finally:
-        if keep is None:
-            shutil.rmtree(work, ignore_errors=True)
     from clustercert.cli.app import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
 
     if not diffs:

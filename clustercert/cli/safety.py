@@ -16,11 +16,12 @@ from types import FrameType
 from clustercert.errors import SigningError, UsageError
 
 __all__ = ["SIGNAL_EXIT_CODES", "check_key_dir", "check_reports_dir", "discard_unfinished", "install_signal_handlers",
-           "own_prefect_sigterm", "running", "write_crash_log"]
+           "own_prefect_sigterm", "running", "scratch", "write_crash_log"]
 
 SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal number, as shells report it
 _ENVELOPE = "manifest.dsse.json"  # attest.manifest.ENVELOPE (not imported: this module loads before anything heavy)
 _state: dict[str, Path | None] = {"run_dir": None}
+_scratch: list[Path] = []  # the command's own temporary folders (`scratch`), removed on a signal too
 _stopping: list[int] = []
 
 
@@ -59,6 +60,19 @@ def discard_unfinished(run_dir: Path | None) -> str:
         return f"; {run_dir} was already signed and is kept"
     shutil.rmtree(run_dir, ignore_errors=True)
     return f"; the unfinished run folder {run_dir} was removed"
+
+
+@contextlib.contextmanager
+def scratch(folder: Path) -> Iterator[Path]:
+    """`folder`, a temporary folder of the command's own, removed with all it holds when the block ends, also when
+    SIGINT or SIGTERM stops the command (which ends it with os._exit, past any `finally`): a re-run stopped so
+    left its folder in the temporary folder, a whole signed run folder when the signal came late."""
+    _scratch.append(folder)
+    try:
+        yield folder
+    finally:
+        _scratch.remove(folder)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -111,6 +125,8 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     with contextlib.suppress(OSError):
         os.write(2, f"stopped by {name}{note}. Run the command again to start anew.\n".encode())
     _stop_children()
+    for folder in _scratch:  # after the children that might write into it are stopped
+        shutil.rmtree(folder, ignore_errors=True)
     os._exit(code)
 
 

@@ -380,6 +380,35 @@ def test_standalone_script_verifies_without_clustercert(certified: dict[str, Any
     assert bad.stderr.strip() == f"invalid: {bundle / EVIDENCE}: sha256 differs from the manifest"
 
 
+def test_a_rerun_stopped_midway_leaves_nothing_in_the_temporary_folder(certified: dict[str, Any],
+                                                                      tmp_path: Path) -> None:
+    """SIGTERM ends a command with os._exit, past the `finally` that removed the re-run's temporary folder: each
+    stopped re-run left one (with the replayed run's files once it had written them). Stopped once the replayed
+    run's folder exists, it leaves nothing there."""
+    import os
+    import signal
+    import time
+
+    from tests.conftest import shared_prefect_server
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "TMPDIR": str(temporary),
+           "PREFECT_API_URL": shared_prefect_server().api_url}
+    run_id = json.loads((certified["run_dir"] / "manifest.json").read_text())["predicate"]["run"]["run_id"]
+    rerun = subprocess.Popen([sys.executable, "-m", "clustercert", "rerun", str(certified["run_dir"])], cwd=ROOT,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(temporary.glob(f"clustercert-rerun-*/{run_id}")):
+        assert rerun.poll() is None and time.monotonic() < deadline, rerun.communicate()
+        time.sleep(0.05)
+    rerun.send_signal(signal.SIGTERM)
+    out, err = rerun.communicate(timeout=60)
+    assert rerun.returncode == 143, out + err
+    assert err.splitlines()[-1].startswith("stopped by SIGTERM"), err
+    assert list(temporary.iterdir()) == []
+
+
 def test_rerun_on_one_core_reproduces_both_copies_byte_for_byte(certified: dict[str, Any]) -> None:
     """Same inputs + the run metadata recorded in the manifest => the same results, the same HTML bytes and the same
     unsigned PDF (the signed PDF's first revision), for the auditor's report and its redacted copy. The
