@@ -21,6 +21,7 @@ __all__ = ["EvidenceUnusable", "evidence_app"]
 
 evidence_app = typer.Typer(
     help="Seal, check and inspect evidence bundles (exit 0 fine, 2 usage, 3 evidence unusable).",
+    short_help="Draft, seal, check and parse evidence bundles.",
     no_args_is_help=True,
 )
 out = Console(highlight=False, soft_wrap=True, markup=False)
@@ -38,7 +39,7 @@ def _bundle_path(bundle: Path) -> Path:
     return bundle
 
 
-@evidence_app.command("init")
+@evidence_app.command("init", short_help="Draft a bundle.yaml from the files of a folder.")
 def init(
     folder: Annotated[Path, typer.Argument(help="A folder of evidence files as collected.")],
     system: Annotated[
@@ -66,7 +67,7 @@ def init(
                   markup=False)
 
 
-@evidence_app.command("seal")
+@evidence_app.command("seal", short_help="Seal a bundle: MANIFEST.sha256 over every file.")
 def seal(bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")]) -> None:
     """Write MANIFEST.sha256 over bundle.yaml and every evidence file the runs name."""
     from clustercert.evidence.bundle import load_bundle, seal_bundle
@@ -163,7 +164,7 @@ def _validation_table(report: ValidationReport) -> Table:
     return table
 
 
-@evidence_app.command("check")
+@evidence_app.command("check", short_help="Check a bundle: its seal, parsers and expectation suites.")
 def check(
     bundle: Annotated[Path, typer.Argument(help="Evidence bundle folder (or its bundle.yaml).")],
     catalog: Annotated[
@@ -275,7 +276,7 @@ def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: d
         out.print(line, markup=False)
 
 
-@evidence_app.command("parse")
+@evidence_app.command("parse", short_help="Print what a parser reads from one file.")
 def parse(
     path: Annotated[Path, typer.Argument(help="One evidence file (or an MLPerf result folder).")],
     fmt: Annotated[str | None, typer.Option("--format", help="Parser name; default: detected.")] = None,

@@ -295,7 +295,7 @@ def _quiet() -> None:
 
 def register(app: typer.Typer) -> None:
     """Mount the commands on `app`."""
-    app.command()(runs)
-    app.command()(rerun)
-    app.command()(schedule)
-    app.command()(server)
+    app.command(short_help="List past runs and their headline figures.")(runs)
+    app.command(short_help="Re-run a certification and compare it with the original.")(rerun)
+    app.command(short_help="Certify a bundle on a cron schedule (a Prefect deployment).")(schedule)
+    app.command(short_help="Run a Prefect server for schedules and repeated certifications.")(server)

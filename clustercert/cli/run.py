@@ -18,7 +18,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
+    @app.command(short_help="Run a certification plan's jobs on Slurm into a bundle.")
     def run(
         plan: Annotated[Path, typer.Argument(help="Certification plan (YAML; see docs/plan-schema.md).")],
         bundle: Annotated[Path, typer.Option(help="Bundle folder to write (created; a re-run resumes it).")],

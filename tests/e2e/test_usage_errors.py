@@ -102,3 +102,19 @@ def test_every_command_is_covered() -> None:
 def test_help_exits_0() -> None:
     proc = run_cli("--help")
     assert proc.returncode == 0 and "certify" in proc.stdout
+
+
+@pytest.mark.parametrize("group", sorted(_groups(ROOT_COMMAND, ())), ids=lambda g: " ".join(g) or "clustercert")
+def test_each_listing_names_every_command_in_a_whole_sentence_at_80_columns(group: tuple[str, ...]) -> None:
+    """`--help` at 80 columns: one line per command, its summary a whole sentence (Click cut each at about 45
+    characters: "Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2..."); certify first at the top."""
+    proc = run_cli(*group, "--help", env={"COLUMNS": "80"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    listing = proc.stdout.split("Commands:\n", 1)[1].splitlines()
+    command = ROOT_COMMAND
+    for name in group:
+        command = command.commands[name]
+    assert [line.split()[0] for line in listing] == list(command.commands)
+    assert all(len(line) <= 80 and line.endswith(".") and "..." not in line for line in listing), listing
+    if not group:
+        assert listing[0].split()[:2] == ["certify", "Certify"]
