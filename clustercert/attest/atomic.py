@@ -1,4 +1,5 @@
-"""Writing a run folder's files so that a crash or a kill never leaves a half-written one under its real name."""
+"""Writing a file (a run folder's, a bundle's seal, a drafted bundle.yaml) so that a crash, a kill or a full disk
+never leaves a half-written one under its real name, nor loses the one that was there."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import os
 import tempfile
 from pathlib import Path
 
+from clustercert.errors import UsageError
+
 __all__ = ["write_atomic"]
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
     """Write `data` to a new temporary file beside `path` (never through a link), flush it to disk, then
     rename it into place: readers see the old state or the whole new file, never part of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
     try:
         mask = os.umask(0o022)  # mkstemp makes 0600; the real file gets the mode a plain open would give it
         os.umask(mask)
@@ -23,8 +29,17 @@ def write_atomic(path: Path, data: bytes) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _unwritable(path, exc) from None
         raise
     return path
+
+
+def _unwritable(path: Path, exc: OSError) -> UsageError:
+    """The one-line refusal of a file that could not be written: a full disk or quota, a file system remounted
+    read-only, ended the run in "internal error (OSError)", exit 4, with a traceback to read."""
+    return UsageError(f"{path}: could not be written ({exc.strerror or exc.__class__.__name__}); a file already "
+                      "there is left as it was. Free space there (or write elsewhere) and run the command again")

@@ -125,10 +125,16 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
                       b"for a real key.\n", 0o644))
     files.append((MANIFEST_KEY, private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                       enc), 0o600))
-    stage = Path(tempfile.mkdtemp(prefix=".creating-", dir=key_dir))
+    stage: Path | None = None
     try:
-        for file, data, mode in files:
-            _write_new(stage / file, data, mode)
+        try:
+            stage = Path(tempfile.mkdtemp(prefix=".creating-", dir=key_dir))
+            for file, data, mode in files:
+                _write_new(stage / file, data, mode)
+        except OSError as exc:  # a full disk: no key is linked into place, none half written
+            raise SigningError(f"{key_dir}: the keys could not be written there "
+                               f"({exc.strerror or exc.__class__.__name__}). Free space there, or set "
+                               "CLUSTERCERT_KEY_DIR to another folder") from None
         for n, (file, _, _) in enumerate(files):
             try:
                 os.link(stage / file, key_dir / file)
@@ -139,7 +145,8 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
                 raise SigningError(f"{key_dir / file}: expected a key directory without it, got one. "
                                    "Remove the key directory and create the key again") from None
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
     return KeyPair(private, fingerprint(private.public_key()), dev, key_dir, passphrase)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["app", "entry", "main"]
 
 DEFAULT_BUNDLE = PROJECT_ROOT / "evidence" / "gb200-seed"
+# the write failures a command meets on a full disk or quota, a file-size limit (ulimit -f), a file system mounted
+# read-only
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 app = typer.Typer(
     name="clustercert",
@@ -287,7 +292,12 @@ def simulate(
 
     settings = load_settings()
     catalog = load_catalog(build_topology(sc.system, sc.gpus).catalog, settings.references_dir)
-    write_bundle(out_dir, sc, catalog)
+    try:
+        write_bundle(out_dir, sc, catalog)
+    except OSError as exc:  # a full disk: the folder this command made, half written, is not left as a bundle
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise UsageError(f"{out_dir}: could not be written ({exc.strerror or exc.__class__.__name__}); the partial "
+                         "bundle was removed. Free space there, or choose another --out") from None
     out.print(f"wrote {out_dir}")
 
 
@@ -335,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(exc, "exit_code", 2))
         if isinstance(exc, exits):
             return int(getattr(exc, "exit_code", 0))
+        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+            # the machine's, not the program's (see _NO_ROOM)
+            where = f"{exc.filename}: " if exc.filename else ""
+            err.print(f"error: {where}could not be written ({exc.strerror}). Free space there (or write elsewhere) "
+                      "and run the command again", markup=False)
+            return 2
         path = safety.write_crash_log(traceback.format_exc(), None, "clustercert")
         err.print(f"error: internal error ({exc.__class__.__name__}); traceback written to "
                   f"{path or 'nowhere (no writable temporary folder)'}", markup=False)

@@ -14,6 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from clustercert.attest.atomic import write_atomic
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import check_regular
 from clustercert.evidence.hashing import sha256_file
@@ -332,9 +333,8 @@ def seal_bundle(bundle: LoadedBundle) -> Path:
     """Write MANIFEST.sha256 (sha256sum format) over bundle.yaml and every evidence file."""
     names = [BUNDLE_FILE, *bundle.evidence_files()]
     lines = [f"{sha256_file(bundle.root / rel)}  {rel}\n" for rel in sorted(names)]
-    out = bundle.root / MANIFEST_NAME
-    out.write_text("".join(lines), encoding="utf-8")
-    return out
+    # under a temporary name, then renamed: a full disk leaves the earlier seal as it was, not half a new one
+    return write_atomic(bundle.root / MANIFEST_NAME, "".join(lines).encode())
 
 
 def read_seal(bundle: LoadedBundle) -> dict[str, str] | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from clustercert.attest.atomic import write_atomic
 from clustercert.catalog import LoadedCatalog, load_catalog
 from clustercert.errors import ClusterCertError, EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME, PLACEHOLDER
@@ -386,5 +387,5 @@ def write_draft(folder: Path, references_dir: Path, *, system: str | None = None
     if draft.runs == 0:
         raise EvidenceError(str(folder), "expected evidence files of a known format, found none"
                             + (f" ({len(draft.unused)} files not recognised)" if draft.unused else ""))
-    out.write_text(draft.text, encoding="utf-8")
+    write_atomic(out, draft.text.encode())  # a full disk leaves a bundle.yaml replaced with --force as it was
     return out, draft
