@@ -43,8 +43,8 @@ def test_a_reseal_that_cannot_be_written_keeps_the_seal_there(tmp_path: Path) ->
     assert len(before) > 4096
     proc = _limited(4096, "evidence", "seal", str(bundle))
     assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout + proc.stderr
-    assert proc.stderr == (f"error: {seal}: could not be written (File too large); a file already there is left as "
-                           "it was. Free space there (or write elsewhere) and run the command again\n")
+    assert proc.stderr == (f"error: {seal}: could not be written (File too large); nothing was written under its "
+                           "name. Free space there (or write elsewhere) and run the command again\n")
     assert seal.read_bytes() == before
     assert sorted(p.name for p in bundle.iterdir()) == sorted(p.name for p in SAMPLE.iterdir())  # no temporary file
 
