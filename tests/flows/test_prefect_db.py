@@ -135,7 +135,9 @@ def _spawned_env(home: Path, names: list[str], user: dict[str, str]) -> str:
     """The values of `names` in the environment a temporary server on `home` is spawned with (the spawn stopped at
     Popen), given only the user's own `user` among them."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL" and k not in names}
-    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(home), **user)
+    # TMPDIR: the file the server's early output would go to is made before Popen, and nothing here removes it
+    home.mkdir(parents=True, exist_ok=True)
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(home), TMPDIR=str(home), **user)
     proc = subprocess.run([sys.executable, "-c", _SPAWN, *names], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
