@@ -90,19 +90,19 @@ def _found(pf: ParsedFile) -> str:
     r = pf.result
     if isinstance(r, TrainingLog):
         its = [s.iteration for s in r.steps]
-        return f"{len(its)} steps" + (f" (iterations {its[0]}..{its[-1]})" if its else "")
+        return f"{len(its):,} steps" + (f" (iterations {its[0]}..{its[-1]})" if its else "")
     if isinstance(r, NcclTestsResult):
         aborted = sum(1 for t in r.tests if t.error)
-        return f"{len(r.tests)} tests ({', '.join(t.collective for t in r.tests)})" + (
-            f", {aborted} aborted" if aborted else "")
+        return f"{len(r.tests):,} tests ({', '.join(t.collective for t in r.tests)})" + (
+            f", {aborted:,} aborted" if aborted else "")
     if isinstance(r, RankTimings):
-        return f"{r.rows} rows, {r.ranks} ranks, steps {r.first_step}..{r.last_step}"
+        return f"{r.rows:,} rows, {r.ranks:,} ranks, steps {r.first_step}..{r.last_step}"
     if isinstance(r, Telemetry):
-        return f"{len(r)} samples ({r.source})"
+        return f"{len(r):,} samples ({r.source})"
     if isinstance(r, SacctResult):
-        return f"{len(r.jobs)} jobs, {sum(len(j.steps) for j in r.jobs)} steps"
+        return f"{len(r.jobs):,} jobs, {sum(len(j.steps) for j in r.jobs):,} steps"
     if isinstance(r, EventLog):
-        return f"{len(r.events)} events"
+        return f"{len(r.events):,} events"
     if isinstance(r, MlperfResult):
         score = "invalid" if r.score_minutes is None else f"score {r.score_minutes:.2f} min"
         return f"{len(r.runs)} runs, {score}"
@@ -121,8 +121,8 @@ def _totals(files: list[ParsedFile]) -> str:
     if results and all(isinstance(r, NcclTestsResult) for r in results):
         tests = [t for r in results if isinstance(r, NcclTestsResult) for t in r.tests]
         aborted = sum(1 for t in tests if t.error)
-        return f"{len(tests):,} tests" + (f", {aborted} aborted" if aborted else "")
-    return f"{len(results)} files read"
+        return f"{len(tests):,} tests" + (f", {aborted:,} aborted" if aborted else "")
+    return f"{len(results):,} files read"
 
 
 def _problems(parsed: dict[str, list[ParsedFile]]) -> list[str]:
@@ -248,9 +248,9 @@ def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: d
             by_kind.setdefault(pf.kind.value, []).append(pf)
     total = sum(len(files) for files in by_kind.values())
     usable = sum(pf.usable for files in by_kind.values() for pf in files)
-    lines.append(f"Files ({usable} of {total} read; by kind: read/files, what the parsers found)")
+    lines.append(f"Files ({usable:,} of {total:,} read; by kind: read/files, what the parsers found)")
     width = max((len(kind) for kind in by_kind), default=0)
-    counts = {kind: f"{sum(pf.usable for pf in files)}/{len(files)}" for kind, files in by_kind.items()}
+    counts = {kind: f"{sum(pf.usable for pf in files):,}/{len(files):,}" for kind, files in by_kind.items()}
     count_width = max((len(c) for c in counts.values()), default=0)
     for kind, files in by_kind.items():
         read = [pf for pf in files if pf.usable]
@@ -259,8 +259,8 @@ def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: d
     for files in by_kind.values():
         lines += [ln for pf in files if not pf.usable for ln in _wrapped(f"UNUSABLE {pf.rel} (run {pf.run})")]
     summary = report.summary()
-    lines.append(f"validation: {summary['passed']} passed, {summary['required_failed']} required failed, "
-                 f"{summary['errors']} could not run ({len(report.tables) + len(report.cross_tables)} tables)")
+    lines.append(f"validation: {summary['passed']:,} passed, {summary['required_failed']:,} required failed, "
+                 f"{summary['errors']:,} could not run ({len(report.tables) + len(report.cross_tables):,} tables)")
     for t in (*report.tables, *report.cross_tables):
         for r in t.results:
             if r.status.value != "PASS":

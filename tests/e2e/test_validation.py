@@ -215,6 +215,10 @@ def test_evidence_check_accepts_the_shipped_sample(tmp_path: Path) -> None:
     assert all(f["usable"] for r in out["runs"] for f in r["files"])
     llama = next(r for r in out["runs"] if r["run"] == "llama3-70b-fp8-512-r1")
     assert llama["files"][0]["found"] == "50 steps (iterations 0..49)"
+    # counts past a thousand read as the summary's totals do (1,347, not 1347): the log's own step lines
+    [long_run] = [r for r in out["runs"] if r["kind"] == "resilience"]
+    steps = len(_step_lines(SAMPLE / "resilience" / "training.log"))
+    assert steps >= 1000 and long_run["files"][0]["found"].startswith(f"{steps:,} steps (iterations 0..")
     assert out["validation"]["summary"]["required_failed"] == 0 and out["validation"]["summary"]["errors"] == 0
     # The text form of a passing check is read in test_evidence_check_writes_data_docs_only_on_request (the
     # smallest bundle), of a failing one in test_evidence_check_lists_every_problem_and_exits_3.
