@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import check_regular, read_regular
 
-__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "json_of", "read_json", "to_float", "to_int"]
+__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "json_of", "read_json", "to_float", "to_int", "without_escapes",
+           "without_escapes_bytes"]
 
 DEFAULT_LIMIT = 2 * 1024**3
 
@@ -96,3 +98,22 @@ def to_int(value: object, *, file: str, line: int | None, field: str, hint: str)
 def finite(value: float | None) -> float | None:
     """None for nan/inf so JSON output stays valid."""
     return None if value is None or not math.isfinite(value) else value
+
+
+# A terminal's escape sequences (colours, cursor moves, links): a log captured from a terminal or written by a logger
+# that colours its records holds them around its fields (`559.43\x1b[0m` was "expected a number"). CSI sequences,
+# OSC sequences (ended by BEL or ST), the character-set ones (`tput sgr0`'s \x1b(B) and the two-character ones; none
+# holds a line break, so line numbers stay those of the file.
+_ESCAPES = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[ -/]*[0-~])"
+_ESCAPES_TEXT = re.compile(_ESCAPES)
+_ESCAPES_BYTES = re.compile(_ESCAPES.encode())
+
+
+def without_escapes(text: str) -> str:
+    """`text` without a terminal's escape sequences (see _ESCAPES); itself, at C speed, when it holds none."""
+    return _ESCAPES_TEXT.sub("", text) if "\x1b" in text else text
+
+
+def without_escapes_bytes(data: bytes) -> bytes:
+    """`without_escapes` of a file's bytes (a chunk cut at a line end)."""
+    return _ESCAPES_BYTES.sub(b"", data) if b"\x1b" in data else data

@@ -139,6 +139,10 @@ def test_records_sit_on_their_lines(tmp_path: Path, fmt: str) -> None:
         pytest.param(lambda text: text.replace("\n", "\r\n"), id="crlf"),
         pytest.param(lambda text: text.rstrip("\n"), id="no-final-newline"),
         pytest.param(lambda text: text.replace("\n", "\r"), id="old-mac-cr"),
+        # a terminal's colours (a log captured from a terminal, a logger that colours its records): each line in
+        # green, reset with `tput sgr0`'s pair, and a cursor move before the line break
+        pytest.param(lambda text: "".join(f"\x1b[32m{ln}\x1b(B\x1b[m\x1b[K\n" if ln else "\n"
+                                          for ln in text.split("\n")[:-1]), id="coloured"),
     ],
 )
 def test_line_ends_of_any_kind_read_alike(tmp_path: Path, fmt: str, variant: Callable[[str], str]) -> None:
