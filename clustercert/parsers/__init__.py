@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.guards import open_regular
-from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.common import DEFAULT_LIMIT, without_escapes
 from clustercert.parsers.dcgm import parse_dcgm
 from clustercert.parsers.dllogger import parse_dllogger
 from clustercert.parsers.events import parse_events
@@ -181,7 +181,9 @@ def detect_format(path: Path, display: str | None = None) -> str:
         raise EvidenceError(shown, "expected a known evidence format, got an empty file")
     if data[:4] == b"PAR1":
         return "rank-timings"
-    text = data.decode("utf-8", errors="replace")
+    text = without_escapes(data.decode("utf-8", errors="replace"))  # a coloured log is told by its plain text
+    if "\r" in text:  # lines ended by a lone CR (an old Mac's, a progress bar's) are lines to the detectors too
+        text = "\n".join(text.splitlines())
     stripped = text.lstrip()
     if stripped.startswith("{") and '"iteration-time"' in text:
         return "megatron-golden"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from clustercert.errors import EvidenceError
-from clustercert.parsers import FORMATS
+from clustercert.parsers import FORMATS, detect_format
 from clustercert.parsers.dcgm import parse_dcgm
 from clustercert.parsers.dllogger import parse_dllogger
 from clustercert.parsers.nccl_tests import _checked_row, _row
@@ -148,6 +148,7 @@ def test_records_sit_on_their_lines(tmp_path: Path, fmt: str) -> None:
 def test_line_ends_of_any_kind_read_alike(tmp_path: Path, fmt: str, variant: Callable[[str], str]) -> None:
     plain = parse(tmp_path, fmt, GOOD[fmt].encode()).to_json()
     assert parse(tmp_path, fmt, variant(GOOD[fmt]).encode()).to_json() == plain
+    assert detect_format(tmp_path / f"{fmt}.log") == fmt  # the file just written: its format told as the plain one's
 
 
 @pytest.mark.parametrize("fmt", sorted(GOOD))
