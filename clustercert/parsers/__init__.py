@@ -135,7 +135,9 @@ _MEGATRON_ITER = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
 _DETECT: list[tuple[str, Callable[[str], object]]] = [
     ("mlperf", re.compile(r":::MLLOG \{").search),
     ("dllogger", re.compile(r"DLLL \{").search),
-    ("nccl-tests", re.compile(r"^\S*?#\s*(?:Collective test starting|nThread \d+ nGpus)", re.MULTILINE).search),
+    # after a launcher's line prefix, as the parser reads it (srun --label's `0: `: nccl_tests._PREFIX)
+    ("nccl-tests", re.compile(r"^(?:[ \t]*\d+:[ \t]|rank\d+:[ \t]?)?\S*?#\s*"
+                              r"(?:Collective test starting|nThread \d+ nGpus)", re.MULTILINE).search),
     ("nemo", re.compile(r"Training epoch \d+, iteration \d+/\d+").search),
     ("megatron-deepspeed", re.compile(r"elapsed time per iteration \(s\)").search),
     ("megatron", lambda text: _before_on_a_line(text, _MEGATRON_ITER, "elapsed time per iteration (ms)")),

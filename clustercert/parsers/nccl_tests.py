@@ -35,6 +35,8 @@ _CAUSE = re.compile(r"(?:NCCL|CUDA) failure\s+\S+\s+'([^']{1,200})'")
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(\S+)")
 # MPI / srun rank tags: `[1,0]<stdout>:`, `0: ` (srun -l), `rank0: `
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:\s|rank\d+:\s?)")
+# a text output whose lines mpirun --tag-output prefixed (`[1,0]<stdout>:`): text, though it starts as JSON does
+_TAGGED = re.compile(rb"\[\d+,\d+\]<std(?:out|err)>:")
 # an NCCL debug print (`host:pid:tid [dev] NCCL INFO ...`) that may start in the middle of a table row
 _DEBUG = re.compile(
     r"(?<!\S)\S*:\d+:\d+\s+\[\d+\]\s+NCCL\s+(?:INFO|WARN|TRACE|ERROR).*$|\bNCCL (?:INFO|WARN|TRACE)\b.*$"
@@ -159,7 +161,7 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
     aborted: its `error` is set and it has no rows (a failed measurement, never a zero).
     """
     data = read_regular(path, display, limit=limit)  # one open and read (a cluster's sweep is 8,141 small files)
-    if data[:1] in (b"{", b"["):
+    if data[:1] in (b"{", b"[") and not _TAGGED.match(data):
         return _parse_json(data, display)
     text = text_of(data, display)
     del data

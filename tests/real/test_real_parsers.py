@@ -48,6 +48,29 @@ def test_nccl_every_test_found_and_average_recomputed(real_samples: Path, name: 
     assert detect_format(path) == "nccl-tests"
 
 
+# each line of a multi-node run as its launcher prints it: mpirun --tag-output, srun --label, a `rankN:` tag
+LAUNCHERS = {"mpirun-tag-output": "[1,0]<stdout>:", "srun-label": " 0: ", "rank-tag": "rank0: "}
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+@pytest.mark.parametrize("name", ["nccl_N10_G8.log", "nccl_N2_G1_cnode2-001_cnode2-002.log"])
+def test_nccl_output_a_launcher_prefixed_reads_as_written(real_samples: Path, tmp_path: Path, name: str,
+                                                          launcher: str) -> None:
+    """mpirun's tag made the file look like JSON ("expected valid JSON, got Extra data"), srun's label hid its
+    format from detection: each now reads, detected, as the file its launcher did not tag."""
+    text = (real_samples / "nccl-tests" / name).read_text()
+    tagged = tmp_path / name
+    tagged.write_text("".join(LAUNCHERS[launcher] + line for line in text.splitlines(keepends=True)))
+    assert detect_format(tagged) == "nccl-tests"
+    result = parse_nccl_tests(tagged, name)
+    collectives, ranks = NCCL[name]
+    assert [t.collective for t in result.tests] == collectives
+    assert [t.reported_avg_busbw for t in result.tests] == [
+        float(v) for v in re.findall(r"# Avg bus bandwidth\s*:\s*(\S+)", text)]
+    assert all(t.error is None and t.ranks == ranks and len(t.rows) == 10 for t in result.tests)
+    assert result.to_json() == parse_nccl_tests(real_samples / "nccl-tests" / name, name).to_json()
+
+
 def test_nccl_first_row_read_by_hand(real_samples: Path) -> None:
     result = parse_nccl_tests(real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log", "n")
     row = result.tests[0].rows[0]
