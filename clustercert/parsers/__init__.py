@@ -183,7 +183,7 @@ def detect_format(path: Path, display: str | None = None) -> str:
         raise EvidenceError(shown, "expected a known evidence format, got an empty file")
     if data[:4] == b"PAR1":
         return "rank-timings"
-    text = without_escapes(data.decode("utf-8", errors="replace"))  # a coloured log is told by its plain text
+    text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # told by its plain text
     if "\r" in text:  # lines ended by a lone CR (an old Mac's, a progress bar's) are lines to the detectors too
         text = "\n".join(text.splitlines())
     stripped = text.lstrip()

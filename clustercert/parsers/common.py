@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import check_regular, read_regular
 
-__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "json_of", "read_json", "to_float", "to_int", "without_escapes",
-           "without_escapes_bytes"]
+__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "json_of", "plain_chunks", "read_json", "to_float", "to_int",
+           "without_escapes", "without_escapes_bytes"]
 
 DEFAULT_LIMIT = 2 * 1024**3
 
@@ -37,7 +39,7 @@ def json_of(data: bytes, display: str) -> object:
     if not data.strip():
         raise EvidenceError(display, "expected a JSON document, got an empty file")
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8-sig"))  # a leading byte order mark is no text
     except UnicodeDecodeError:
         raise EvidenceError(display, "expected UTF-8 JSON text, got binary data") from None
     except json.JSONDecodeError as exc:
@@ -117,3 +119,14 @@ def without_escapes(text: str) -> str:
 def without_escapes_bytes(data: bytes) -> bytes:
     """`without_escapes` of a file's bytes (a chunk cut at a line end)."""
     return _ESCAPES_BYTES.sub(b"", data) if b"\x1b" in data else data
+
+
+def plain_chunks(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """A file's chunks (each cut at a line end) as text parsers read them: without a leading byte order mark (a file
+    saved by a Windows editor) and without a terminal's escape sequences."""
+    first = True
+    for chunk in chunks:
+        if first and chunk.startswith(codecs.BOM_UTF8):
+            chunk = chunk[len(codecs.BOM_UTF8):]
+        first = first and not chunk
+        yield without_escapes_bytes(chunk)

@@ -49,7 +49,7 @@ import numpy.typing as npt
 
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.guards import read_chunks
-from clustercert.parsers.common import DEFAULT_LIMIT, to_float, without_escapes_bytes
+from clustercert.parsers.common import DEFAULT_LIMIT, plain_chunks, to_float
 from clustercert.settings import TABLE_PATH_VARIABLE, TELEMETRY_MEMORY_VARIABLE, table_path, telemetry_memory_bytes
 
 __all__ = ["CHUNK_BYTES", "TABLE_PATH_VARIABLE", "DcgmSample", "Telemetry", "parse_dcgm", "table_path"]
@@ -544,7 +544,7 @@ def parse_dcgm(
     path_kind = table_path()
     memory = telemetry_memory_bytes()
     with closing(read_chunks(path, display, limit=limit, chunk_bytes=chunk_bytes)) as read:
-        chunks = map(without_escapes_bytes, read)  # a terminal's colours go (each chunk is cut at a line end)
+        chunks = plain_chunks(read)  # no byte order mark, no terminal colours (each chunk is cut at a line end)
         # the first 64 KiB decide, as read_text_lines() did: NUL bytes there are binary; the first line that is
         # not blank or a comment (or a '#Entity' header) tells Prometheus text from dmon
         ahead: list[bytes] = []

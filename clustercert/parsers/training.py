@@ -279,7 +279,7 @@ def text_of(data: bytes, display: str) -> str:
         raise EvidenceError(display, "expected log text, got an empty file")
     if b"\x00" in data[:65536]:
         raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
-    text = without_escapes(data.decode("utf-8", errors="replace"))
+    text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
     if not any(mark in text for mark in _OTHER_BREAKS):
         return text
     if "\r\n" in text:  # Windows line ends: when every other break was one of them, one copy makes them "\n"
@@ -420,5 +420,5 @@ def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
         raise EvidenceError(display, "expected log text, got an empty file")
     if b"\x00" in data[:65536]:
         raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
-    text = without_escapes(data.decode("utf-8", errors="replace"))
+    text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
     return text.splitlines()

@@ -143,6 +143,7 @@ def test_records_sit_on_their_lines(tmp_path: Path, fmt: str) -> None:
         # green, reset with `tput sgr0`'s pair, and a cursor move before the line break
         pytest.param(lambda text: "".join(f"\x1b[32m{ln}\x1b(B\x1b[m\x1b[K\n" if ln else "\n"
                                           for ln in text.split("\n")[:-1]), id="coloured"),
+        pytest.param(lambda text: "\ufeff" + text, id="byte-order-mark"),  # a file saved by a Windows editor
     ],
 )
 def test_line_ends_of_any_kind_read_alike(tmp_path: Path, fmt: str, variant: Callable[[str], str]) -> None:
