@@ -107,6 +107,7 @@ def _weak_scaling(
         mine = [r for r in runs if (r.workload, r.precision.value if r.precision else "") == (workload, precision)]
         window = _window(catalog, workload, precision)
         problems: list[str] = []
+        problem_gpus: list[int] = []  # the GPU count of each problem's run
         spans: list[Span] = []
         by_gpus: dict[int, list[_Point]] = {}
         failed_gpus: set[int] = set()
@@ -114,6 +115,7 @@ def _weak_scaling(
             log = parsed.get(run.id)
             if isinstance(log, EvidenceError):
                 problems.append(str(log))
+                problem_gpus.append(int(run.gpus or 0))
                 spans.append(_error_span(log))
                 failed_gpus.add(int(run.gpus or 0))
                 continue
@@ -125,6 +127,7 @@ def _weak_scaling(
                 first: WindowProblem = measured[0]
                 located = EvidenceError(log.file, first.message, line=first.line, field=first.field)
                 problems.append(f"{located}. Re-run {run.id} and add the new log as a further repeat")
+                problem_gpus.append(int(run.gpus or 0))
                 spans.append(Span(log.file, first.line or 0, first.line or 0, 1))
                 failed_gpus.add(int(run.gpus or 0))
                 continue
@@ -172,11 +175,16 @@ def _weak_scaling(
         detail = ", ".join(f"{p.gpus} GPUs {p.efficiency:.3f}" for p in result.points)
         extra = (f"; no usable run at {missing} GPUs: {'; '.join(problems)}" if missing
                  else f"; {len(problems)} unusable repeat(s) left out" if problems else "")
+        # an ERROR's finding is the GPU count left without a run (and why its first run was unusable), not the
+        # ratios that were measured
+        lacking = next((f"no usable run at {', '.join(map(str, missing))} GPUs: {problem}"
+                        for gpus, problem in zip(problem_gpus, problems, strict=True) if gpus in missing), None)
         checks.append(_check(
             check_id, title, severity, status,
             f"efficiency vs {result.reference_gpus} GPUs (tokens/s/GPU ratio): {detail}; lowest {worst.efficiency:.3f} "
             f"at {worst.gpus} GPUs, minimum {rules.scaling_efficiency_min:.2f}{extra}",
             measured=result.min_efficiency, target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
+            summary=lacking if status is Status.ERROR else None,
         ))
         section.append({
             "workload": workload, "precision": precision, "reference_gpus": result.reference_gpus,

@@ -223,6 +223,24 @@ def test_unusable_repeat_beside_a_usable_one_leaves_scaling_judged(tmp_path: Pat
     assert "1 unusable repeat(s) left out" in check.message
 
 
+def test_a_gpu_count_left_without_a_usable_run_is_the_errors_reason(tmp_path: Path) -> None:
+    """The reason an operator reads (results.json's, the terminal's) gave the ratios that were measured ("256 GPUs
+    1.000, 512 GPUs 0.998"), not why the check could not be judged: the GPU count without a usable run, and why."""
+    from clustercert.verdicts import outcome_reasons
+
+    small, rel, _ = _training(128, 7.0)
+    mid, rel2, text2 = _training(256, 7.0)
+    large, rel3, text3 = _training(512, 7.7)
+    bundle = write_bundle(tmp_path / "b", [small, mid, large], {rel: "", rel2: text2, rel3: text3})
+    checks = judge_scaling(bundle, gb200(), parse_all(bundle)).checks
+    check = by_id(checks)["scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    assert check.status is Status.ERROR
+    assert check.summary == f"no usable run at 128 GPUs: {bundle.root / rel}: expected log text, got an empty file"
+    [reason] = [r for r in outcome_reasons(checks, str(bundle.root)) if r.check == check.id]
+    assert reason.summary == f"no usable run at 128 GPUs: {rel}: expected log text, got an empty file"
+    assert reason.where[0] == rel
+
+
 def test_run_far_below_its_peers_fails_even_above_its_target(tmp_path: Path) -> None:
     # 4 one-domain all_reduce runs: 1200, 1210, 1190 and 800 GB/s; target 770.4 holds for all, but the median
     # is (1190 + 1200) / 2 = 1195 and 800 / 1195 = 0.669 < 0.8
