@@ -69,8 +69,8 @@ def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None 
         advisory = " (advisory)" if r["severity"] != "required" else ""
         text = f"{r['status']} {phase}{advisory}: {r['summary']}"
         where = r["where"][0] if r["where"] else ""
-        if where and not r["summary"].startswith(where.split(":")[0]):
-            text += f" [{where}]"
+        if where and not r["summary"].startswith(where.split(":")[0]) and where not in r["summary"]:
+            text += f" [{where}]"  # unless the finding names it already
         lines += wrap(text, width)
     if hidden:
         total = sum(hidden.values())

@@ -88,17 +88,24 @@ def test_reasons_are_the_judges_each_with_where() -> None:
               check("scaling.b", Status.PASS, Severity.REQUIRED, "fine"),
               check("validation.c", Status.ERROR, Severity.REQUIRED,
                     "/b/training/c.log line 3: required expectation failed", Span("/b/training/c.log", 3, 3, 1)),
-              check("scaling.d", Status.FAIL, Severity.ADVISORY, "low")]
+              check("scaling.d", Status.FAIL, Severity.ADVISORY, "low"),
+              check("scaling.e", Status.ERROR, Severity.REQUIRED,
+                    "no usable run at 128 GPUs: /b/training/e.log: expected log text, got an empty file",
+                    Span("/b/training/e.log", 0, 0, 0))]
     results = {"reasons": [r.to_json() for r in outcome_reasons(checks, "/b")]}
     found = reasons(json.loads(json.dumps(results)))
     assert [(r["check"], r["summary"], r["where"]) for r in found] == [
         ("efficiency.a", "slow by 6 %", ["training/a/r1.log:40-49"]),  # the finding's first clause
         ("validation.c", "training/c.log line 3: required expectation failed", ["training/c.log:3"]),
+        ("scaling.e", "no usable run at 128 GPUs: training/e.log: expected log text, got an empty file",
+         ["training/e.log"]),
         ("scaling.d", "low", []),
     ]
     assert reason_lines(found, 80) == [
         "  FAIL efficiency: slow by 6 % [training/a/r1.log:40-49]",
         "  ERROR validation: training/c.log line 3: required expectation failed",  # it names its file already
+        "  ERROR scaling: no usable run at 128 GPUs: training/e.log: expected log text,",  # ... inside it too
+        "       got an empty file",
         "  FAIL scaling (advisory): low",
     ]
     assert reasons({"checks": [c.to_json() for c in checks], "reasons": []}) == []  # a CERTIFIED run has none
