@@ -378,9 +378,11 @@ def _who(rank: int | None, place: RankPlace | None) -> str:
 def _straggler_check(
     bundle: LoadedBundle, catalog: LoadedCatalog, tables: Sequence[RankTable], table_error: bool,
     events: Sequence[Event], reported: Sequence[_Reported], logs: Sequence[ResilienceRunLog], origin: float,
-    severity: Severity,
+    severity: Severity, unread: Sequence[str] = (),
 ) -> tuple[Check, list[dict[str, object]]]:
-    """Score every rank from the per-rank timings; each straggler must be reported in time and its node handled."""
+    """Score every rank from the per-rank timings; each straggler must be reported in time and its node handled.
+    `unread`: the errors of the event logs and sacct dumps that could not be read, where a detection or a node's
+    exclusion would be: a straggler that looks unhandled then cannot be judged (ERROR), not a failure."""
     rules = catalog.spec.rules
     check_id, title = (f"{PHASE}.stragglers_detected_and_handled",
                        f"Every straggler (relative score < {rules.straggler_score_min:.2f}) was detected within "
@@ -463,12 +465,19 @@ def _straggler_check(
              + (f" (slowest detection {max(delays):.0f} s after first visible)" if delays else ""))
     handled = len(flagged) - len(failures)
     if failures:
-        status = Status.FAIL
-        message = (f"{found}; {len(failures)} not handled: " + " | ".join(failures)
-                   + f"; {cluster_said}. Make the cluster's straggler detection report and drain slow GPUs")
         first = next(r for r in flagged if (r.detection_s is None or not r.detected_in_time
                                               or r.place is None or r.place.node not in handled_nodes))
         where = (f"{first.place.node} GPU {first.place.gpu}" if first.place else f"rank {gpus.places[first.rank][2]}")
+    if failures and unread:
+        status = Status.ERROR
+        message = (f"{found}; {len(failures)} not shown handled: " + " | ".join(failures) + f"; {cluster_said}; "
+                   f"but {'; '.join(unread)}: what it would show of their detection and handling cannot be told. "
+                   "Mend or re-export it")
+        summary = f"whether the straggler on {where} was handled cannot be told: {unread[0]}"
+    elif failures:
+        status = Status.FAIL
+        message = (f"{found}; {len(failures)} not handled: " + " | ".join(failures)
+                   + f"; {cluster_said}. Make the cluster's straggler detection report and drain slow GPUs")
         kind = "unreported" if first.detection_s is None else "late-detected" if not first.detected_in_time \
             else "unhandled"
         summary = (f"{kind} straggler on {where} (relative score {first.relative_score:.3f}); "
@@ -694,6 +703,12 @@ def judge_resilience(
     sacct = [v for r, v in found if r.kind is RunKind.SCHEDULER and isinstance(v, SacctResult)]
     tables = [v for r, v in found if r.kind is RunKind.RANK_TIMINGS and isinstance(v, RankTable)]
     telemetry = [v for r, v in found if r.kind is RunKind.TELEMETRY and isinstance(v, Telemetry)]
+    # the event logs and sacct dumps that could not be read: what they would have shown (a detection, a node
+    # excluded, an administrator's action) cannot be told, which is not the cluster failing to show it
+    unread = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE
+              and r.kind in (RunKind.EVENTS, RunKind.SCHEDULER) and isinstance(v := parsed.get(r.id), EvidenceError)]
+    unread_events = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE and r.kind is RunKind.EVENTS
+                     and isinstance(v := parsed.get(r.id), EvidenceError)]
     has_any = any(r.phase is Phase.RESILIENCE for r in bundle.spec.runs)
     if required:
         checks.insert(0, _check(
@@ -773,7 +788,10 @@ def judge_resilience(
         checks.append(_lost_check(faults, report.checkpoint_interval_steps, severity, absent,
                                   fault_spans or log_span))
     # administrator actions need the cluster's own event log
-    if not event_logs:
+    if not event_logs and unread_events:
+        checks.append(_check(*ids["admin"], severity, Status.ERROR, f"{unread_events[0]}: the job event log cannot "
+                             "be read, so whether an administrator acted cannot be told. Mend or re-export it"))
+    elif not event_logs:
         checks.append(_check(*ids["admin"], severity, absent, "the bundle has no job event log (kind events): the "
                              "cluster did not show that no administrator acted. Add the job's event log"))
     else:
@@ -790,7 +808,7 @@ def judge_resilience(
     table_error = any(isinstance(parsed.get(r.id), EvidenceError) for r in bundle.spec.runs
                       if r.kind is RunKind.RANK_TIMINGS and r.phase is Phase.RESILIENCE)
     straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
-                                       _reported(event_logs, logs, origin), logs, origin, severity)
+                                       _reported(event_logs, logs, origin), logs, origin, severity, unread)
     checks.append(straggler)
     section["stragglers"] = rows
     section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,

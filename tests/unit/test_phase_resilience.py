@@ -210,6 +210,27 @@ def test_missing_event_log_is_absent_evidence(tmp_path: Path) -> None:
     assert check.status is Status.FAIL and "the cluster did not show" in check.message
 
 
+def test_an_unreadable_event_log_leaves_what_it_would_show_unjudged(tmp_path: Path) -> None:
+    """A healthy run (its straggler reported and its node excluded, no administrator) whose event log cannot be read
+    was NOT CERTIFIED: 'the bundle has no job event log' and 'unreported straggler'. What the log would show cannot
+    be told: both checks are ERRORs naming the file (the run is INCOMPLETE), never a finding about the cluster."""
+    out = scenario(tmp_path)
+    events = out["root"] / "events.jsonl"
+    events.write_bytes(b"")
+    from clustercert.evidence.bundle import load_bundle
+
+    bundle = load_bundle(out["root"])
+    checks = by_id(judge_resilience(bundle, gb200(), parse_all(bundle)).checks)
+    unread = f"{events}: expected log text, got an empty file"
+    admin = checks["resilience.no_admin_action"]
+    assert admin.status is Status.ERROR and admin.message.startswith(f"{unread}: the job event log cannot be read")
+    straggler = checks["resilience.stragglers_detected_and_handled"]
+    assert straggler.status is Status.ERROR
+    assert straggler.summary == f"whether the straggler on n2 GPU 0 was handled cannot be told: {unread}"
+    assert "rank 1 (node n2, GPU 0, NVLink domain rack1)" in straggler.message
+    assert not [c for c in checks.values() if c.status is Status.FAIL]  # nothing said of the cluster itself
+
+
 def test_unusable_rank_timings_are_an_error_naming_file_and_line(tmp_path: Path) -> None:
     out = scenario(tmp_path)
     timings = out["root"] / "timings.csv"
