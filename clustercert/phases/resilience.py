@@ -132,11 +132,7 @@ def build_job_timeline(
     if not starts:
         starts, source = sorted(t for _, t in run.clock.worker_starts), "launcher lines"
     if not starts:
-        starts = sorted(
-            datetime_s(x) for res in scheduler for job in res.jobs for x in [job.start, *(s.start for s in job.steps)]
-            if x is not None
-        )
-        source = "sacct"
+        starts, source = _sacct_starts(scheduler), "sacct"
     if not starts:
         return (f"{run.training.file}: expected a job start (event log job_started, a launcher 'Starting worker "
                 "group' line or sacct Start), got none")
@@ -200,6 +196,10 @@ def build_job_timeline(
             ckpt = earlier[-1] if earlier else None
         interrupted = max(min(interrupted, scheduled), previous_resume)
         resumed = min(resumed, end)
+        if not previous_resume <= interrupted <= scheduled <= resumed:  # starts that do not fit the log's segments
+            return (f"{run.training.file}: expected job starts ({source}) that fit the log's {len(segments)} "
+                    f"segments, got start {k + 1} at {scheduled - origin:.0f} s, before the job could resume "
+                    f"(previous resume at {previous_resume - origin:.0f} s)")
         previous_resume = resumed
         if ckpt is not None and ckpt > interrupted:
             ckpt = None
@@ -224,6 +224,19 @@ def build_job_timeline(
             "printed step times as late as the log's timestamps allow (1 s resolution)")
     return JobTimeline(origin, timeline, tuple(interruptions), tuple(sorted(events, key=lambda e: e.time_s)),
                        tuple(seg_bounds), tuple(resumed_from), note)
+
+
+def _sacct_starts(scheduler: Sequence[SacctResult]) -> list[float]:
+    """The job's (re)starts as sacct shows them, each once: a job's numbered steps (its sruns: a restart inside
+    the allocation is a further step) or, without any, the job itself. The batch and extern steps start with
+    their job; counted as well, three starts at one moment were three restarts, and the timeline built on them
+    crashed the certification (interruption scheduled before it happened)."""
+    starts: set[float] = set()
+    for res in scheduler:
+        for job in res.jobs:
+            sruns = [s.start for s in job.steps if s.step_id.rpartition(".")[2].isdigit() and s.start is not None]
+            starts.update(datetime_s(x) for x in (sruns or ([job.start] if job.start is not None else [])))
+    return sorted(starts)
 
 
 def _step_no(step: TrainingStep) -> int:

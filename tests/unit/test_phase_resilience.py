@@ -251,3 +251,43 @@ def test_wind_down_after_the_final_iteration_is_no_stall(tmp_path: Path) -> None
     # 60 s from the last step (29 of 29) to job_finished would exceed 3 x 10 s mid-run; after the end it is teardown
     check = scenario(tmp_path, tail_s=60.0)["checks"]["resilience.stalls_detected"]
     assert check.status is Status.PASS and check.measured == 0.0
+
+
+def test_without_an_event_log_the_job_starts_are_sacct_s_sruns(tmp_path: Path) -> None:
+    """The shipped sample's long run without its event log (most clusters keep none in our format): the job starts
+    came from every sacct row (job, batch, extern, srun: four per job at one moment), so the second start was the
+    first one again, and the certification crashed ('interruption 1: expected previous resume <= interrupted <=
+    scheduled', internal error). Each job's srun step is one start; the reschedules are sacct's own gaps."""
+    import shutil
+
+    import yaml
+
+    from clustercert.catalog import load_catalog
+    from clustercert.evidence.bundle import load_bundle
+    from clustercert.parsers.sacct import parse_sacct
+    from clustercert.phases.resilience import build_job_timeline
+    from clustercert.settings import PROJECT_ROOT
+
+    root = tmp_path / "bundle"
+    shutil.copytree(PROJECT_ROOT / "evidence" / "gb200-seed", root)
+    (root / "MANIFEST.sha256").unlink()
+    spec = yaml.safe_load((root / "bundle.yaml").read_text())
+    spec["runs"] = [r for r in spec["runs"] if r["kind"] != "events"]
+    (root / "bundle.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    bundle = load_bundle(root)
+    parsed = parse_all(bundle)
+    [long_run] = [parsed[r.id] for r in bundle.spec.runs if r.kind.value == "resilience"]
+    sacct = parse_sacct(root / "resilience" / "sacct.txt", "sacct.txt")
+    job = build_job_timeline(long_run, [], [sacct])  # type: ignore[arg-type]
+    assert not isinstance(job, str), job
+    # the file's srun rows: 48213.0 at 09:00:00, 48214.0 at 09:56:00, 48215.0 at 11:02:20
+    sruns = [ln.split("|") for ln in (root / "resilience" / "sacct.txt").read_text().splitlines()
+             if ln.split("|")[0].endswith(".0")]
+    assert [row[8][11:] for row in sruns] == ["09:00:00", "09:56:00", "11:02:20"]
+    assert list(job.timeline.job_starts) == [0.0, 56 * 60.0, 2 * 3600 + 2 * 60 + 20.0]
+    assert [i.scheduled_s for i in job.interruptions] == [56 * 60.0, 2 * 3600 + 2 * 60 + 20.0]
+    catalog = load_catalog(bundle.spec.catalog, PROJECT_ROOT / "references", relative_to=root)
+    checks = by_id(judge_resilience(bundle, catalog, parsed).checks)  # no crash: every check judged
+    assert checks["resilience.goodput_meets_min"].status is Status.PASS
+    assert "2 interruption(s)" in checks["resilience.goodput_meets_min"].message
+    assert checks["resilience.no_admin_action"].status is Status.FAIL  # absent, not unreadable: not shown
