@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -41,6 +41,7 @@ from clustercert.verdicts import Check, Severity, Status
 __all__ = ["JobTimeline", "build_job_timeline", "judge_resilience"]
 
 PHASE = Phase.RESILIENCE.value
+_RESTARTS = f"{PHASE}.restarts_automatic_on_healthy_nodes"
 _ADMINS = frozenset({"operator", "admin", "administrator", "sysadmin", "human"})
 _WINDOW_SAMPLES = 3  # straggler windows: this many sampled steps per GPU (a median that outvotes one outlier)
 
@@ -237,6 +238,17 @@ def _sacct_starts(scheduler: Sequence[SacctResult]) -> list[float]:
             sruns = [s.start for s in job.steps if s.step_id.rpartition(".")[2].isdigit() and s.start is not None]
             starts.update(datetime_s(x) for x in (sruns or ([job.start] if job.start is not None else [])))
     return sorted(starts)
+
+
+def _unjudged(check: Check, unread: Sequence[str]) -> Check:
+    """`check` as an ERROR when it failed while files that might have shown otherwise could not be read
+    (`unread`: their errors): a detection, a restart or a checkpoint the event log records looks missing then."""
+    if check.status is not Status.FAIL:
+        return check
+    return replace(check, status=Status.ERROR,
+                   message=f"{check.message}; but {'; '.join(unread)}: what it would show cannot be told. Mend or "
+                           "re-export it",
+                   summary=f"cannot be judged while {unread[0]}")
 
 
 def _step_no(step: TrainingStep) -> int:
@@ -624,7 +636,7 @@ def _fault_rows(report: ResilienceReport, events: Sequence[Event], job: JobTimel
 
 
 def _restart_check(rows: list[_FaultRow], rules_max: float, severity: Severity, spans: list[Span]) -> Check:
-    check_id = f"{PHASE}.restarts_automatic_on_healthy_nodes"
+    check_id = _RESTARTS
     title = (f"Every fatal fault is followed by an automatic restart within {rules_max:g} s on nodes that exclude "
              "the faulty one, from the last checkpoint")
     if not rows:
@@ -716,12 +728,16 @@ def judge_resilience(
     sacct = [v for r, v in found if r.kind is RunKind.SCHEDULER and isinstance(v, SacctResult)]
     tables = [v for r, v in found if r.kind is RunKind.RANK_TIMINGS and isinstance(v, RankTable)]
     telemetry = [v for r, v in found if r.kind is RunKind.TELEMETRY and isinstance(v, Telemetry)]
-    # the event logs and sacct dumps that could not be read: what they would have shown (a detection, a node
-    # excluded, an administrator's action) cannot be told, which is not the cluster failing to show it
+    # the long run's log, event logs and sacct dumps that could not be read: what they would have shown (a
+    # detection, a restart, a node excluded, an administrator's action) cannot be told, which is not the cluster
+    # failing to show it
     unread = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE
-              and r.kind in (RunKind.EVENTS, RunKind.SCHEDULER) and isinstance(v := parsed.get(r.id), EvidenceError)]
+              and r.kind in (RunKind.RESILIENCE, RunKind.EVENTS, RunKind.SCHEDULER)
+              and isinstance(v := parsed.get(r.id), EvidenceError)]
     unread_events = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE and r.kind is RunKind.EVENTS
                      and isinstance(v := parsed.get(r.id), EvidenceError)]
+    unread_log = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE and r.kind is RunKind.RESILIENCE
+                  and isinstance(v := parsed.get(r.id), EvidenceError)]
     has_any = any(r.phase is Phase.RESILIENCE for r in bundle.spec.runs)
     if required:
         checks.insert(0, _check(
@@ -744,11 +760,13 @@ def judge_resilience(
                               "cluster did not show a long run")
     if logs:
         job = build_job_timeline(logs[0], event_logs, sacct)
+    elif unread_log:  # there is a long run, its log unreadable: not judged, which is not the cluster not showing it
+        job = f"{unread_log[0]}: the long run's log cannot be read. Mend it or collect it again"
     if isinstance(job, str):
-        status = absent if not logs else Status.ERROR
+        status = absent if not logs and not unread_log else Status.ERROR
         for key in ("goodput", "stalls", "lost"):
             checks.append(_check(*ids[key], severity, status, job))
-        checks.append(_check(f"{PHASE}.restarts_automatic_on_healthy_nodes", f"Every fatal fault is followed by "
+        checks.append(_check(_RESTARTS, f"Every fatal fault is followed by "
                              f"an automatic restart within {rules.restart_max_s:g} s on nodes that exclude the "
                              "faulty one, from the last checkpoint", severity, status, job))
         origin = 0.0
@@ -823,6 +841,9 @@ def judge_resilience(
     straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
                                        _reported(event_logs, logs, origin), logs, origin, severity, unread)
     checks.append(straggler)
+    if unread:  # a failure on the job's timeline may be what an unreadable event log or sacct dump would answer
+        timeline_ids = {ids[key][0] for key in ("goodput", "stalls", "lost")} | {_RESTARTS}
+        checks = [_unjudged(c, unread) if c.id in timeline_ids else c for c in checks]
     section["stragglers"] = rows
     section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
                           "by": e.by.value} for e in events]

@@ -381,8 +381,11 @@ def _shape(m: _Measured) -> tuple[str, str, int, int | None, int | None]:
 
 
 def _collective_checks(
-    catalog: LoadedCatalog, measured: list[_Measured], required: bool
+    catalog: LoadedCatalog, measured: list[_Measured], required: bool, unread: Mapping[str, list[str]] | None = None,
 ) -> tuple[list[Check], list[dict[str, object]]]:
+    """The target check of each (scope, collective). `unread`: by scope, the errors of its collective runs that
+    could not be read (which collectives they ran is unknown): a required collective without a usable run at such a
+    scope cannot be judged (ERROR), which is not the cluster failing to show it."""
     model = catalog.spec.rules.collective_model
     fixed = catalog.spec.rules.collective_targets_gbps
     must: dict[str, list[str]] = {scope: list(colls) for scope, colls in (model.required if model else {}).items()}
@@ -404,6 +407,15 @@ def _collective_checks(
         spans = [s for m in mine for s in m.result.evidence]
         if not mine:
             severity = Severity.REQUIRED if required and needed else Severity.ADVISORY
+            lost = (unread or {}).get(scope, [])
+            if lost:
+                checks.append(_check(
+                    check_id, title, severity, Status.ERROR,
+                    f"no usable {coll} nccl-tests run at scope {scope}, and {'; '.join(lost)}: whether it ran "
+                    f"{coll} cannot be told. Mend the file or re-run nccl-tests at this scope",
+                    unit="GB/s", summary=f"{coll} at scope {scope} cannot be judged: {lost[0]}",
+                ))
+                continue
             checks.append(_check(
                 check_id, title, severity, _absent(severity is Severity.REQUIRED),
                 f"the bundle has no usable {coll} nccl-tests run at scope {scope}: the cluster did not show it. "
@@ -663,7 +675,12 @@ def judge_scaling(
         ))
     weak_checks, weak = _weak_scaling(bundle, catalog, parsed, required)
     run_checks, measured = _collective_runs(bundle, catalog, parsed, required)
-    coll_checks, collectives = _collective_checks(catalog, measured, required)
+    unread: dict[str, list[str]] = {}  # by scope, the collective runs that could not be read
+    for run in bundle.spec.runs:
+        if run.kind is RunKind.COLLECTIVE and run.scope is not None and isinstance(v := parsed.get(run.id),
+                                                                                     EvidenceError):
+            unread.setdefault(str(run.scope), []).append(str(v))
+    coll_checks, collectives = _collective_checks(catalog, measured, required, unread)
     peer_checks = _peer_checks(catalog, measured, required)
     pair_checks, pairs, nodes = _pair_checks(bundle, catalog, measured, required)
     checks += weak_checks + run_checks + coll_checks + peer_checks + pair_checks

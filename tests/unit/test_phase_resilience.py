@@ -253,29 +253,41 @@ def test_wind_down_after_the_final_iteration_is_no_stall(tmp_path: Path) -> None
     assert check.status is Status.PASS and check.measured == 0.0
 
 
-def test_without_an_event_log_the_job_starts_are_sacct_s_sruns(tmp_path: Path) -> None:
-    """The shipped sample's long run without its event log (most clusters keep none in our format): the job starts
-    came from every sacct row (job, batch, extern, srun: four per job at one moment), so the second start was the
-    first one again, and the certification crashed ('interruption 1: expected previous resume <= interrupted <=
-    scheduled', internal error). Each job's srun step is one start; the reschedules are sacct's own gaps."""
+def _sample(tmp_path: Path, drop_kind: str | None = None, emptied: str | None = None) -> tuple[Any, Any, Any]:
+    """The shipped sample (unsealed), without its runs of `drop_kind`, the file `emptied` emptied: its bundle, its
+    parsed runs and its catalog."""
     import shutil
 
     import yaml
 
     from clustercert.catalog import load_catalog
     from clustercert.evidence.bundle import load_bundle
-    from clustercert.parsers.sacct import parse_sacct
-    from clustercert.phases.resilience import build_job_timeline
     from clustercert.settings import PROJECT_ROOT
 
     root = tmp_path / "bundle"
     shutil.copytree(PROJECT_ROOT / "evidence" / "gb200-seed", root)
     (root / "MANIFEST.sha256").unlink()
-    spec = yaml.safe_load((root / "bundle.yaml").read_text())
-    spec["runs"] = [r for r in spec["runs"] if r["kind"] != "events"]
-    (root / "bundle.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    if drop_kind:
+        spec = yaml.safe_load((root / "bundle.yaml").read_text())
+        spec["runs"] = [r for r in spec["runs"] if r["kind"] != drop_kind]
+        (root / "bundle.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    if emptied:
+        (root / emptied).write_bytes(b"")
     bundle = load_bundle(root)
-    parsed = parse_all(bundle)
+    return bundle, parse_all(bundle), load_catalog(bundle.spec.catalog, PROJECT_ROOT / "references",
+                                                   relative_to=root)
+
+
+def test_without_an_event_log_the_job_starts_are_sacct_s_sruns(tmp_path: Path) -> None:
+    """The shipped sample's long run without its event log (most clusters keep none in our format): the job starts
+    came from every sacct row (job, batch, extern, srun: four per job at one moment), so the second start was the
+    first one again, and the certification crashed ('interruption 1: expected previous resume <= interrupted <=
+    scheduled', internal error). Each job's srun step is one start; the reschedules are sacct's own gaps."""
+    from clustercert.parsers.sacct import parse_sacct
+    from clustercert.phases.resilience import build_job_timeline
+
+    bundle, parsed, catalog = _sample(tmp_path, drop_kind="events")
+    root = bundle.root
     [long_run] = [parsed[r.id] for r in bundle.spec.runs if r.kind.value == "resilience"]
     sacct = parse_sacct(root / "resilience" / "sacct.txt", "sacct.txt")
     job = build_job_timeline(long_run, [], [sacct])  # type: ignore[arg-type]
@@ -286,8 +298,23 @@ def test_without_an_event_log_the_job_starts_are_sacct_s_sruns(tmp_path: Path) -
     assert [row[8][11:] for row in sruns] == ["09:00:00", "09:56:00", "11:02:20"]
     assert list(job.timeline.job_starts) == [0.0, 56 * 60.0, 2 * 3600 + 2 * 60 + 20.0]
     assert [i.scheduled_s for i in job.interruptions] == [56 * 60.0, 2 * 3600 + 2 * 60 + 20.0]
-    catalog = load_catalog(bundle.spec.catalog, PROJECT_ROOT / "references", relative_to=root)
     checks = by_id(judge_resilience(bundle, catalog, parsed).checks)  # no crash: every check judged
     assert checks["resilience.goodput_meets_min"].status is Status.PASS
     assert "2 interruption(s)" in checks["resilience.goodput_meets_min"].message
     assert checks["resilience.no_admin_action"].status is Status.FAIL  # absent, not unreadable: not shown
+
+
+@pytest.mark.parametrize("emptied", ["resilience/events.jsonl", "resilience/training.log"])
+def test_the_sample_with_a_log_it_cannot_read_is_unjudged_not_failed(tmp_path: Path, emptied: str) -> None:
+    """The sample's healthy long run with its event log emptied read 'no step ... never detected', restarts and lost
+    work failed (their events unread); with its training log emptied, 'the bundle has no resilience training log:
+    the cluster did not show a long run'. Each is an ERROR naming the file: nothing is said of the cluster."""
+    bundle, parsed, catalog = _sample(tmp_path, emptied=emptied)
+    checks = judge_resilience(bundle, catalog, parsed).checks
+    assert [c.id for c in checks if c.status is Status.FAIL] == []
+    unread = f"{bundle.root / emptied}: expected log text, got an empty file"
+    stalls = by_id(checks)["resilience.stalls_detected"]
+    assert stalls.status is Status.ERROR and unread in stalls.message
+    if emptied.endswith("training.log"):  # no timeline at all: goodput too (from sacct's starts it still holds)
+        goodput = by_id(checks)["resilience.goodput_meets_min"]
+        assert goodput.status is Status.ERROR and goodput.message.startswith(unread)

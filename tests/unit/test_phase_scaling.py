@@ -101,6 +101,24 @@ def _collectives(tmp_path: Path, outputs: dict[str, tuple[str, list[str] | None,
 NVL = "scaling.nvlink-domain-all_reduce_busbw_meets_target"
 
 
+def test_a_scope_whose_only_run_cannot_be_read_is_unjudged_not_failed(tmp_path: Path) -> None:
+    """The one NVLink-domain run's log is empty: which collectives it ran is unknown, so each the catalog requires
+    there was 'the bundle has no usable ... run: the cluster did not show it' (FAIL, NOT CERTIFIED). It cannot be
+    judged: ERROR naming the file. Where no run of the scope exists at all, it is still not shown (FAIL)."""
+    out = _collectives(tmp_path, {"rack1": ("nvlink-domain", None, ""),
+                                  "cross": ("cross-rack", None, nccl_output("all_reduce", 8, {GIB: 700.0}))})
+    log = out["root"] / "nccl" / "rack1.log"
+    check = out["checks"][NVL]
+    assert check.status is Status.ERROR and check.severity is Severity.REQUIRED
+    assert check.summary == f"all_reduce at scope nvlink-domain cannot be judged: {log}: expected log text, got an " \
+                            "empty file"
+    unjudged = {c.id for c in out["checks"].values() if c.id.startswith("scaling.nvlink-domain-")
+                and c.id.endswith("_busbw_meets_target")}
+    assert unjudged and all(out["checks"][c].status is Status.ERROR for c in unjudged)
+    absent = out["checks"]["scaling.full-scale-all_reduce_busbw_meets_target"]  # no full-scale run in the bundle
+    assert absent.status is Status.FAIL and "the cluster did not show it" in absent.message
+
+
 def test_nvlink_domain_busbw_meets_target(tmp_path: Path) -> None:
     out = _collectives(tmp_path, {"ar-rack1": ("nvlink-domain", None, nccl_output(
         "all_reduce", 8, {GIB // 4: 900.0, GIB: 800.0, 2 * GIB: 810.0}))})
