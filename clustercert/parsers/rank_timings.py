@@ -183,7 +183,8 @@ def parse_rank_timings(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) 
 
     Parquet is read one column at a time (never the whole table at once); every column is cast before any
     value is checked, and the checks' first failure, in the order below, is the error: as one table read whole."""
-    check_size(path, display, limit)
+    if check_size(path, display, limit) == 0:  # said as the text parsers say it (Arrow: "Empty CSV file")
+        raise EvidenceError(display, f"expected a Parquet or CSV table, got an empty file. {_HINT}")
     source = _Source(path, display) if _is_parquet(path) else None  # what is read now, and later again
     parquet = _parquet_file(source.path, display) if source is not None else None
     table = None if parquet is not None else _read(path, display)

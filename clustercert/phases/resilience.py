@@ -401,7 +401,7 @@ def _who(rank: int | None, place: RankPlace | None) -> str:
 
 
 def _straggler_check(
-    bundle: LoadedBundle, catalog: LoadedCatalog, tables: Sequence[RankTable], table_error: bool,
+    bundle: LoadedBundle, catalog: LoadedCatalog, tables: Sequence[RankTable], table_error: str | None,
     events: Sequence[Event], reported: Sequence[_Reported], logs: Sequence[ResilienceRunLog], origin: float,
     severity: Severity, unread: Sequence[str] = (),
 ) -> tuple[Check, list[dict[str, object]]]:
@@ -430,7 +430,7 @@ def _straggler_check(
                                  "source": f"cluster report ({run.training.file} line {block.line})"})
         status = Status.ERROR if table_error else Status.FAIL if severity is Severity.REQUIRED else Status.SKIPPED
         return _check(check_id, title, severity, status,
-                      ("the per-rank timings are unusable (see the rank-timings check)" if table_error else
+                      (f"{table_error}: the per-rank timings cannot be read" if table_error else
                        "the bundle has no per-rank step timings (kind rank-timings): clustercert cannot find "
                        "stragglers itself, the cluster did not show them") + f"; {cluster_said}. Add the "
                       "resilience run's per-rank timings", target=rules.straggler_score_min, unit="score",
@@ -836,8 +836,8 @@ def judge_resilience(
             checks.append(_check(*ids["admin"], severity, Status.PASS,
                                  f"{sum(len(x.events) for x in event_logs)} events, none by an administrator",
                                  measured=0.0, target=0.0, unit="actions", evidence=spans))
-    table_error = any(isinstance(parsed.get(r.id), EvidenceError) for r in bundle.spec.runs
-                      if r.kind is RunKind.RANK_TIMINGS and r.phase is Phase.RESILIENCE)
+    table_error = next((str(v) for r in bundle.spec.runs if r.kind is RunKind.RANK_TIMINGS
+                        and r.phase is Phase.RESILIENCE and isinstance(v := parsed.get(r.id), EvidenceError)), None)
     straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
                                        _reported(event_logs, logs, origin), logs, origin, severity, unread)
     checks.append(straggler)
