@@ -56,3 +56,27 @@ def test_an_unreadable_file_is_an_error_never_a_failure(tmp_path: Path, emptied:
                         "empty file")
     errors = [c for c in checks if c.status is Status.ERROR]
     assert errors and all(unread.search(c.message) for c in errors), [(c.id, c.message[:200]) for c in errors]
+
+
+def _groups() -> list[tuple[str, str, str]]:
+    runs = yaml.safe_load((SAMPLE / "bundle.yaml").read_text())["runs"]
+    return sorted({(r["phase"], r["kind"], r.get("scope") or "") for r in runs})
+
+
+@pytest.mark.parametrize("group", _groups(), ids=lambda g: "-".join(part for part in g if part))
+def test_evidence_left_out_is_judged_as_not_shown(tmp_path: Path, group: tuple[str, str, str]) -> None:
+    """The same bundle with every run of one kind left out (a cluster that keeps no event log, no per-rank timings,
+    no full-scale sweep): judged without a crash (the event log's absence crashed it, 613d466), and what is missing
+    is a failure to show or a skip, never an ERROR: every file that is there reads."""
+    root = tmp_path / "bundle"
+    shutil.copytree(SAMPLE, root)
+    (root / "MANIFEST.sha256").unlink()
+    spec = yaml.safe_load((root / "bundle.yaml").read_text())
+    spec["runs"] = [r for r in spec["runs"] if (r["phase"], r["kind"], r.get("scope") or "") != group]
+    (root / "bundle.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    bundle = load_bundle(root)
+    catalog = load_catalog(bundle.spec.catalog, PROJECT_ROOT / "references", relative_to=root)
+    parsed = parse_all(bundle)
+    checks = [*judge_efficiency(bundle.spec, catalog, parsed).checks, *judge_scaling(bundle, catalog, parsed).checks,
+              *judge_resilience(bundle, catalog, parsed).checks]
+    assert [(c.id, c.message[:160]) for c in checks if c.status is Status.ERROR] == []
