@@ -406,8 +406,9 @@ def _straggler_check(
     severity: Severity, unread: Sequence[str] = (),
 ) -> tuple[Check, list[dict[str, object]]]:
     """Score every rank from the per-rank timings; each straggler must be reported in time and its node handled.
-    `unread`: the errors of the event logs and sacct dumps that could not be read, where a detection or a node's
-    exclusion would be: a straggler that looks unhandled then cannot be judged (ERROR), not a failure."""
+    `unread`: the errors of the long run's log, event logs and sacct dumps that could not be read, where a
+    detection or a node's exclusion would be: a straggler that looks unhandled then cannot be judged (ERROR), not
+    a failure."""
     rules = catalog.spec.rules
     check_id, title = (f"{PHASE}.stragglers_detected_and_handled",
                        f"Every straggler (relative score < {rules.straggler_score_min:.2f}) was detected within "
@@ -430,10 +431,11 @@ def _straggler_check(
                                  "source": f"cluster report ({run.training.file} line {block.line})"})
         status = Status.ERROR if table_error else Status.FAIL if severity is Severity.REQUIRED else Status.SKIPPED
         return _check(check_id, title, severity, status,
-                      (f"{table_error}: the per-rank timings cannot be read" if table_error else
+                      (f"{table_error}: the per-rank timings cannot be read; {cluster_said}. Mend or re-export them"
+                       if table_error else
                        "the bundle has no per-rank step timings (kind rank-timings): clustercert cannot find "
-                       "stragglers itself, the cluster did not show them") + f"; {cluster_said}. Add the "
-                      "resilience run's per-rank timings", target=rules.straggler_score_min, unit="score",
+                       f"stragglers itself, the cluster did not show them; {cluster_said}. Add the resilience run's "
+                       "per-rank timings"), target=rules.straggler_score_min, unit="score",
                       evidence=report_spans), rows
     table = tables[0]
     gpus = _gpu_columns(table, origin)
