@@ -11,6 +11,7 @@ __all__ = [
     "SigningError",
     "UsageError",
     "located",
+    "unwritten",
 ]
 
 
@@ -96,3 +97,9 @@ def located(
     if issubclass(cls, EvidenceError):
         return cls(file, message, line=line, field=field)
     return cls(f"{where(file, line, field)}: {message}")
+
+
+def unwritten(where: object, exc: OSError) -> str:
+    """How every refusal of a write the machine refused (a full disk or quota, `ulimit -f`, a read-only file system)
+    begins: `WHERE: could not be written (REASON)`; each caller says what was left and what to do."""
+    return f"{where}: could not be written ({exc.strerror or exc.__class__.__name__})"

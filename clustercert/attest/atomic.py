@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from clustercert.errors import UsageError
+from clustercert.errors import UsageError, unwritten
 
 __all__ = ["write_atomic"]
 
@@ -41,5 +41,5 @@ def write_atomic(path: Path, data: bytes) -> Path:
 def _unwritable(path: Path, exc: OSError) -> UsageError:
     """The one-line refusal of a file that could not be written: a full disk or quota, a file system remounted
     read-only, ended the run in "internal error (OSError)", exit 4, with a traceback to read."""
-    return UsageError(f"{path}: could not be written ({exc.strerror or exc.__class__.__name__}); nothing was written "
-                      "under its name. Free space there (or write elsewhere) and run the command again")
+    return UsageError(f"{unwritten(path, exc)}; nothing was written under its name. Free space there (or write "
+                      "elsewhere) and run the command again")

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
-from clustercert.errors import SigningError
+from clustercert.errors import SigningError, unwritten
 
 __all__ = [
     "DSSE_PAYLOAD_TYPE",
@@ -132,8 +132,7 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
             for file, data, mode in files:
                 _write_new(stage / file, data, mode)
         except OSError as exc:  # a full disk: no key is linked into place, none half written
-            raise SigningError(f"{key_dir}: the keys could not be written there "
-                               f"({exc.strerror or exc.__class__.__name__}). Free space there, or set "
+            raise SigningError(f"{unwritten(key_dir, exc)}; no key was made. Free space there, or set "
                                "CLUSTERCERT_KEY_DIR to another folder") from None
         for n, (file, _, _) in enumerate(files):
             try:

@@ -22,7 +22,7 @@ from clustercert.cli import ops as cli_ops
 from clustercert.cli import run as cli_run
 from clustercert.cli import safety
 from clustercert.cli.evidence import evidence_app
-from clustercert.errors import ClusterCertError, SigningError, UsageError
+from clustercert.errors import ClusterCertError, SigningError, UsageError, unwritten
 
 if TYPE_CHECKING:
     from clustercert.settings import Settings
@@ -296,8 +296,8 @@ def simulate(
         write_bundle(out_dir, sc, catalog)
     except OSError as exc:  # a full disk: the folder this command made, half written, is not left as a bundle
         shutil.rmtree(out_dir, ignore_errors=True)
-        raise UsageError(f"{out_dir}: could not be written ({exc.strerror or exc.__class__.__name__}); the partial "
-                         "bundle was removed. Free space there, or choose another --out") from None
+        raise UsageError(f"{unwritten(out_dir, exc)}; the partial bundle was removed. Free space there, or choose "
+                         "another --out") from None
     out.print(f"wrote {out_dir}")
 
 
@@ -347,9 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(exc, "exit_code", 0))
         if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
             # the machine's, not the program's (see _NO_ROOM)
-            where = f"{exc.filename}: " if exc.filename else ""
-            err.print(f"error: {where}could not be written ({exc.strerror}). Free space there (or write elsewhere) "
-                      "and run the command again", markup=False)
+            err.print(f"error: {unwritten(exc.filename or 'a file', exc)}. Free space there (or write elsewhere) and "
+                      "run the command again", markup=False)
             return 2
         path = safety.write_crash_log(traceback.format_exc(), None, "clustercert")
         err.print(f"error: internal error ({exc.__class__.__name__}); traceback written to "

@@ -62,7 +62,7 @@ def test_keys_that_cannot_be_written_are_not_half_made(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     proc = _limited(64, "keys", "init", env={"CLUSTERCERT_KEY_DIR": str(keys)})
     assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout + proc.stderr
-    assert proc.stderr == (f"error: {keys}: the keys could not be written there (File too large). Free space there, "
+    assert proc.stderr == (f"error: {keys}: could not be written (File too large); no key was made. Free space there, "
                            "or set CLUSTERCERT_KEY_DIR to another folder\n")
     assert list(keys.iterdir()) == []
 
