@@ -730,16 +730,15 @@ def judge_resilience(
     sacct = [v for r, v in found if r.kind is RunKind.SCHEDULER and isinstance(v, SacctResult)]
     tables = [v for r, v in found if r.kind is RunKind.RANK_TIMINGS and isinstance(v, RankTable)]
     telemetry = [v for r, v in found if r.kind is RunKind.TELEMETRY and isinstance(v, Telemetry)]
-    # the long run's log, event logs and sacct dumps that could not be read: what they would have shown (a
-    # detection, a restart, a node excluded, an administrator's action) cannot be told, which is not the cluster
-    # failing to show it
-    unread = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE
-              and r.kind in (RunKind.RESILIENCE, RunKind.EVENTS, RunKind.SCHEDULER)
-              and isinstance(v := parsed.get(r.id), EvidenceError)]
-    unread_events = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE and r.kind is RunKind.EVENTS
-                     and isinstance(v := parsed.get(r.id), EvidenceError)]
-    unread_log = [str(v) for r in bundle.spec.runs if r.phase is Phase.RESILIENCE and r.kind is RunKind.RESILIENCE
-                  and isinstance(v := parsed.get(r.id), EvidenceError)]
+    # by kind, the errors of the files that could not be read: what the long run's log, event logs and sacct dumps
+    # would have shown (a detection, a restart, a node excluded, an administrator's action) cannot be told, which
+    # is not the cluster failing to show it
+    unreadable: dict[RunKind, list[str]] = {}
+    for r in bundle.spec.runs:
+        if r.phase is Phase.RESILIENCE and isinstance(v := parsed.get(r.id), EvidenceError):
+            unreadable.setdefault(r.kind, []).append(str(v))
+    unread_log, unread_events = unreadable.get(RunKind.RESILIENCE, []), unreadable.get(RunKind.EVENTS, [])
+    unread = [*unread_log, *unread_events, *unreadable.get(RunKind.SCHEDULER, [])]
     has_any = any(r.phase is Phase.RESILIENCE for r in bundle.spec.runs)
     if required:
         checks.insert(0, _check(
@@ -838,8 +837,7 @@ def judge_resilience(
             checks.append(_check(*ids["admin"], severity, Status.PASS,
                                  f"{sum(len(x.events) for x in event_logs)} events, none by an administrator",
                                  measured=0.0, target=0.0, unit="actions", evidence=spans))
-    table_error = next((str(v) for r in bundle.spec.runs if r.kind is RunKind.RANK_TIMINGS
-                        and r.phase is Phase.RESILIENCE and isinstance(v := parsed.get(r.id), EvidenceError)), None)
+    table_error = next(iter(unreadable.get(RunKind.RANK_TIMINGS, [])), None)
     straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
                                        _reported(event_logs, logs, origin), logs, origin, severity, unread)
     checks.append(straggler)
