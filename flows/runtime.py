@@ -28,7 +28,7 @@ from typing import Any
 
 from clustercert.errors import ClusterCertError, UsageError
 
-__all__ = ["RUNNING", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
+__all__ = ["SERVERS", "STARTUP_ATTEMPTS", "STARTUP_TIMEOUT_S", "PrefectStartError", "TemporaryServer",
            "prefect_runtime", "server_log", "spawn_api", "start_api", "stop_all",
            "wait_for_users_server"]
 
@@ -67,10 +67,9 @@ def server_log() -> Path:
 # The settings that turn off the temporary server's services a certification does not use (see `spawn`)
 _UNNEEDED_SERVICES = ("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_ENABLED", "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED")
 
-# The temporary servers' processes this process started and has not stopped, and the servers themselves
-# (`stop_all`: `clustercert.cli.safety` stops them on a signal)
-RUNNING: list[subprocess.Popen[bytes]] = []
-_SERVERS: list[TemporaryServer] = []
+# The temporary servers this process started and has not stopped (`stop_all`: `clustercert.cli.safety` stops them
+# on a signal)
+SERVERS: list[TemporaryServer] = []
 # uvicorn's exit status when its start failed: its port was taken between our choice and its bind, or the app's
 # own start-up (Prefect's: its database, its settings) failed, which no new port mends
 _STARTUP_FAILURE = 3
@@ -158,8 +157,7 @@ class TemporaryServer:
                                             stderr=fd)
         finally:
             os.close(fd)
-        RUNNING.append(self.process)
-        _SERVERS.append(self)
+        SERVERS.append(self)
         self.warmed = threading.Event()
         threading.Thread(target=self._warm, args=(self.process, self.api_url, self.warmed), daemon=True,
                          name="clustercert-warm-server").start()
@@ -220,31 +218,26 @@ class TemporaryServer:
         """The server stopped; its early output file removed when empty (what a start that failed early wrote is
         kept: `output` names it)."""
         process, self.process = self.process, None
-        if self in _SERVERS:
-            _SERVERS.remove(self)
+        if self in SERVERS:
+            SERVERS.remove(self)
         if process is None:
             return
-        if process in RUNNING:
-            RUNNING.remove(process)
         process.terminate()
         try:
             process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        early = self.early
-        try:
-            if early is not None and early.stat().st_size == 0:
-                early.unlink()
-        except OSError:
-            pass  # gone already: the server moved it into its log
+        from flows.server_boot import drop_if_empty
+
+        drop_if_empty(self.early)  # gone already when the server moved it into its log
 
 
 def stop_all() -> None:
     """Every temporary server this process started stopped, each as `TemporaryServer.stop` does it: a certification
     stopped by a signal while its server still started (before the server moved its early output into its log)
     left that empty file in the temporary folder, one per stopped run."""
-    for server in list(_SERVERS):
+    for server in list(SERVERS):
         server.stop()
 
 

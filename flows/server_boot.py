@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOG_NAME", "log_path", "main", "serve", "serve_lasting", "server_args"]
+__all__ = ["LOG_NAME", "drop_if_empty", "log_path", "main", "serve", "serve_lasting", "server_args"]
 
 # The server's output, in PREFECT_HOME unless the starter names another file
 LOG_NAME = "clustercert-temporary-server.log"
@@ -112,6 +112,16 @@ def _log_to(log: Path, early: Path | None) -> None:
         os.close(fd)
 
 
+def drop_if_empty(early: Path | None) -> None:
+    """`early` (the file a temporary server's output went to until it opened its log) removed when nothing was
+    written to it; kept when the server said something there (why its start failed), or gone already (`_log_to`)."""
+    try:
+        if early is not None and early.stat().st_size == 0:
+            early.unlink()
+    except OSError:
+        pass
+
+
 def _leaving(early: Path | None) -> Callable[[], None]:
     """What the server does when its parent is gone (`clustercert.lifeline.stop_gracefully`), its early output file
     removed first when nothing was written to it: a parent killed while the server still started (before `_log_to`
@@ -119,11 +129,7 @@ def _leaving(early: Path | None) -> Callable[[], None]:
     from clustercert.lifeline import stop_gracefully
 
     def leave() -> None:
-        try:
-            if early is not None and early.stat().st_size == 0:
-                early.unlink()
-        except OSError:
-            pass  # moved into the log already
+        drop_if_empty(early)
         stop_gracefully()
 
     return leave

@@ -51,7 +51,7 @@ def _start(timeout_s: int, attempts: int, **env: str) -> subprocess.CompletedPro
 _EARLY = """
 import urllib.request
 from prefect.settings import PREFECT_API_URL
-from flows.runtime import RUNNING, prefect_runtime, spawn_api
+from flows.runtime import SERVERS, prefect_runtime, spawn_api
 server = spawn_api()  # as certify does once the bundle is readable: the server starts while the run gets ready
 process = server.process
 import flows.certify  # the run's own imports meanwhile
@@ -59,12 +59,12 @@ server.wait(300)  # ... which took longer than the server's start (a cluster's b
 seen, asked, answers = [], [], server.answers
 server.answers = lambda: asked.append(answers()) or asked[-1]  # what the run was told, each time it asked
 with prefect_runtime(server, [lambda: seen.append("step")]) as url:
-    assert PREFECT_API_URL.value() == url and RUNNING == [process], (PREFECT_API_URL.value(), url, RUNNING)
+    assert PREFECT_API_URL.value() == url and SERVERS == [server], (PREFECT_API_URL.value(), url, SERVERS)
     with urllib.request.urlopen(url + "/health", timeout=10) as response:
         print("health", response.status, url)
     print("answers:", any(answers() for _ in range(10)))  # its one-second health check, on a busy machine too
 print("asked:", asked, "steps taken meanwhile:", seen)
-assert process.poll() is not None and RUNNING == [], "the server outlived its run"
+assert process.poll() is not None and SERVERS == [], "the server outlived its run"
 print("stopped")
 """
 
@@ -91,11 +91,12 @@ def test_the_temporary_server_spawned_early_answers_the_flows_client_and_stops_a
 _MEANWHILE = """
 import sys
 from prefect.settings import PREFECT_API_URL
-from flows.runtime import RUNNING, prefect_runtime, spawn_api
+from flows.runtime import SERVERS, prefect_runtime, spawn_api
 seen = []
 
 def step():  # taken with the server spawned, not yet answering, and the flows' client not yet pointed at it
-    seen.append((len(RUNNING), RUNNING[0].poll() if RUNNING else "none", server.answers(), PREFECT_API_URL.value()))
+    seen.append((len(SERVERS), SERVERS[0].process.poll() if SERVERS and SERVERS[0].process else "none",
+                 server.answers(), PREFECT_API_URL.value()))
     if sys.argv[1] == "fails":
         raise KeyError("meanwhile failed")
 
@@ -105,7 +106,7 @@ try:
         print("ran", seen, url.startswith("http://127.0.0.1:"))
 except KeyError as exc:
     print("raised", exc, seen)
-print("left", RUNNING)
+print("left", SERVERS)
 """
 
 
@@ -213,11 +214,11 @@ def test_the_temporary_server_is_started_without_importing_prefect(tmp_path: Pat
 
 _PROFILE = """
 import sys
-from flows.runtime import RUNNING, prefect_runtime, spawn_api
+from flows.runtime import SERVERS, prefect_runtime, spawn_api
 server = spawn_api()  # the environment sets no PREFECT_API_URL: started
 process = server.process
 with prefect_runtime(server) as url:  # Prefect's settings read: the profile's server is the user's
-    print("url:", url, "running:", RUNNING, "stopped:", process.poll() is not None)
+    print("url:", url, "running:", SERVERS, "stopped:", process.poll() is not None)
 """
 
 
