@@ -127,6 +127,18 @@ def _int(text: str) -> int | None:
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
+def _launched_world(config: LogConfig) -> tuple[int, str] | None:
+    """The world size a launcher printed, with where: torchrun's global_world_sizes, else PyTorch Lightning's
+    `MEMBER: k/N` (None when neither printed one value)."""
+    for key, where in (("global_world_sizes", "torchrun's global_world_sizes"),
+                       ("MEMBER", "PyTorch Lightning's MEMBER k/N")):
+        one = config.one(key)
+        size = _int(one[0]) if one is not None else None
+        if size is not None and one is not None:
+            return size, f"{where} at line {one[1]}"
+    return None
+
+
 def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog | None) -> list[_Field]:
     """workload, precision, gpus, gbs, seq_len and parallelism from the configuration the log printed."""
     out: list[_Field] = []
@@ -171,8 +183,11 @@ def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog
         gpus = (_int(devices[0]) or 0) * (_int(nodes[0]) or 0)
         out.append(_Field("gpus", gpus,
                           f"devices {devices[0]} x num_nodes {nodes[0]} (lines {devices[1]}, {nodes[1]})"))
+    elif (launched := _launched_world(config)) is not None:
+        out.append(_Field("gpus", *launched))
     else:
-        need("gpus", f"the GPU count of the run (world_size: {seen('world_size')}; devices: {seen('devices')})")
+        need("gpus", f"the GPU count of the run (world_size: {seen('world_size')}; devices: {seen('devices')}; "
+             f"torchrun's global_world_sizes: {seen('global_world_sizes')})")
     logged = sorted({s.global_batch_size for s in log.steps if s.global_batch_size is not None})
     gbs = config.one("global_batch_size")
     if len(logged) == 1:

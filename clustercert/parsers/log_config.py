@@ -22,6 +22,11 @@ CONFIG_KEYS = (
 _PATTERN = re.compile(
     rf"(?<![\w.])({'|'.join(CONFIG_KEYS)})['\"]?\s*(?:=|:|\s\.{{2,}}|\s)\s*['\"]?([\w.+-]+)"
 )
+# The world size as the launchers print it, read under these names: torchrun's agent prints each local worker's
+# `global_world_sizes=[8, 8, ...]` (one value for all, else not read), PyTorch Lightning each rank's
+# `Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8`
+_LAUNCHED = re.compile(r"\b(global_world_sizes)=\[(\d+)(?:,\s*\2)*\]|Initializing distributed: GLOBAL_RANK: \d+, "
+                       r"(MEMBER): \d+/(\d+)")
 
 
 @dataclass(frozen=True)
@@ -49,4 +54,10 @@ def read_log_config(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> 
             seen = values.setdefault(key, [])
             if all(v != value for v, _ in seen):
                 seen.append((value, number))
+        if "global_world_sizes" in raw or "MEMBER" in raw:
+            for match in _LAUNCHED.finditer(raw):
+                key, value = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+                seen = values.setdefault(key, [])
+                if all(v != value for v, _ in seen):
+                    seen.append((value, number))
     return LogConfig(display, values)

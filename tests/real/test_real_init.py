@@ -114,12 +114,19 @@ def test_init_derives_the_system_and_every_run_from_the_files(certified: dict[st
     toy = runs["nemo2-llama3-toy-1gpu-bf16-20steps"]
     assert {k: toy[k] for k in ("precision", "gpus", "gbs", "seq_len")} == {
         "precision": "bf16", "gpus": 1, "gbs": 64, "seq_len": 128}
+    # SOURCES.md: the NeMo-Run logs are 8 GPUs under torchrun; the count is read from the agent's own line
+    for name in ("tp2-20steps", "crash-and-in-job-restart", "straggler-terminated"):
+        log = f"nemo2-nemorun-llama-54m-8gpu-{name}"
+        lines = (root / "training" / f"{log}.log").read_text().splitlines()
+        line = next(n for n, text in enumerate(lines, 1) if "global_world_sizes=[8, 8, 8, 8, 8, 8, 8, 8]" in text)
+        assert runs[log]["gpus"] == 8
+        assert f'gpus: 8  # torchrun\'s global_world_sizes at line {line}' in certified["draft"], log
     # every file is used or said why not
     listed = {f for r in draft["runs"] for f in r["files"]}
     for rel in certified["before"]:
         assert rel in listed or rel.startswith("mlperf/llama2_70b_lora/") or f"#   {rel}: " in certified["draft"], rel
     assert "#   notes.txt: expected a known evidence format" in certified["draft"]
-    assert "16 values to fill in (FILL_IN), first: recipe_version" in init.stdout
+    assert "13 values to fill in (FILL_IN), first: recipe_version" in init.stdout
     assert _hashes(root) == certified["before"]  # nothing the user gave was modified
 
 
