@@ -73,7 +73,9 @@ def runs(
     last: dict[str, dict[str, Any]] = {}
     width = max(40, out.width)
     if records:
-        out.print("clustercert runs, oldest first (per workload: delta vs baseline %, MFU)", markup=False)
+        title, legend = "clustercert runs, oldest first", "(per workload: delta vs baseline %, MFU)"
+        for line in [f"{title} {legend}"] if len(title) + 1 + len(legend) <= width else [title, legend]:
+            out.print(line, markup=False)
     for r in records:
         regressed = {c.workload for c in compare_headlines(last[r.cluster], r.headline)
                      if c.regressed} if r.cluster in last else set()
@@ -101,13 +103,15 @@ def runs(
 def _run_lines(started: str, outcome: str, cluster: str, run_id: str, bundle: str, figures: list[str],
                width: int) -> list[str]:
     """A run in a few lines of at most `width` characters: when, outcome, cluster and run id; the bundle; the
-    headline figures (delta vs baseline %, MFU) packed onto as few lines as fit."""
+    headline figures (delta vs baseline %, MFU) packed onto as few lines as fit. A name or a path longer than a
+    line is printed whole on a line of its own, never cut."""
     head = f"{started}  {outcome:<13} {cluster}  {run_id}"
-    if len(head) > width:
-        head = f"{started}  {outcome:<13} {cluster}"
-        lines = [head[:width], f"  run {run_id}"]
-    else:
+    if len(head) <= width:
         lines = [head]
+    elif len(f"{started}  {outcome:<13} {cluster}") <= width:
+        lines = [f"{started}  {outcome:<13} {cluster}", f"  run {run_id}"]
+    else:  # the cluster's name on a line of its own, whole (cut short, it could read as another cluster's)
+        lines = [f"{started}  {outcome}", f"  cluster {cluster}", f"  run {run_id}"]
     lines.append(f"  bundle {bundle}")  # a path is printed whole, however long
     current = " "
     for figure in figures:

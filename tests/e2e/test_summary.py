@@ -161,6 +161,20 @@ def test_runs_is_compact_at_80_columns(seed_certified: dict[str, Any]) -> None:
         assert f"{w['workload']}/{w['precision']} {w['delta_pct']:+.1f} % {w['mfu']:.3f}" in proc.stdout
 
 
+def test_runs_at_50_columns_cuts_no_name(seed_certified: dict[str, Any]) -> None:
+    """Narrower than a run's first line: the cluster's name goes on a line of its own, whole; nothing is cut."""
+    reports = seed_certified["run_dir"].parent
+    proc = run_cli("runs", "--reports-dir", str(reports), env={"COLUMNS": "50"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    results = seed_certified["results"]
+    cluster = results["cluster"]["name"]
+    assert len(f"{results['started_at']}  CERTIFIED     {cluster}") > 50  # the line this test is about
+    assert lines[2:5] == [f"{results['started_at']}  CERTIFIED", f"  cluster {cluster}", f"  run {results['run_id']}"]
+    assert [ln for ln in lines if len(ln) > 50 and not ln.startswith("  bundle ")] == []
+    assert " ".join(lines[:2]) == "clustercert runs, oldest first (per workload: delta vs baseline %, MFU)"
+
+
 def test_progress_names_each_stage_and_run_with_elapsed_time(seed_certified: dict[str, Any]) -> None:
     """Not a terminal: plain lines on stderr, in the order the stages ran, the elapsed time never going back."""
     lines = [ln for ln in seed_certified["stderr"].splitlines() if ln.startswith("progress [")]
