@@ -1,6 +1,6 @@
 """The terminal summary of a certification, for a person at an 80-column terminal: the outcome and why first, one
 line per workload, one line per phase with its counts, the failing checks with their findings, the notices; the full
-check table only on request. Every line fits the width it is given."""
+check table only on request. Every line fits the width it is given: wrapped, never cut."""
 
 from __future__ import annotations
 
@@ -23,12 +23,6 @@ def wrap(text: str, width: int, indent: int = 2, hang: int = 5) -> list[str]:
 
     return textwrap.wrap(text, width, initial_indent=" " * indent, subsequent_indent=" " * (indent + hang),
                          break_long_words=False, break_on_hyphens=False) or [" " * indent]
-
-
-def _fit(text: str, width: int) -> str:
-    """`text` on one line of at most `width` characters (cut with an ellipsis)."""
-    flat = " ".join(part.strip() if i else part.rstrip() for i, part in enumerate(text.splitlines())).rstrip()
-    return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
 
 
 def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -122,15 +116,22 @@ def _num(value: Any, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _workload_line(w: dict[str, Any]) -> str:
+def _workload_lines(w: dict[str, Any], width: int) -> list[str]:
+    """One line: name, step time measured vs reference, delta and interval, status, in columns. Narrower than that
+    line, the name and status first and the figures wrapped under them (the status is never cut off)."""
     step = (w.get("step_time_s") or {}).get("mean")
     base = (w.get("baseline") or {}).get("step_time_s")
     delta = w.get("delta_pct")
     interval = "" if w.get("ci_low_pct") is None else \
         f" ({_num(w.get('ci_low_pct'), '+.1f')}..{_num(w.get('ci_high_pct'), '+.1f')})"
     name = f"{w['workload']} {w['precision'].upper()} {w.get('gpus', '')}".strip()
-    return (f"{name:<22}{_num(step, '7.2f')} s vs {_num(base, '7.2f')} s  "
-            f"{_num(delta, '+.1f')} %{interval}  {w.get('status', '')}")
+    status = w.get("status", "")
+    line = (f"  {name:<22}{_num(step, '7.2f')} s vs {_num(base, '7.2f')} s  "
+            f"{_num(delta, '+.1f')} %{interval}  {status}")
+    if len(line) <= width:
+        return [line]
+    return wrap(f"{name}  {status}: {_num(step, '.2f')} s vs {_num(base, '.2f')} s, {_num(delta, '+.1f')} %"
+                f"{interval}", width)
 
 
 def _phase_line(phase: str, checks: list[dict[str, Any]]) -> str:
@@ -141,29 +142,34 @@ def _phase_line(phase: str, checks: list[dict[str, Any]]) -> str:
 
 def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bool, redacted: bool,
                   width: int = 80, verbose: bool = False) -> list[str]:
-    """The summary as lines of at most `width` characters (but a run folder's path, printed whole). The failing
-    checks: at most `PER_PHASE` of each phase, every one when `verbose`."""
+    """The summary as lines of at most `width` characters, wrapped, never cut (but a run folder's path or a word
+    longer than a line, printed whole). The failing checks: at most `PER_PHASE` of each phase, every one when
+    `verbose`."""
     width = max(40, width)
     cluster = results.get("cluster", {}).get("name", "")
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
-    lines = [_fit(f"{head}: {cluster}", width), _fit(f"  why: {_why(results)}", width)]
+    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *wrap(f"why: {_why(results)}", width)]
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])
     if workloads:
-        lines.append("Workloads (step time measured vs reference, delta and 95% interval, status)")
-        lines += [_fit(f"  {_workload_line(w)}", width) for w in workloads]
+        lines += wrap("Workloads (step time measured vs reference, delta and 95% interval, status)", width, indent=0,
+                      hang=2)
+        for w in workloads:
+            lines += _workload_lines(w, width)
     phases: dict[str, list[dict[str, Any]]] = {}
     for c in results.get("checks", []):
         phases.setdefault(c["phase"], []).append(c)
     if phases:
         lines.append("Phases (checks by status)")
-        lines += [_fit(f"  {_phase_line(p, cs)}", width) for p, cs in phases.items()]
+        for p, cs in phases.items():
+            lines += wrap(_phase_line(p, cs), width)
     found = notices(results, dev_key=dev_key, redacted=redacted)
     if found:
         lines.append("Notices")
-        lines += [_fit(f"  - {n}", width) for n in found]
+        for n in found:
+            lines += wrap(f"- {n}", width, hang=2)
     if paths:
         folders = {str(Path(p).parent) for p in paths.values()}
         current = "Written:"

@@ -65,6 +65,28 @@ def test_the_cover_notices_are_printed(seed_certified: dict[str, Any]) -> None:
         assert f"  - {w['workload']} {w['precision'].upper()}: the baseline is derived" in text
 
 
+def test_narrower_than_80_columns_the_summary_wraps_and_cuts_nothing(seed_certified: dict[str, Any]) -> None:
+    """The lines certify prints at 40 to 70 columns (summary_lines, which it calls with the terminal's width): the
+    workload's status stays on its name's line, the notices and the outcome whole, no line past the width."""
+    from clustercert.cli.summary import notices, summary_lines
+
+    results = seed_certified["results"]
+    folder = seed_certified["run_dir"]
+    paths = {name: str(folder / name) for name in ("report.html", "report.pdf", "results.json")}
+    for width in (40, 50, 60, 70):
+        lines = summary_lines(results, paths, dev_key=True, redacted=True, width=width)
+        assert [ln for ln in lines if len(ln) > width and ln != f"  in {folder}"] == [], width
+        joined = " ".join(ln.strip() for ln in lines)
+        assert joined.startswith(f"Outcome: CERTIFIED (valid until {results['valid_until']}): "
+                                 f"{results['cluster']['name']} why: all ")
+        for w in results["workloads"]:
+            [line] = [ln for ln in lines if ln.startswith(f"  {w['workload']} {w['precision'].upper()} {w['gpus']} ")]
+            assert f" {w['status']}" in line, (width, line)
+            assert f"{w['delta_pct']:+.1f} % ({w['ci_low_pct']:+.1f}..{w['ci_high_pct']:+.1f})" in joined
+        for notice in notices(results, dev_key=True, redacted=True):
+            assert f"- {notice}" in joined, (width, notice)
+
+
 def test_verbose_adds_the_check_table_within_80_columns(seed_certified: dict[str, Any]) -> None:
     lines = seed_certified["stdout"].splitlines()
     table = lines[:next(i for i, ln in enumerate(lines) if ln.startswith("Outcome: "))]
