@@ -184,9 +184,12 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool, *, dev
                           "valid_until": results["valid_until"], "paths": summary["paths"],
                           "checks": results["checks"], "workloads": results["workloads"]}, indent=2))
         return
-    from clustercert.cli.summary import check_table_rows, summary_lines
+    from clustercert.cli.summary import check_list_lines, check_table_rows, summary_lines
 
-    if verbose:
+    if verbose and out.width < 80:  # a table's columns would break its words: a list
+        for line in check_list_lines(results, out.width):
+            out.print(line, markup=False, highlight=False)
+    elif verbose:
         table = Table(title=f"{results['cluster']['name']}: {results['outcome']}", expand=True)
         table.add_column("check", overflow="fold", ratio=3)
         table.add_column("status", no_wrap=True)

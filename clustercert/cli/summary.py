@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PER_PHASE", "check_table_rows", "notices", "reason_lines", "reasons", "summary_lines", "wrap"]
+__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "notices", "reason_lines", "reasons", "summary_lines",
+           "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
@@ -196,3 +197,15 @@ def check_table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]
             delta += f" ({c['ci_low']:+.1f}..{c['ci_high']:+.1f})"
         rows.append((c["id"], c["status"], f"{measured} / {target} {unit}".strip(), delta))
     return rows
+
+
+def check_list_lines(results: dict[str, Any], width: int) -> list[str]:
+    """The --verbose table narrower than 80 columns, where its columns would break words: each check's id on a line
+    and its status, measured / target and delta under it, wrapped (an id longer than a line printed whole)."""
+    width = max(40, width)
+    lines = wrap(f"{results['cluster']['name']}: {results['outcome']} (status, measured / target, delta with its "
+                 "95% interval)", width, indent=0, hang=2)
+    for check, status, figures, delta in check_table_rows(results):
+        lines.append(check)
+        lines += wrap("  ".join(part for part in (status, figures, delta) if part), width, indent=2, hang=2)
+    return lines

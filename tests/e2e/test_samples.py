@@ -21,20 +21,19 @@ def certified(tmp_path_factory: pytest.TempPathFactory,
               seed_certified: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each sample certified once, with its exit code and results.json (one at a time: parallel runs race for
     the temporary Prefect server and the development key); the seed's run is the session's shared one. The
-    degraded one as a person at an 80-column terminal runs it (its summary is read here), the others with --json."""
+    degraded one as a person at an 80-column terminal runs it (its summary is read here), the H100 one with --verbose
+    at a 60-column terminal (its check list is read here)."""
     work = tmp_path_factory.mktemp("samples")
 
     def certify(name: str) -> tuple[str, dict[str, Any]]:
         bundle = work / name
         shutil.copytree(ROOT / "evidence" / name, bundle)
         reports = work / f"reports-{name}"
-        if name == "gb200-degraded":
-            proc = run_cli("certify", str(bundle), "--reports-dir", str(reports), env={"COLUMNS": "80"})
-            folders = [ln.strip()[len("in "):] for ln in proc.stdout.splitlines() if ln.startswith("  in ")]
-            out = {"run_dir": folders[0]} if len(folders) == 1 else {}
-        else:
-            proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(reports))
-            out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+        verbose = ("--verbose",) if name == "h100-1024" else ()
+        proc = run_cli("certify", str(bundle), *verbose, "--reports-dir", str(reports),
+                       env={"COLUMNS": "60" if verbose else "80"})
+        folders = [ln.strip()[len("in "):] for ln in proc.stdout.splitlines() if ln.startswith("  in ")]
+        out = {"run_dir": folders[0]} if len(folders) == 1 else {}
         results = json.loads((Path(out["run_dir"]) / "results.json").read_text()) if "run_dir" in out else {}
         return name, {"rc": proc.returncode, "out": out, "results": results, "stdout": proc.stdout,
                       "stderr": proc.stderr}
@@ -143,6 +142,23 @@ def test_degraded_page_one_lists_its_three_planted_faults(certified: dict[str, d
 
     page_one = PdfReader(Path(certified["gb200-degraded"]["out"]["run_dir"]) / "report.pdf").pages[0].extract_text()
     assert "Pass rule" in page_one and "unreported straggler on gb-r2-n05 GPU 1" in " ".join(page_one.split())
+
+
+def test_verbose_at_60_columns_lists_every_check_with_words_whole(certified: dict[str, dict[str, Any]]) -> None:
+    """`certify --verbose` at a 60-column terminal, where the check table's columns would break words: each check's
+    id on a line of its own (whole, however long), its status and figures under it; nothing past 60 columns."""
+    h100 = certified["h100-1024"]
+    lines = h100["stdout"].splitlines()
+    checks = h100["results"]["checks"]
+    ids = {c["id"] for c in checks}
+    assert [ln for ln in lines if len(ln) > 60 and ln not in ids and ln.strip() != f"in {h100['out']['run_dir']}"] \
+        == []
+    assert not any("┃" in ln or "│" in ln for ln in lines)  # no table
+    for c in checks:
+        at = lines.index(c["id"])
+        assert lines[at + 1].startswith(f"  {c['status']}  "), lines[at:at + 2]
+    summary = next(i for i, ln in enumerate(lines) if ln.startswith("Outcome: "))
+    assert lines[summary].startswith("Outcome: CERTIFIED") and summary > lines.index(checks[-1]["id"])
 
 
 def test_degraded_summary_names_each_planted_fault_once_within_80_columns(

@@ -87,6 +87,24 @@ def test_narrower_than_80_columns_the_summary_wraps_and_cuts_nothing(seed_certif
             assert f"- {notice}" in joined, (width, notice)
 
 
+def test_verbose_narrower_than_80_columns_lists_every_check_with_words_whole(
+        seed_certified: dict[str, Any]) -> None:
+    """Below 80 columns the check table's columns would break words ('measure d'): certify lists the checks."""
+    from clustercert.cli.summary import check_list_lines
+
+    results = seed_certified["results"]
+    for width in (40, 60, 79):
+        lines = check_list_lines(results, width)
+        ids = {c["id"] for c in results["checks"]}
+        assert [ln for ln in lines if len(ln) > width and ln not in ids] == [], width  # an id is one word, whole
+        for c in results["checks"]:
+            at = lines.index(c["id"])
+            assert lines[at + 1].startswith(f"  {c['status']}  "), (width, lines[at:at + 2])
+            if c["measured"] is not None and c["target"] is not None:
+                figures = f"{c['measured']:.4g} / {c['target']:.4g}"
+                assert figures in " ".join(ln.strip() for ln in lines[at + 1:at + 4]), (width, c["id"])
+
+
 def test_verbose_adds_the_check_table_within_80_columns(seed_certified: dict[str, Any]) -> None:
     lines = seed_certified["stdout"].splitlines()
     table = lines[:next(i for i, ln in enumerate(lines) if ln.startswith("Outcome: "))]
