@@ -2,7 +2,8 @@
 
 Prometheus text: `METRIC{gpu="0",Hostname="n1",...} VALUE TIMESTAMP_MS`; `# HELP`/`# TYPE` lines
 skipped; the timestamp (ms since the epoch, UTC) is required: the exporter's live page has none, so a dump
-must add it.
+must add it. `promtool tsdb dump` prints a Prometheus server's stored samples so, the metric as the series'
+`__name__` label: `{__name__="DCGM_FI_DEV_GPU_UTIL", gpu="0", Hostname="n1", ...} 97 1700000000000`.
 `dcgmi dmon`: a `#Entity  FIELD ...` header, an optional units line, then `GPU N  v1 v2 ...` rows
 (`N/A` -> null).
 dmon prints no time: sample k of a GPU (k = 0, 1, ...) is at `start_time + k * interval_s`, both given by the
@@ -588,13 +589,15 @@ def _kind(chunk: bytes) -> str | None:
     return None
 
 
-def _prometheus_line(text: str) -> tuple[str, dict[str, str], str, str | None] | None:
-    """METRIC, labels, VALUE and TIMESTAMP (or None) of one exposition line, or None when it has another shape."""
+def _head(text: str) -> tuple[str, dict[str, str], int] | None:
+    """METRIC, labels and the offset after them of the `METRIC{labels}` (or METRIC) that starts `text`, or of a
+    `{__name__="METRIC",labels}` (a series as `promtool tsdb dump` prints it: its name is a label); None when
+    `text` starts with neither."""
     name = _NAME.match(text)
-    if name is None:
+    if name is None and not text.startswith("{"):
         return None
     labels: dict[str, str] = {}
-    at = name.end()
+    at = 0 if name is None else name.end()
     if text.startswith("{", at):
         at += 1
         while not text.startswith("}", at):
@@ -604,30 +607,30 @@ def _prometheus_line(text: str) -> tuple[str, dict[str, str], str, str | None] |
             labels[label.group(1)] = label.group(2)
             at = label.end()
         at += 1
+    named = labels.pop("__name__", None)
+    metric = name.group(0) if name is not None else named
+    if metric is None or _NAME.fullmatch(metric) is None:
+        return None
+    return metric, labels, at
+
+
+def _prometheus_line(text: str) -> tuple[str, dict[str, str], str, str | None] | None:
+    """METRIC, labels, VALUE and TIMESTAMP (or None) of one exposition line, or None when it has another shape."""
+    head = _head(text)
+    if head is None:
+        return None
+    metric, labels, at = head
     rest = text[at:]
     fields = rest.split()
     if not rest[:1].isspace() or len(fields) not in (1, 2):
         return None
-    return name.group(0), labels, fields[0], fields[1] if len(fields) == 2 else None
+    return metric, labels, fields[0], fields[1] if len(fields) == 2 else None
 
 
 def _series_head(head: str) -> tuple[str, dict[str, str]] | None:
     """METRIC and labels when `head` is exactly `METRIC{labels}` (or METRIC) as _prometheus_line() reads it."""
-    name = _NAME.match(head)
-    if name is None:
-        return None
-    labels: dict[str, str] = {}
-    at = name.end()
-    if head.startswith("{", at):
-        at += 1
-        while not head.startswith("}", at):
-            label = _LABEL.match(head, at)
-            if label is None:
-                return None
-            labels[label.group(1)] = label.group(2)
-            at = label.end()
-        at += 1
-    return (name.group(0), labels) if at == len(head) else None
+    parts = _head(head)
+    return (parts[0], parts[1]) if parts is not None and parts[2] == len(head) else None
 
 
 # distinct series heads remembered per file (a file has one per metric and GPU), each of at most so many characters:
@@ -670,7 +673,8 @@ def _line_row(raw: str, number: int, display: str, heads: Heads) -> Row | None:
     if ts_text is None:
         raise EvidenceError(
             display,
-            f"expected a timestamp in milliseconds after the value, got none. {_HINT}",
+            "expected a timestamp in milliseconds after the value, got none (the exporter's live page prints "
+            "none): take the samples with their times from Prometheus (`promtool tsdb dump`)",
             line=number,
             field="timestamp",
         )

@@ -59,8 +59,24 @@ def _mangled(index: int, how: str) -> str:
     return _with(index, new + "\n")
 
 
+def _promtool(text: str) -> str:
+    """`text` as `promtool tsdb dump` prints series: the metric as the `__name__` label, labels after ', '."""
+    import re
+
+    def named(match: re.Match[str]) -> str:
+        labels = match.group(2).replace('",', '", ')
+        return f'{{__name__="{match.group(1)}", {labels}}} '
+
+    return re.sub(r"(?m)^(DCGM_FI_\w+)\{(.*)\} ", named, text)
+
+
 VARIANTS: dict[str, str | bytes] = {
     "base": BASE,
+    "promtool tsdb dump": _promtool(BASE),
+    "promtool, bad label middle": _promtool(_mangled(MIDDLE, "label")),
+    "__name__ label after others": BASE + '{gpu="0",__name__="DCGM_FI_DEV_GPU_UTIL"} 9 1700000002000\n',
+    "__name__ not a metric name": BASE + '{__name__="9 lives",gpu="0"} 9 1700000002000\n',
+    "no name and no __name__": BASE + '{gpu="0",Hostname="n1"} 9 1700000002000\n',
     "crlf": BASE.replace("\n", "\r\n"),
     "no final newline": BASE.rstrip("\n"),
     "lone cr": BASE.replace("\n", "\r", 3),
@@ -212,7 +228,7 @@ def test_the_variants_reach_what_they_test(tmp_path: Path, monkeypatch: pytest.M
     path = tmp_path / "t.prom"
     outcomes = {}
     for name in ("base", "bad value middle", "missing gpu repeated", "lone cr", "empty file", "nul bytes",
-                 "comments only", "nan and inf values", "long stamps", "stamps past the year 9999"):
+                 "comments only", "nan and inf values", "long stamps", "stamps past the year 9999", "missing stamp"):
         content = VARIANTS[name]
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
         outcomes[name] = _parse(path, "columnar", 7, monkeypatch)[1]
@@ -233,10 +249,42 @@ def test_the_variants_reach_what_they_test(tmp_path: Path, monkeypatch: pytest.M
     assert outcomes["nul bytes"][0] == "t.prom: expected text, got binary data (NUL bytes)"  # type: ignore[index]
     assert "found none" in outcomes["comments only"][0]  # type: ignore[index]
     assert outcomes["stamps past the year 9999"][1:] == (7, "timestamp")  # type: ignore[index]
+    # a scrape of the exporter's page (no time on its lines): said, with where timed samples come from
+    assert outcomes["missing stamp"] == (
+        "t.prom line 6 field 'timestamp': expected a timestamp in milliseconds after the value, got none (the "
+        "exporter's live page prints none): take the samples with their times from Prometheus (`promtool tsdb "
+        "dump`)", 6, "timestamp")
     nan = outcomes["nan and inf values"]
     assert isinstance(nan, Telemetry) and [s.value for s in nan.head()][:6] == [None, None, 612.25, -0.5, None, None]
     long = outcomes["long stamps"]
     assert isinstance(long, Telemetry) and long.time_ms.tolist()[4:] == [1700000001001] * 3 + [1700000001000]
+
+
+def test_a_promtool_dump_reads_as_the_exposition_it_was_stored_from(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`promtool tsdb dump` (how a Prometheus server's stored DCGM samples come out, with their timestamps) names the
+    metric in the `__name__` label: the same samples as the exporter's exposition, line for line, and detected."""
+    text = _promtool(BASE)
+    assert text.splitlines()[2] == ('{__name__="DCGM_FI_DEV_GPU_UTIL", gpu="0", UUID="GPU-a", Hostname="n1"} 97 '
+                                    "1700000000000")
+    exposition, dump = tmp_path / "exposition.prom", tmp_path / "dump.txt"
+    exposition.write_text(BASE)
+    dump.write_text(text)
+    for table_path in ("columnar", "rows"):
+        (_, base), (_, dumped) = (_parse(p, table_path, 64, monkeypatch) for p in (exposition, dump))
+        assert isinstance(base, Telemetry) and isinstance(dumped, Telemetry)
+        assert _columns(dumped) == _columns(base)
+    proc = run_cli("evidence", "parse", str(dump))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{dump}: format dcgm (detected)") and "samples: 8" in proc.stdout
+    for name, line in (("__name__ not a metric name", 11), ("no name and no __name__", 11)):
+        path = tmp_path / "odd.prom"
+        path.write_text(str(VARIANTS[name]))
+        outcome = _parse(path, "columnar", 64, monkeypatch)
+        assert outcome[0] == "error" and outcome[1][1] == line, outcome  # type: ignore[index]
+    path.write_text(str(VARIANTS["__name__ label after others"]))
+    after = _parse(path, "columnar", 64, monkeypatch)[1]
+    assert isinstance(after, Telemetry) and after.sample(8).metric == "DCGM_FI_DEV_GPU_UTIL"
 
 
 @pytest.mark.parametrize("sample", SHIPPED, ids=[p.parent.parent.name for p in SHIPPED])
