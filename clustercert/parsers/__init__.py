@@ -142,7 +142,8 @@ _DETECT: list[tuple[str, Callable[[str], object]]] = [
     ("megatron-deepspeed", re.compile(r"elapsed time per iteration \(s\)").search),
     ("megatron", lambda text: _before_on_a_line(text, _MEGATRON_ITER, "elapsed time per iteration (ms)")),
     ("rank-timings", lambda text: _in_order(text.partition("\n")[0], _RANK_HEADER)),
-    ("dcgm", re.compile(r'^(?:DCGM_FI_\w+\{|\{__name__="DCGM_FI_\w+"|#\s?Entity\b)', re.MULTILINE).search),
+    # promtool tsdb dump: labels sorted by name, so `__name__` follows any upper-case one (Hostname, UUID)
+    ("dcgm", re.compile(r'^(?:DCGM_FI_\w+\{|\{[^\n]*?\b__name__="DCGM_FI_\w+"|#\s?Entity\b)', re.MULTILINE).search),
     ("events", lambda text: any(_in_order(line, _EVENT_KEYS) for line in _lines_starting(text, _JSON_LINE))),
     (
         "sacct",

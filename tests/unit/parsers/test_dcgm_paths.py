@@ -60,12 +60,14 @@ def _mangled(index: int, how: str) -> str:
 
 
 def _promtool(text: str) -> str:
-    """`text` as `promtool tsdb dump` prints series: the metric as the `__name__` label, labels after ', '."""
+    """`text` as `promtool tsdb dump` prints series (`fmt.Printf("%s %g %d\\n", lbs, val, ts)`, the labels'
+    String()): the metric as the `__name__` label, the labels sorted by name (`__name__` after upper-case names),
+    joined by ', '."""
     import re
 
     def named(match: re.Match[str]) -> str:
-        labels = match.group(2).replace('",', '", ')
-        return f'{{__name__="{match.group(1)}", {labels}}} '
+        labels = [*re.findall(r'(\w+)="([^"]*)"', match.group(2)), ("__name__", match.group(1))]
+        return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels)) + "} "
 
     return re.sub(r"(?m)^(DCGM_FI_\w+)\{(.*)\} ", named, text)
 
@@ -265,7 +267,7 @@ def test_a_promtool_dump_reads_as_the_exposition_it_was_stored_from(tmp_path: Pa
     """`promtool tsdb dump` (how a Prometheus server's stored DCGM samples come out, with their timestamps) names the
     metric in the `__name__` label: the same samples as the exporter's exposition, line for line, and detected."""
     text = _promtool(BASE)
-    assert text.splitlines()[2] == ('{__name__="DCGM_FI_DEV_GPU_UTIL", gpu="0", UUID="GPU-a", Hostname="n1"} 97 '
+    assert text.splitlines()[2] == ('{Hostname="n1", UUID="GPU-a", __name__="DCGM_FI_DEV_GPU_UTIL", gpu="0"} 97 '
                                     "1700000000000")
     exposition, dump = tmp_path / "exposition.prom", tmp_path / "dump.txt"
     exposition.write_text(BASE)
