@@ -55,7 +55,8 @@ class Slurm:
         if check and done.returncode != 0:
             err = (done.stderr.strip() or done.stdout.strip()).splitlines()
             raise RunnerError(f"{' '.join(args[:3])}: expected exit 0, got {done.returncode} "
-                              f"({err[-1] if err else 'no message'}). Check the cluster (scripts/slurm-local status)")
+                              f"({err[-1] if err else 'no message'}). Check that Slurm answers here (`scontrol ping`; "
+                              "SLURM_CONF names the cluster; the local one: scripts/slurm-local status)")
         return done
 
     def sbatch(self, script: str) -> str:

@@ -322,4 +322,5 @@ def test_no_reachable_cluster_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stderr[-2000:]
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: sinfo -h -N: expected exit 0, got 1 (") and line.endswith(
-        "Check the cluster (scripts/slurm-local status)")
+        "Check that Slurm answers here (`scontrol ping`; SLURM_CONF names the cluster; the local one: "
+        "scripts/slurm-local status)")
