@@ -133,8 +133,7 @@ def _launched_world(config: LogConfig) -> tuple[int, str] | None:
     for key, where in (("global_world_sizes", "torchrun's global_world_sizes"),
                        ("MEMBER", "PyTorch Lightning's MEMBER k/N")):
         one = config.one(key)
-        size = _int(one[0]) if one is not None else None
-        if size is not None and one is not None:
+        if one is not None and (size := _int(one[0])) is not None:
             return size, f"{where} at line {one[1]}"
     return None
 
