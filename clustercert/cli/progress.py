@@ -1,5 +1,6 @@
 """Progress on stderr while a certification runs: the stage, the run or file being worked on, the elapsed time.
-A live status line on a terminal, plain lines otherwise; nothing at all with --json.
+A live status line on a terminal, its clock running while it is drawn (a cluster's PDF layout or telemetry is one
+long step); plain lines otherwise, each with the time it was printed at; nothing at all with --json.
 
 Every new stage is shown at once; within a stage, what is worked on is shown at most once per `every` seconds (a
 cluster's pairwise nccl-tests sweep is 8,141 files: a plain line for each made 8,141 lines of a scheduler's log and
@@ -19,6 +20,17 @@ from rich.text import Text
 __all__ = ["Progress"]
 
 
+class _Running:
+    """The live line: its elapsed time read each time the status is drawn (10 times a second), so the clock runs
+    through a long step; as Text (the spinner reads a string as rich markup: a path's `[/b]` stopped the run)."""
+
+    def __init__(self, started: float, text: str) -> None:
+        self.started, self.text = started, text
+
+    def __rich__(self) -> Text:
+        return Text(f"[{time.monotonic() - self.started:6.1f} s] {self.text}")
+
+
 class Progress:
     """A progress listener (a `flows.progress.Sink`): call it with (stage, what)."""
 
@@ -35,9 +47,6 @@ class Progress:
         self._stage: str | None = None  # the stage of the last line shown, and when it was shown
         self._shown = -math.inf
 
-    def _line(self, stage: str, what: str) -> str:
-        elapsed = time.monotonic() - self.started
-        return f"[{elapsed:6.1f} s] {stage}" + (f": {what}" if what else "")
 
     def __call__(self, stage: str, what: str = "") -> None:
         if not self.enabled:
@@ -47,16 +56,15 @@ class Progress:
             if stage == self._stage and now - self._shown < self.every:
                 return  # the same stage, shown a moment ago: the next file after the pause is shown
             self._stage, self._shown = stage, now
-            line = self._line(stage, what)
+            text = stage + (f": {what}" if what else "")
             if self.live:
-                # as Text: the spinner reads a string as rich markup (a path's `[/b]` stopped the run: MarkupError)
                 if self._status is None:
-                    self._status = self.console.status(Text(line))
+                    self._status = self.console.status(_Running(self.started, text))
                     self._status.start()
                 else:
-                    self._status.update(Text(line))
+                    self._status.update(_Running(self.started, text))
             else:
-                self.console.print(f"progress {line}", markup=False, highlight=False)
+                self.console.print(f"progress [{now - self.started:6.1f} s] {text}", markup=False, highlight=False)
 
     def __enter__(self) -> Progress:
         return self

@@ -42,6 +42,22 @@ def test_a_terminal_gets_a_live_status_and_a_closing_line() -> None:
     assert "done in " in text.rstrip().splitlines()[-1]  # after the status line is cleared
 
 
+def test_the_live_clock_runs_through_a_long_step() -> None:
+    """One step (a 52-page layout) showed one elapsed time for 9 s, as if the run had stopped: the live line reads
+    the clock each time it is drawn (at least when the status starts and when it stops, 0.3 s apart here)."""
+    import re
+    import time
+
+    console, buffer = _console(terminal=True)
+    with Progress(console, started=time.monotonic() - 100.0) as progress, listening(progress):
+        report("report", "report.pdf: lay out the pages")
+        time.sleep(0.3)
+    shown = [float(t) for t in re.findall(r"\[\s*([\d.]+) s\] report: report\.pdf: lay out the pages",
+                                          buffer.getvalue())]
+    assert len(shown) >= 2 and shown == sorted(shown) and 100.0 <= shown[0] < 100.2, shown
+    assert shown[-1] - shown[0] >= 0.2, shown
+
+
 def test_a_live_status_shows_square_brackets_in_a_name_as_they_are() -> None:
     """The spinner read its text as rich markup: a file under `k[/b]x` raised MarkupError into the run, and
     `[bold]run` was shown without its name's first part."""
