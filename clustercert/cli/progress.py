@@ -22,13 +22,14 @@ __all__ = ["Progress"]
 
 class _Running:
     """The live line: its elapsed time read each time the status is drawn (10 times a second), so the clock runs
-    through a long step; as Text (the spinner reads a string as rich markup: a path's `[/b]` stopped the run)."""
+    through a long step; as Text (the spinner reads a string as rich markup: a path's `[/b]` stopped the run), one
+    line cut to the terminal's width (wrapped, a long path made the status jump between one and two lines)."""
 
     def __init__(self, started: float, text: str) -> None:
         self.started, self.text = started, text
 
     def __rich__(self) -> Text:
-        return Text(f"[{time.monotonic() - self.started:6.1f} s] {self.text}")
+        return Text(f"[{time.monotonic() - self.started:6.1f} s] {self.text}", no_wrap=True, overflow="ellipsis")
 
 
 class Progress:

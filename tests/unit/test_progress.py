@@ -58,6 +58,19 @@ def test_the_live_clock_runs_through_a_long_step() -> None:
     assert shown[-1] - shown[0] >= 0.2, shown
 
 
+def test_the_live_line_stays_one_line_at_the_terminals_width() -> None:
+    """A long path wrapped the status onto a second line and back with each file: it is cut with an ellipsis."""
+    import re
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=40, color_system=None)
+    with Progress(console, started=0.0) as progress, listening(progress):
+        report("scaling", "parse nccl-pair-gb-r3-n09-gb-r4-n09 (collectives/pair/gb-r3-n09-gb-r4-n09.log)")
+    frames = [ln for ln in re.split(r"[\r\n]", re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buffer.getvalue()))
+              if "scaling" in ln]
+    assert frames and all(len(ln) <= 40 and ln.endswith("…") for ln in frames), frames
+
+
 def test_a_live_status_shows_square_brackets_in_a_name_as_they_are() -> None:
     """The spinner read its text as rich markup: a file under `k[/b]x` raised MarkupError into the run, and
     `[bold]run` was shown without its name's first part."""
