@@ -25,6 +25,7 @@ evidence_app = typer.Typer(
     no_args_is_help=True,
 )
 out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 class EvidenceUnusable(ClusterCertError):
@@ -183,7 +184,8 @@ def check(
 
     Prints, at the terminal's width, the files by kind and what their parsers read, the expectations that did not
     pass and every problem; --verbose adds the tables of every file and every validated table."""
-    from clustercert.evidence.parse import parse_bundle
+    from clustercert.cli.progress import Progress
+    from clustercert.evidence.parse import ParsedBundle, parse_run
     from clustercert.runs.folder import load_inputs, seal_problems
     from clustercert.settings import load_settings
     from clustercert.validation.suites import validate_bundle
@@ -192,15 +194,23 @@ def check(
     if data_docs is not None and any((d / "manifest.json").is_file() for d in (data_docs, *data_docs.parents)):
         raise UsageError(f"{data_docs}: Data Docs load remote scripts and never go inside a signed run folder; "
                          "choose a folder outside it")
-    inputs = load_inputs(_bundle_path(bundle), settings.references_dir, catalog)
-    loaded = inputs.bundle
-    problems: list[str] = []
-    sealed = (loaded.root / "MANIFEST.sha256").is_file()
-    problems += [str(exc) for exc in seal_problems(loaded, inputs.digests)]
-    parsed = parse_bundle(loaded, settings.max_evidence_bytes)
-    problems += _problems(parsed)
-    warnings = _warnings(parsed)
-    report = validate_bundle(loaded, inputs.facts, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
+    # a live line on a terminal (a cluster's bundle takes minutes to read and validate); nothing on a pipe, where
+    # stdout and stderr stay what a script reads
+    with Progress(err, enabled=not as_json and err.is_terminal) as progress:
+        progress("load", str(bundle))
+        inputs = load_inputs(_bundle_path(bundle), settings.references_dir, catalog)
+        loaded = inputs.bundle
+        problems: list[str] = []
+        sealed = (loaded.root / "MANIFEST.sha256").is_file()
+        problems += [str(exc) for exc in seal_problems(loaded, inputs.digests)]
+        parsed: ParsedBundle = {}
+        for number, run in enumerate(loaded.spec.runs, start=1):
+            progress("parse", f"{run.id} ({run.files[0]}), {number:,} of {len(loaded.spec.runs):,}")
+            parsed[run.id] = parse_run(loaded, run, settings.max_evidence_bytes)
+        problems += _problems(parsed)
+        warnings = _warnings(parsed)
+        progress("validate", "expectation suites over every table")
+        report = validate_bundle(loaded, inputs.facts, parsed, checks_dir=settings.checks_dir, data_docs=data_docs)
     problems += [r.problem() for r in report.blocking]
     runs = [
         {"run": run.id, "kind": run.kind.value, "format": run.format, "phase": run.phase.value,

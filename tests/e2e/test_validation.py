@@ -337,3 +337,47 @@ def test_evidence_parse_errors_are_one_line(tmp_path: Path) -> None:
     assert option.returncode == 2 and "takes no option ruleset" in option.stderr
     missing = run_cli("evidence", "check", str(tmp_path / "nothing"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_evidence_check_shows_live_progress_on_a_terminal_and_nothing_on_a_pipe(tmp_path: Path) -> None:
+    """A cluster's bundle takes minutes to read and validate: on a terminal (stderr a pseudo-terminal here) a live
+    line names the stage and the run being read; on a pipe stderr stays empty and stdout is the same."""
+    import fcntl
+    import os
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    bundle = mini_bundle(tmp_path)
+    piped = run_cli("evidence", "check", str(bundle), env={"COLUMNS": "80"})
+    assert (piped.returncode, piped.stderr) == (0, "")
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "clustercert", "evidence", "check", str(bundle)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=follower, text=True)
+    os.close(follower)
+    screen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the command closed the terminal
+            break
+        if not chunk:
+            break
+        screen += chunk
+    os.close(leader)
+    stdout, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0
+    assert stdout == piped.stdout
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace"))
+    # drawn 12.5 times a second: the mini bundle's load and parse steps may pass between two frames, its
+    # validation (seconds) is drawn; the stages in order, the clock never going back, every frame one line
+    frames = re.findall(r"\[\s*([\d.]+) s\] (load|parse|validate): ", shown)
+    assert frames and frames[-1][1] == "validate", shown
+    order = ["load", "parse", "validate"]
+    assert [order.index(stage) for _, stage in frames] == sorted(order.index(stage) for _, stage in frames)
+    assert [float(t) for t, _ in frames] == sorted(float(t) for t, _ in frames)
+    assert "validate: expectation suites over every table" in shown and "done in " in shown
+    assert all(len(line) <= 80 for line in re.split(r"[\r\n]", shown)), shown
