@@ -271,6 +271,40 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
     return proc
 
 
+def run_cli_on_terminal(*args: str, env: dict[str, str] | None = None, timeout: float = 300, columns: int = 80,
+                        prefix: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`run_cli` with stderr on a pseudo-terminal of `columns` columns (stdout still a pipe): the command and what
+    the terminal showed, escape sequences removed (a live status redraws its line after a CR)."""
+    import fcntl
+    import re
+    import struct
+    import termios
+
+    server = {}
+    if args and args[0] in FLOW_COMMANDS and "PREFECT_API_URL" not in (env or {}):
+        server = {"PREFECT_API_URL": shared_prefect_server().api_url}
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns), "TERM": "xterm", **server,
+                **(env or {})}
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    with subprocess.Popen([*prefix, sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env,
+                          stdout=subprocess.PIPE, stderr=follower, text=True) as proc:
+        os.close(follower)
+        screen = bytearray()
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the command closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
+        os.close(leader)
+        stdout, _ = proc.communicate(timeout=timeout)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", bytes(screen).decode("utf-8", "replace"))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, shown), shown
+
+
 def _count_cpu(census: Path, args: tuple[str, ...], before: resource.struct_rusage, started: float) -> None:
     """One line for the command just run, in `census` (CLUSTERCERT_TEST_CPU_CENSUS): the CPU seconds of the command
     and of every process it waited for (its chart and PDF processes), its wall seconds, the test, the command.

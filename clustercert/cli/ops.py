@@ -172,16 +172,22 @@ def rerun(
             err.print(f"warning: software differs from the manifest's: {line}", markup=False)
         os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result
         _quiet()
+        from clustercert.cli.progress import Progress
         from flows.certify import IMPORT_STEPS, certify_flow
+        from flows.progress import listening
         from flows.runtime import prefect_runtime
 
-        with prefect_runtime(meanwhile=IMPORT_STEPS):
+        # a live line on a terminal, as certify's; nothing on a pipe, where stderr is the differences a script reads
+        progress = Progress(err, enabled=err.is_terminal)
+        progress("start", "Prefect API")
+        with progress, listening(progress), prefect_runtime(meanwhile=IMPORT_STEPS):
             certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
                          key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
                          templates_dir=str(settings.templates_dir),
                          catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes,
                          redact=REDACTED in copies)
-        diffs = compare_run_folders(run_dir, replay)
+            progress("compare", f"with {run_dir}")
+            diffs = compare_run_folders(run_dir, replay)
     from clustercert.cli.app import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
 
     if not diffs:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import shutil
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from clustercert.evidence.bundle import load_bundle
-from tests.conftest import ISOLATED_ENV, ROOT, run_cli
+from tests.conftest import ISOLATED_ENV, ROOT, run_cli, run_cli_on_terminal
 
 SAMPLE = ROOT / "evidence" / "gb200-seed"
 pytestmark = pytest.mark.slow
@@ -421,11 +422,15 @@ def test_rerun_on_one_core_reproduces_both_copies_byte_for_byte(certified: dict[
                            "print(usable_cores())"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert held.stdout == "1\n", held.stdout + held.stderr  # so: no second process for the PDF, nor the charts
     run_dir = certified["run_dir"]
-    proc = run_cli("rerun", str(run_dir), prefix=one_core, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # at a terminal, as an auditor runs it: a live line shows the re-run's stages, the clock running
+    proc, shown = run_cli_on_terminal("rerun", str(run_dir), prefix=one_core, timeout=600)
+    assert proc.returncode == 0, proc.stdout + shown
     assert proc.stdout == (f"identical: results.json, report.html and the unsigned report.pdf, report.redacted.html "
                            f"and the unsigned report.redacted.pdf of {run_dir} reproduced\n")
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in shown
+    stages = [stage for stage, _ in itertools.groupby(re.findall(r"\[\s*[\d.]+ s\] (\w+): ", shown))]
+    assert stages[0] == "start" and stages[-1] == "compare" and "report" in stages, shown
+    assert shown.rstrip().splitlines()[-1].startswith("done in ")
 
 
 def test_the_collection_window_is_in_results_and_the_signed_manifest(certified: dict[str, Any]) -> None:

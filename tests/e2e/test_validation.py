@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from clustercert.evidence.bundle import load_bundle, seal_bundle
-from tests.conftest import ROOT, mini_bundle, run_cli
+from tests.conftest import ROOT, mini_bundle, run_cli, run_cli_on_terminal
 
 SAMPLE = ROOT / "evidence" / "gb200-seed"
 pytestmark = pytest.mark.slow
@@ -342,36 +342,12 @@ def test_evidence_parse_errors_are_one_line(tmp_path: Path) -> None:
 def test_evidence_check_shows_live_progress_on_a_terminal_and_nothing_on_a_pipe(tmp_path: Path) -> None:
     """A cluster's bundle takes minutes to read and validate: on a terminal (stderr a pseudo-terminal here) a live
     line names the stage and the run being read; on a pipe stderr stays empty and stdout is the same."""
-    import fcntl
-    import os
-    import struct
-    import subprocess
-    import sys
-    import termios
-
     bundle = mini_bundle(tmp_path)
     piped = run_cli("evidence", "check", str(bundle), env={"COLUMNS": "80"})
     assert (piped.returncode, piped.stderr) == (0, "")
-    leader, follower = os.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "clustercert", "evidence", "check", str(bundle)], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=follower, text=True)
-    os.close(follower)
-    screen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the command closed the terminal
-            break
-        if not chunk:
-            break
-        screen += chunk
-    os.close(leader)
-    stdout, _ = proc.communicate(timeout=300)
+    proc, shown = run_cli_on_terminal("evidence", "check", str(bundle))
     assert proc.returncode == 0
-    assert stdout == piped.stdout
-    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode("utf-8", "replace"))
+    assert proc.stdout == piped.stdout
     # drawn 12.5 times a second: the mini bundle's load and parse steps may pass between two frames, its
     # validation (seconds) is drawn; the stages in order, the clock never going back, every frame one line
     frames = re.findall(r"\[\s*([\d.]+) s\] (load|parse|validate): ", shown)
