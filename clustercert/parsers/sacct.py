@@ -184,7 +184,7 @@ def parse_sacct(
         if not text or text.isspace() or text.lstrip().startswith("#"):
             continue
         cells = text.split("|")
-        if not header_seen and {"JobID", "State"} <= {c.strip() for c in cells}:
+        if not header_seen and _is_header(text):
             columns = [c.strip() for c in cells]
             header_seen = True
             continue
@@ -210,15 +210,16 @@ def parse_sacct(
             short.setdefault(len(columns) - len(cells), []).append(number)
             cells = cells + [""] * (len(columns) - len(cells))
         row = dict(zip(columns, cells, strict=True))
-        if "JobID" not in row or "State" not in row:
-            required = "JobID" if "JobID" not in row else "State"
+        id_column = _id_column(columns)
+        if id_column is None or "State" not in row:
+            required = "JobID" if id_column is None else "State"
             raise EvidenceError(
                 display,
                 f"expected a '{required}' column, got {', '.join(columns)[:80]}. {_HINT}",
                 line=number,
                 field=required,
             )
-        job_id = row["JobID"].strip()
+        job_id = row[id_column].strip()
         if not job_id:
             raise EvidenceError(
                 display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID"
@@ -338,8 +339,16 @@ def _skipped(line: str) -> bool:
     return not line or line.isspace() or line.lstrip().startswith("#")
 
 
+def _id_column(columns: Iterable[str]) -> str | None:
+    """The job id's column: JobID, else JobIDRaw (`sacct -o JobIDRaw`: an array task's own job id, `1240`, where
+    JobID prints `1234_5`); None when there is neither."""
+    names = set(columns)
+    return next((name for name in ("JobID", "JobIDRaw") if name in names), None)
+
+
 def _is_header(line: str) -> bool:
-    return {"JobID", "State"} <= {c.strip() for c in line.split("|")}
+    cells = [c.strip() for c in line.split("|")]
+    return "State" in cells and _id_column(cells) is not None
 
 
 def _by_text(column: list[str], read: Callable[[str], _T]) -> dict[str, _T] | None:
@@ -401,6 +410,7 @@ class _Rows:
         self.bars = len(columns) if trailing else len(columns) - 1
         self.trailing = trailing
         self.index = {name: i for i, name in enumerate(columns)}
+        self.id_at = self.index[_id_column(columns) or "JobID"]  # the caller checked there is one
         self.jobs: list[SacctJob] = []
         self.seen: set[str] = set()
         self.last: SacctJob | None = None
@@ -449,7 +459,7 @@ class _Rows:
                 by_column[i] = [texts[0]] * len(texts)
             else:
                 varying.append(i)
-        ids = list(map(str.strip, by_column[index["JobID"]]))
+        ids = list(map(str.strip, by_column[self.id_at]))
         if "" in ids:
             return False
         is_step = list(map(str.__contains__, ids, repeat(".")))
@@ -528,7 +538,8 @@ def _sacct_fast(
         columns = list(fields)
     else:
         return None
-    if len(set(columns)) != len(columns) or "JobID" not in columns or "State" not in columns:
+    id_column = _id_column(columns)
+    if len(set(columns)) != len(columns) or id_column is None or "State" not in columns:
         return None
     stop = len(text) - 1 if text.endswith("\n") else len(text)  # the last line's end
     at = offset

@@ -246,6 +246,30 @@ def test_sacct_fast_reading_header_states_times_and_steps(tmp_path: Path, monkey
         "846", None, None, "2024-01-02T03:00:00+01:00", 8)
 
 
+def test_sacct_job_ids_from_jobidraw_where_the_dump_has_no_jobid(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sacct -p -o JobIDRaw,...` (an array task's own id, as scripts dump it for one id per job) reads as JobID
+    does, by either reading, header or field list; the field names stay as the dump prints them. With both, JobID."""
+    rows = ("1240|COMPLETED|2024-01-02T03:04:05|01:00:00|\n1240.batch|COMPLETED|2024-01-02T03:04:05|01:00:01|\n"
+            "1240.0|FAILED|2024-01-02T03:04:09|00:59:55|\n1241|RUNNING|2024-01-02T04:00:00||\n")
+    path = tmp_path / "sacct.txt"
+    for text, fields in (("JobIDRaw|State|Start|Elapsed|\n" + rows, None),
+                         (rows, ["JobIDRaw", "State", "Start", "Elapsed"])):
+        path.write_text(text)
+        assert _compare_sacct(path, monkeypatch, fields=fields)
+        result = parse_sacct(path, "sacct.txt", fields=fields)
+        assert result.fields[:4] == ["JobIDRaw", "State", "Start", "Elapsed"]
+        assert [(j.job_id, j.state, [(s.step_id, s.state, s.elapsed_s) for s in j.steps]) for j in result.jobs] == [
+            ("1240", "COMPLETED", [("1240.batch", "COMPLETED", 3601), ("1240.0", "FAILED", 3595)]),
+            ("1241", "RUNNING", [])]
+    path.write_text("JobID|JobIDRaw|State\n1234_5|1240|COMPLETED\n")
+    assert [j.job_id for j in parse_sacct(path, "sacct.txt").jobs] == ["1234_5"]
+    path.write_text("JobName|State\ntrain|COMPLETED\n")  # neither: no header, and said so at its line
+    with pytest.raises(EvidenceError) as refused:
+        parse_sacct(path, "sacct.txt")
+    assert refused.value.line == 1 and "expected a header line or a field list" in str(refused.value)
+
+
 @pytest.mark.parametrize(("row", "line", "field"), [
     ("12|BOGUS|2024-01-02T03:04:05", 3, "State"),
     ("12|COMPLETED|2024-13-02T03:04:05", 3, "Start"),
