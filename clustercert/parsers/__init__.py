@@ -24,7 +24,7 @@ from clustercert.parsers.nccl_tests import parse_nccl_tests
 from clustercert.parsers.nemo import parse_nemo
 from clustercert.parsers.nemo_resilience import parse_nemo_resilience
 from clustercert.parsers.rank_timings import parse_rank_timings
-from clustercert.parsers.sacct import parse_sacct
+from clustercert.parsers.sacct import fixed_width_rule, parse_sacct
 from clustercert.parsers.training import TrainingLog, TrainingStep
 
 __all__ = [
@@ -153,6 +153,8 @@ _DETECT: list[tuple[str, Callable[[str], object]]] = [
             re.MULTILINE,
         ).search,
     ),
+    # sacct's fixed-width table (no --parsable): its header and rule, for the parser to refuse with the reason
+    ("sacct", lambda text: fixed_width_rule(text.splitlines()) is not None),
 ]
 
 

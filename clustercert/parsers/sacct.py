@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from collections import deque
@@ -18,7 +19,7 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.training import read_text
 
-__all__ = ["STATES", "SacctJob", "SacctResult", "SacctStep", "parse_elapsed", "parse_sacct"]
+__all__ = ["STATES", "SacctJob", "SacctResult", "SacctStep", "fixed_width_rule", "parse_elapsed", "parse_sacct"]
 
 FORMAT = "sacct"
 _HINT = "Dump with `sacct --parsable2 --format ...` and pass the same field list."
@@ -167,6 +168,7 @@ def parse_sacct(
     if fast is not None:
         return fast
     lines = text.splitlines()  # read_text() joins its lines with "\n" only: these are the file's lines
+    _refuse_fixed_width(lines, display)
     columns = list(fields) if fields else None
     jobs: list[SacctJob] = []
     by_id: dict[str, int] = {}
@@ -337,6 +339,33 @@ _new = object.__new__
 def _skipped(line: str) -> bool:
     """Whether the line-by-line reading skips `line` (blank, or a comment)."""
     return not line or line.isspace() or line.lstrip().startswith("#")
+
+
+_RULE = re.compile(r" *-{2,}(?: +-{2,})+ *")  # sacct's table rule under its header: `------------ ---------- ...`
+_TABLE_HEAD = re.compile(r" *JobID(?:Raw)? .*\bState\b")
+
+
+def fixed_width_rule(lines: Iterable[str]) -> int | None:
+    """The line number of sacct's table rule when the first two lines that are not blank or comments are the header
+    (JobID first, a State column) and the rule of its default, fixed-width output (no --parsable); else None."""
+    shown = [(number, line) for number, line in enumerate(itertools.islice(lines, 50), start=1)
+             if not _skipped(line)][:2]
+    if len(shown) == 2 and _TABLE_HEAD.match(shown[0][1]) and _RULE.fullmatch(shown[1][1]):
+        return shown[1][0]
+    return None
+
+
+def _refuse_fixed_width(lines: list[str], display: str) -> None:
+    """sacct's fixed-width table is refused naming its rule line: its cells are cut at their width (`CANCELLED+`,
+    a node list's end), so what it says cannot be read whole."""
+    rule = fixed_width_rule(lines)
+    if rule is not None:
+        raise EvidenceError(
+            display,
+            "expected `sacct --parsable2` output, got sacct's fixed-width table (its cells are cut at their width, "
+            f"as `CANCELLED+`). {_HINT}",
+            line=rule,
+        )
 
 
 def _id_column(columns: Iterable[str]) -> str | None:

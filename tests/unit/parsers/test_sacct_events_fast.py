@@ -483,3 +483,32 @@ def test_events_bundled_logs(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bundled
     for path in bundled:
         assert _compare_events(path, monkeypatch)
+
+
+def test_sacct_fixed_width_table_is_detected_and_refused_at_its_rule(tmp_path: Path) -> None:
+    """`sacct` without --parsable prints a table of fixed-width columns whose cells are cut (`CANCELLED+`, a node
+    list's end): detected as sacct (it was 'could not detect one') and refused naming its rule line, so the user
+    dumps it again with --parsable2; by `evidence parse` in one line, exit 3."""
+    from clustercert.parsers import detect_format
+    from tests.conftest import run_cli
+
+    table = ("\n       JobID    JobName  Partition    Account  AllocCPUS      State ExitCode \n"
+             "------------ ---------- ---------- ---------- ---------- ---------- -------- \n"
+             "25                train        gpu      acct1         64 CANCELLED+      0:0 \n"
+             "25.batch          batch                 acct1         32 CANCELLED+     0:15 \n")
+    path = tmp_path / "sacct.txt"
+    path.write_text(table)
+    assert detect_format(path) == "sacct"
+    for fields in (None, ["JobID", "JobName", "Partition", "Account", "AllocCPUS", "State", "ExitCode"]):
+        with pytest.raises(EvidenceError) as refused:
+            parse_sacct(path, "sacct.txt", fields=fields)
+        assert refused.value.line == 3 and "got sacct's fixed-width table" in str(refused.value)
+    proc = run_cli("evidence", "parse", str(path))
+    assert proc.returncode == 3 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"error: {path} line 3: expected `sacct --parsable2` output, got sacct's "
+                                  "fixed-width table")
+    # a parsable dump whose first row is all dashes is no table: read as rows (and refused for its state)
+    path.write_text("JobID|State\n--|--\n")
+    with pytest.raises(EvidenceError) as row:
+        parse_sacct(path, "sacct.txt")
+    assert (row.value.line, row.value.field) == (2, "State")
