@@ -326,6 +326,22 @@ def _click_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseExc
     return tuple(shown), tuple(exits)
 
 
+def _name_the_group(exc: BaseException) -> None:
+    """`clustercert seal`, a command of a group given alone: the message names the commands it is (`clustercert
+    evidence seal`), where Click's suggests look-alike top-level names or none."""
+    import re
+
+    found = re.fullmatch(r"No such command '(.+?)'\.(?: Did you mean .*)?", str(getattr(exc, "message", "")))
+    ctx = getattr(exc, "ctx", None)
+    if found is None or ctx is None or ctx.parent is not None:
+        return
+    name = found.group(1)
+    groups = [group for group, command in ctx.command.commands.items() if name in getattr(command, "commands", {})]
+    if groups:
+        exc.message = (f"No such command '{name}'. Did you mean "  # type: ignore[attr-defined]
+                       + " or ".join(f"'clustercert {group} {name}'" for group in sorted(groups)) + "?")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never a traceback on the terminal)."""
     safety.install_signal_handlers()
@@ -344,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, shown):
             # Click's own message naming the problem (unknown option, missing argument, unknown command), with
             # the usage line; exit 2 for usage errors, Click's code for the others.
+            _name_the_group(exc)
             exc.show()  # type: ignore[attr-defined]
             return int(getattr(exc, "exit_code", 2))
         if isinstance(exc, exits):
