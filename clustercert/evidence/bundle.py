@@ -38,7 +38,7 @@ MANIFEST_NAME = "MANIFEST.sha256"
 BUNDLE_FILE = "bundle.yaml"
 # what `evidence init` writes where the files do not show a value; a bundle that still holds one is refused
 PLACEHOLDER = "FILL_IN"
-_HINT = "Fix bundle.yaml (see DESIGN.md, 'Evidence bundle')."
+_HINT = "Fix bundle.yaml (docs/bundle-schema.md)."
 
 
 class Phase(StrEnum):
@@ -268,6 +268,10 @@ def load_bundle(path: Path) -> LoadedBundle:
     if path.exists() and not path.is_dir() and path.name != BUNDLE_FILE:
         # a log or a manifest of another name: its folder's bundle.yaml was read instead, and named as the problem
         raise EvidenceError(str(path), f"expected a bundle folder or its {BUNDLE_FILE}, got another file")
+    if path.is_dir() and not yaml_path.exists() and not yaml_path.is_symlink():
+        # files as collected, not yet described: the command that drafts the description
+        raise EvidenceError(str(yaml_path), f"expected the {BUNDLE_FILE} that describes the evidence, got none. "
+                            f"Draft one from the folder's files: clustercert evidence init {root}")
     _refuse_placeholder(yaml_path)
     spec = load_yaml_model(yaml_path, Bundle, EvidenceError, hint=_HINT)
     bundle = LoadedBundle(root=root, spec=spec)

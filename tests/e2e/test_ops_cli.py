@@ -68,3 +68,23 @@ def test_a_log_given_for_the_bundle_is_refused_naming_it() -> None:
         proc = run_cli(*command)
         assert (proc.returncode, proc.stdout) == (3, ""), proc.stdout + proc.stderr
         assert proc.stderr == f"error: {log}: expected a bundle folder or its bundle.yaml, got another file\n"
+
+
+def test_a_folder_of_files_without_bundle_yaml_is_told_to_run_evidence_init(tmp_path: Path) -> None:
+    """Files as collected, not yet described: every command that reads a bundle names the command that drafts its
+    bundle.yaml (it said 'Fix bundle.yaml (see DESIGN.md ...)', a file that is not there and a document that is not
+    shipped); nothing is written, the folder stays as it was."""
+    folder = tmp_path / "collected"
+    folder.mkdir()
+    log = SAMPLE / "collectives" / "cross-rack" / "128gpus-1.log"
+    (folder / log.name).write_bytes(log.read_bytes())
+    reports = tmp_path / "reports"
+    for command in (("certify", str(folder), "--reports-dir", str(reports)), ("evidence", "check", str(folder)),
+                    ("evidence", "seal", str(folder))):
+        proc = run_cli(*command)
+        assert (proc.returncode, proc.stdout) == (3, ""), proc.stdout + proc.stderr
+        assert proc.stderr == (f"error: {folder / 'bundle.yaml'}: expected the bundle.yaml that describes the "
+                               f"evidence, got none. Draft one from the folder's files: clustercert evidence init "
+                               f"{folder}\n")
+    assert sorted(p.name for p in folder.iterdir()) == [log.name]
+    assert not reports.exists() or list(reports.iterdir()) == []  # no run folder
