@@ -48,7 +48,6 @@ class Progress:
         self._stage: str | None = None  # the stage of the last line shown, and when it was shown
         self._shown = -math.inf
 
-
     def __call__(self, stage: str, what: str = "") -> None:
         if not self.enabled:
             return

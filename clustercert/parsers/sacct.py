@@ -170,6 +170,7 @@ def parse_sacct(
     lines = text.splitlines()  # read_text() joins its lines with "\n" only: these are the file's lines
     _refuse_fixed_width(lines, display)
     columns = list(fields) if fields else None
+    id_column = _id_column(columns or [])
     jobs: list[SacctJob] = []
     by_id: dict[str, int] = {}
     short: dict[int, list[int]] = {}
@@ -188,6 +189,7 @@ def parse_sacct(
         cells = text.split("|")
         if not header_seen and _is_header(text):
             columns = [c.strip() for c in cells]
+            id_column = _id_column(columns)
             header_seen = True
             continue
         header_seen = True
@@ -212,7 +214,6 @@ def parse_sacct(
             short.setdefault(len(columns) - len(cells), []).append(number)
             cells = cells + [""] * (len(columns) - len(cells))
         row = dict(zip(columns, cells, strict=True))
-        id_column = _id_column(columns)
         if id_column is None or "State" not in row:
             required = "JobID" if id_column is None else "State"
             raise EvidenceError(
