@@ -253,14 +253,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"hostile corpus: {tried} hostile inputs tried (tests/hostile)")
 
 
+def _cli_env(args: tuple[str, ...], env: dict[str, str]) -> dict[str, str]:
+    """The environment a command runs in: this one, the project on the path, the session's Prefect server for a flow
+    command (unless `env` names another), then `env`."""
+    server = {}
+    if args and args[0] in FLOW_COMMANDS and "PREFECT_API_URL" not in env:
+        server = {"PREFECT_API_URL": shared_prefect_server().api_url}
+    return {**os.environ, "PYTHONPATH": str(ROOT), **server, **env}
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
             prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """Run `python -m clustercert ARGS` as a user would, from the project root (a flow command against the
     session's Prefect server unless `env` names another), under the command `prefix` if given (`taskset -c 0`)."""
-    server = {}
-    if args and args[0] in FLOW_COMMANDS and "PREFECT_API_URL" not in (env or {}):
-        server = {"PREFECT_API_URL": shared_prefect_server().api_url}
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **server, **(env or {})}
+    full_env = _cli_env(args, {"COLUMNS": "200", **(env or {})})
     before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     proc = subprocess.run(
         [*prefix, sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
@@ -280,11 +286,7 @@ def run_cli_on_terminal(*args: str, env: dict[str, str] | None = None, timeout: 
     import struct
     import termios
 
-    server = {}
-    if args and args[0] in FLOW_COMMANDS and "PREFECT_API_URL" not in (env or {}):
-        server = {"PREFECT_API_URL": shared_prefect_server().api_url}
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns), "TERM": "xterm", **server,
-                **(env or {})}
+    full_env = _cli_env(args, {"COLUMNS": str(columns), "TERM": "xterm", **(env or {})})
     leader, follower = os.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     with subprocess.Popen([*prefix, sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env,

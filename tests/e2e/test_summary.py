@@ -187,26 +187,27 @@ def test_reason_lines_wrap_whole_and_count_what_the_same_files_fail_again() -> N
     assert " more" not in every
 
 
-def test_runs_is_compact_at_80_columns(seed_certified: dict[str, Any]) -> None:
-    reports = seed_certified["run_dir"].parent
-    proc = run_cli("runs", "--reports-dir", str(reports), env={"COLUMNS": "80"})
+def _runs(seed_certified: dict[str, Any], columns: int) -> tuple[list[str], str]:
+    """`runs` of the seed's reports folder at a terminal of `columns` columns: its lines and its whole output."""
+    proc = run_cli("runs", "--reports-dir", str(seed_certified["run_dir"].parent), env={"COLUMNS": str(columns)})
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    return proc.stdout.splitlines(), proc.stdout
+
+
+def test_runs_is_compact_at_80_columns(seed_certified: dict[str, Any]) -> None:
+    lines, shown = _runs(seed_certified, 80)
     results = seed_certified["results"]
     assert len(lines) <= 6, lines  # a header and one run in at most five lines
     assert lines[1].startswith(f"{results['started_at']}  CERTIFIED")
     assert f"  bundle {seed_certified['bundle']}" in lines
     assert [ln for ln in lines if len(ln) > 80 and not ln.startswith("  bundle ")] == []
     for w in results["workloads"]:
-        assert f"{w['workload']}/{w['precision']} {w['delta_pct']:+.1f} % {w['mfu']:.3f}" in proc.stdout
+        assert f"{w['workload']}/{w['precision']} {w['delta_pct']:+.1f} % {w['mfu']:.3f}" in shown
 
 
 def test_runs_at_50_columns_cuts_no_name(seed_certified: dict[str, Any]) -> None:
     """Narrower than a run's first line: the cluster's name goes on a line of its own, whole; nothing is cut."""
-    reports = seed_certified["run_dir"].parent
-    proc = run_cli("runs", "--reports-dir", str(reports), env={"COLUMNS": "50"})
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    lines, _ = _runs(seed_certified, 50)
     results = seed_certified["results"]
     cluster = results["cluster"]["name"]
     assert len(f"{results['started_at']}  CERTIFIED     {cluster}") > 50  # the line this test is about
