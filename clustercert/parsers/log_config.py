@@ -49,15 +49,12 @@ def read_log_config(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> 
     """Every configuration key the log prints, with its distinct values (a log may print defaults and overrides)."""
     values: dict[str, list[tuple[str, int]]] = {}
     for number, raw in enumerate(read_text_lines(path, display, limit=limit), start=1):
-        for match in _PATTERN.finditer(raw):
-            key, value = match.group(1), match.group(2)
+        found = [(match.group(1), match.group(2)) for match in _PATTERN.finditer(raw)]
+        if "global_world_sizes" in raw or "MEMBER" in raw:
+            found += [(m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+                      for m in _LAUNCHED.finditer(raw)]
+        for key, value in found:
             seen = values.setdefault(key, [])
             if all(v != value for v, _ in seen):
                 seen.append((value, number))
-        if "global_world_sizes" in raw or "MEMBER" in raw:
-            for match in _LAUNCHED.finditer(raw):
-                key, value = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
-                seen = values.setdefault(key, [])
-                if all(v != value for v, _ in seen):
-                    seen.append((value, number))
     return LogConfig(display, values)
