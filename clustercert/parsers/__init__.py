@@ -25,6 +25,7 @@ from clustercert.parsers.nemo import parse_nemo
 from clustercert.parsers.nemo_resilience import parse_nemo_resilience
 from clustercert.parsers.rank_timings import parse_rank_timings
 from clustercert.parsers.sacct import fixed_width_rule, parse_sacct
+from clustercert.parsers.sacct_json import is_sacct_json
 from clustercert.parsers.training import TrainingLog, TrainingStep
 
 __all__ = [
@@ -194,6 +195,8 @@ def detect_format(path: Path, display: str | None = None) -> str:
         return "megatron-golden"
     if stripped.startswith(("{", "[")) and '"results"' in text and "busbw" in text:
         return "nccl-tests"
+    if is_sacct_json(text):
+        return "sacct"
     for name, detector in _DETECT:
         if detector(text):
             return name

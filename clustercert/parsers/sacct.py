@@ -1,4 +1,5 @@
-"""Slurm `sacct --parsable2` dumps (with or without a header): jobs and their steps, states normalised."""
+"""Slurm `sacct --parsable2` dumps (with or without a header) and `sacct --json` dumps (sacct_json.py): jobs and
+their steps, states normalised."""
 
 from __future__ import annotations
 
@@ -147,7 +148,8 @@ def parse_sacct(
     timezone: str = "UTC",
     limit: int = DEFAULT_LIMIT,
 ) -> SacctResult:
-    """Job and step rows of a `--parsable2` dump; a header line wins over `fields`, one is required.
+    """Job and step rows of a `--parsable2` dump; a header line wins over `fields`, one is required. A dump that
+    starts with '{' is read as `sacct --json` prints it (sacct_json.py), which needs no field list.
 
     Rows short of trailing fields (a field added between dumps) read them as empty, with a warning naming the
     lines; a requeued job repeated by `sacct --duplicates` is one SacctJob per incarnation.
@@ -164,6 +166,10 @@ def parse_sacct(
             field="timezone",
         ) from None
     text = read_text(path, display, limit=limit)
+    if text.lstrip().startswith("{"):  # `sacct --json` (no --parsable2 dump starts with a brace)
+        from clustercert.parsers.sacct_json import parse_sacct_json
+
+        return parse_sacct_json(text, display, timezone=timezone, zone=zone, fields=fields)
     fast = _sacct_fast(text, display, fields, timezone, zone)
     if fast is not None:
         return fast

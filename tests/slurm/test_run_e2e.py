@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clustercert.parsers.sacct import parse_sacct
 from tests.conftest import ROOT, run_cli
 from tests.slurm.conftest import PLAN_HEADER
 
@@ -245,6 +246,30 @@ def test_efficiency_and_scaling_runs_as_slurm_ran_them(ran: dict[str, object]) -
     assert "  - cc-tiny-lm FP32: the baseline is derived" in stdout
     [line] = [ln for ln in stdout.splitlines() if ln.startswith("  cc-tiny-lm FP32 2 ")]
     assert f"{workload['step_time_s']['mean']:.2f} s vs" in line and line.endswith(workload["status"])
+
+
+def test_sacct_json_reads_as_the_parsable_dump_of_the_same_jobs(ran: dict[str, object], tmp_path: Path) -> None:
+    """Slurm's two dumps of this run's jobs (`sacct --duplicates --json` and `--parsable2`): the same jobs,
+    incarnations, states, durations, times and steps, the requeued node-down job's two incarnations among them."""
+    env = {**os.environ, **ran["env"]}  # type: ignore[dict-item]
+    fields = "JobIDRaw,State,Elapsed,Start,End,Submit"
+    dumps = {}
+    for name, options in (("sacct.json", ["--json"]), ("sacct.txt", ["--parsable2", f"--format={fields}"])):
+        done = subprocess.run(["sacct", "--duplicates", *options], env=env, capture_output=True, text=True,
+                              check=True)
+        dumps[name] = tmp_path / name
+        dumps[name].write_text(done.stdout, encoding="utf-8")
+
+    def records(path: Path) -> dict[tuple[int, int], tuple[object, ...]]:
+        return {(int(j.job_id), j.incarnation): (j.state, j.elapsed_s, j.start, j.end, j.submit,
+                                                 [(s.step_id, s.state, s.elapsed_s, s.start, s.end) for s in j.steps])
+                for j in parse_sacct(path, path.name, timezone="UTC").jobs}
+
+    parsable, dumped = records(dumps["sacct.txt"]), records(dumps["sacct.json"])
+    ended = {key for key, value in parsable.items() if value[3] is not None}  # a job of a later test may run
+    assert len(ended) >= 11
+    assert {key: dumped[key] for key in ended} == {key: parsable[key] for key in ended}
+    assert any(incarnation == 2 for _, incarnation in ended)
 
 
 def test_rerun_resumes_without_resubmitting(ran: dict[str, object]) -> None:
