@@ -87,7 +87,8 @@ def parse_sacct_json(text: str, display: str, *, timezone: str, zone: ZoneInfo,
 
 def _numbered(jobs: list[SacctJob]) -> list[SacctJob]:
     """`jobs` with each requeued job's incarnations numbered in the order they were submitted (`--duplicates`
-    prints every incarnation under one id; 22.05 prints the latest before the earlier ones' neighbours)."""
+    prints every incarnation under one id, not always in order: 22.05 printed a requeued job's first incarnation
+    ahead of every other job and its second in the job's place)."""
     by_id: dict[str, list[int]] = {}
     for index, job in enumerate(jobs):
         by_id.setdefault(job.job_id, []).append(index)
