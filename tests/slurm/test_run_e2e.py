@@ -251,7 +251,8 @@ def test_efficiency_and_scaling_runs_as_slurm_ran_them(ran: dict[str, object]) -
 def test_sacct_json_reads_as_the_parsable_dump_of_the_same_jobs(ran: dict[str, object], tmp_path: Path) -> None:
     """Slurm's two dumps of this run's jobs (`sacct --duplicates --json` and `--parsable2`): the same jobs,
     incarnations, states, durations, times and steps, the requeued node-down job's two incarnations among them."""
-    env = {**os.environ, **ran["env"]}  # type: ignore[dict-item]
+    # sacct prints --parsable2 times in the local zone (TZ), --json ones as epoch seconds: both read as UTC here
+    env = {**os.environ, **ran["env"], "TZ": "UTC"}  # type: ignore[dict-item]
     fields = "JobIDRaw,State,Elapsed,Start,End,Submit"
     dumps = {}
     for name, options in (("sacct.json", ["--json"]), ("sacct.txt", ["--parsable2", f"--format={fields}"])):
