@@ -20,7 +20,8 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.training import read_text
 
-__all__ = ["STATES", "SacctJob", "SacctResult", "SacctStep", "fixed_width_rule", "parse_elapsed", "parse_sacct"]
+__all__ = ["STATES", "SacctJob", "SacctResult", "SacctStep", "base_state", "fixed_width_rule", "parse_elapsed",
+           "parse_sacct"]
 
 FORMAT = "sacct"
 _HINT = "Dump with `sacct --parsable2 --format ...` and pass the same field list."
@@ -236,14 +237,15 @@ def parse_sacct(
         state_raw = row["State"].strip()
         state = states.get(state_raw)
         if state is None:
-            state = state_raw.split(" ")[0].rstrip("+").upper() if state_raw else ""
-            if state not in STATES:
+            try:
+                state = base_state(state_raw)
+            except ValueError:
                 raise EvidenceError(
                     display,
                     f"expected a Slurm state ({', '.join(sorted(STATES))}), got {state_raw[:40]!r}. {_HINT}",
                     line=number,
                     field="State",
-                )
+                ) from None
             states[state_raw] = state
         elapsed_text = row.get("Elapsed", "")
         elapsed = durations.get(elapsed_text)
@@ -396,7 +398,8 @@ def _by_text(column: list[str], read: Callable[[str], _T]) -> dict[str, _T] | No
         return None
 
 
-def _state(text: str) -> str:
+def base_state(text: str) -> str:
+    """The state a printed one names (`CANCELLED by 1234`, `CANCELLED+`: CANCELLED); ValueError when none."""
     state_raw = text.strip()
     state = state_raw.split(" ")[0].rstrip("+").upper() if state_raw else ""
     if state not in STATES:
@@ -453,7 +456,7 @@ class _Rows:
         self.last_id: str | None = None
         read_time = _time
         self.reads: list[tuple[str, Callable[[str], Any]]] = [
-            ("State", lambda t: (_state(t), t.strip())),
+            ("State", lambda t: (base_state(t), t.strip())),
             ("Elapsed", lambda t: parse_elapsed(t, file=display, line=0) if t.strip() else None),
             ("Start", lambda t: read_time(t, zone, display, 0, "Start")),
             ("End", lambda t: read_time(t, zone, display, 0, "End")),

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import json_of
-from clustercert.parsers.sacct import STATES, SacctJob, SacctResult, SacctStep
+from clustercert.parsers.sacct import STATES, SacctJob, SacctResult, SacctStep, base_state
 
 __all__ = ["is_sacct_json", "parse_sacct_json"]
 
@@ -143,11 +143,11 @@ def _state(value: object, display: str, line: int, name: str) -> tuple[str, str]
     if not words or len(words) != len(listed):
         raise EvidenceError(display, f"expected a Slurm state, got {_shown(value)}. {_HINT}", line=line, field=name)
     state_raw = " ".join(words)
-    state = state_raw.split(" ")[0].upper()
-    if state not in STATES:
+    try:
+        return state_raw, base_state(state_raw)
+    except ValueError:
         raise EvidenceError(display, f"expected a Slurm state ({', '.join(sorted(STATES))}), got "
-                            f"{state_raw[:40]!r}. {_HINT}", line=line, field=name)
-    return state_raw, state
+                            f"{state_raw[:40]!r}. {_HINT}", line=line, field=name) from None
 
 
 def _number(value: object, display: str, line: int, name: str) -> int | None:
