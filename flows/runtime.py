@@ -146,18 +146,28 @@ class TemporaryServer:
             for name in _UNNEEDED_SERVICES:
                 env.setdefault(name, "false")
             command.append("--seed")  # a fresh home's database from the template (`flows.server_boot.main`)
-        try:
-            fd, early = tempfile.mkstemp(prefix="clustercert-prefect-server.", suffix=".log")
-            self.early = Path(early)
-            command += ["--early", early]
-        except OSError:  # no writable temporary folder: what it says before it opens its log is lost, not the run
-            fd, self.early = os.open(os.devnull, os.O_WRONLY), None
-        try:
-            self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,
-                                            stderr=fd)
-        finally:
-            os.close(fd)
-        SERVERS.append(self)
+        # From its early output file to its record in SERVERS, a SIGINT or SIGTERM waits (`lifeline.starting`): the
+        # command's stop (`cli.safety`) then stops this server and removes that file with it
+        from clustercert.lifeline import starting
+
+        with starting():
+            try:
+                fd, early = tempfile.mkstemp(prefix="clustercert-prefect-server.", suffix=".log")
+                self.early = Path(early)
+                command += ["--early", early]
+            except OSError:  # no writable temporary folder: what it says before it opens its log is lost, not the run
+                fd, self.early = os.open(os.devnull, os.O_WRONLY), None
+            try:
+                self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,
+                                                stderr=fd)
+            except BaseException:
+                from flows.server_boot import drop_if_empty
+
+                drop_if_empty(self.early)  # no process wrote to it
+                raise
+            finally:
+                os.close(fd)
+            SERVERS.append(self)
         self.warmed = threading.Event()
         threading.Thread(target=self._warm, args=(self.process, self.api_url, self.warmed), daemon=True,
                          name="clustercert-warm-server").start()

@@ -4,6 +4,7 @@ promptly (exit 130 and 143) leaving no unfinished run folder; crash logs written
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+from clustercert import lifeline
 from clustercert.errors import SigningError, UsageError
 
 __all__ = ["SIGNAL_EXIT_CODES", "check_key_dir", "check_reports_dir", "discard_unfinished", "install_signal_handlers",
@@ -116,6 +118,8 @@ def _stop_children() -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if lifeline.defer(functools.partial(_on_signal, signum, frame)):
+        return  # a helper is being started: stopped with the others once the command knows of it
     code = SIGNAL_EXIT_CODES.get(signal.Signals(signum), 128 + signum)
     if _stopping:  # a second signal while stopping: go now
         os._exit(code)

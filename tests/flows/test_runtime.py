@@ -353,14 +353,83 @@ def test_a_run_stopped_while_its_server_starts_leaves_no_file_in_the_temporary_f
     while not _early_files(temporary):
         assert run.poll() is None and time.monotonic() < deadline, run.communicate()
         time.sleep(0.01)
-    [early] = _early_files(temporary)  # the server was spawned and has not yet opened its log (its start takes
-    # a second or more: Prefect's settings are read first)
+    [early] = _early_files(temporary)  # the server is being spawned, or was, and has not yet opened its log (its
+    # start takes a second or more: Prefect's settings are read first)
     assert early.stat().st_size == 0
     run.send_signal(signal.SIGTERM)
     out, err = run.communicate(timeout=60)
     assert run.returncode == 143, out + err
     assert err.splitlines()[-1].startswith("stopped by SIGTERM"), err
     assert _early_files(temporary) == []
+
+
+# The signal comes in the window between the server's early output file and the run's record of the server: just
+# after the file is made (no process yet), or just after the process is forked (not yet recorded). The handler runs
+# at the next step of the main thread, inside spawn_api().
+_SIGNALLED = """
+import os, signal, subprocess, sys, tempfile
+from clustercert.cli import safety
+from flows import runtime
+
+safety.install_signal_handlers()
+where = sys.argv[1]
+made, forked = tempfile.mkstemp, subprocess.Popen
+
+
+def mkstemp(*args, **kwargs):
+    fd, name = made(*args, **kwargs)
+    print("early", name, flush=True)
+    if where == "file":
+        os.kill(os.getpid(), signal.SIGTERM)
+    return fd, name
+
+
+class Popen(forked):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        print("server", self.pid, flush=True)
+        if where == "process":
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+tempfile.mkstemp, subprocess.Popen = mkstemp, Popen
+runtime.spawn_api()
+print("not stopped", flush=True)
+"""
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Every process whose command line holds `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("where", ["file", "process"])
+def test_a_signal_while_the_server_is_spawned_stops_it_with_its_file(tmp_path: Path, where: str) -> None:
+    """SIGTERM right after the server's early output file is made (before its process), or right after its process
+    is forked (before the run recorded it): the run stops the server it was starting and removes that file before it
+    exits. Before, the first left the file in the temporary folder for good (seen: one of 15 runs stopped as the
+    file appeared), the second left the server starting on, orphaned, until its own lifeline noticed."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update({"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path), "PREFECT_HOME": str(tmp_path / "home")})
+    run = subprocess.run([sys.executable, "-c", _SIGNALLED, where], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    said = dict(line.split(" ", 1) for line in run.stdout.splitlines() if " " in line)
+    assert run.returncode == 143, run.stdout + run.stderr
+    assert run.stderr.splitlines()[-1].startswith("stopped by SIGTERM"), run.stderr
+    assert "not stopped" not in run.stdout
+    assert "server" in said, run.stdout  # the process was started: the signal waited for it
+    early = Path(said["early"])
+    assert early.parent == tmp_path
+    assert _early_files(tmp_path) == []  # as the run exited, not later
+    assert _processes_naming(str(early)) == []  # its server is gone too: stopped by the run, not orphaned
 
 
 _KILLED = """
