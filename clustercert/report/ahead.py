@@ -101,7 +101,10 @@ class ChartsAhead:
         self._conn, child_conn = context.Pipe(duplex=True)
         self._process = context.Process(target=_child, args=(child_conn, target, os.getpid()), daemon=True,
                                         name="clustercert-charts")
-        self._process.start()
+        from clustercert.lifeline import starting
+
+        with starting():  # a SIGINT or SIGTERM meanwhile stops the run once the child is among its children
+            self._process.start()
         child_conn.close()  # the child holds its end: a child that dies closes it, and recv() then fails at once
 
     def send(self, results: dict[str, Any]) -> None:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import ROOT, process_running, wait_ended
 
 
@@ -126,3 +128,57 @@ def test_a_start_that_fails_still_runs_what_was_deferred() -> None:
     except OSError:
         pass
     assert ran == ["stop"]
+
+
+# The signal comes just after a helper's process is launched, before multiprocessing counts it among this process'
+# children (`BaseProcess.start` adds it after `_Popen` returns): the handler runs at the next step of the main thread.
+_LAUNCHED = """
+import multiprocessing, os, signal, sys
+from multiprocessing import context
+from clustercert.cli import safety
+
+safety.install_signal_handlers()
+stop_children = safety._stop_children
+
+
+def stopping():
+    print("stopping", *sorted(child.pid for child in multiprocessing.active_children()), flush=True)
+    stop_children()
+
+
+safety._stop_children = stopping
+launch = context.SpawnProcess._Popen
+
+
+def launched(process):
+    popen = launch(process)
+    print("child", popen.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return popen
+
+
+context.SpawnProcess._Popen = staticmethod(launched)
+if sys.argv[1] == "charts":
+    from clustercert.report.ahead import ChartsAhead
+
+    ChartsAhead()
+else:
+    from clustercert.runs.folder import _SecondProcess
+
+    _SecondProcess.start()
+print("not stopped", flush=True)
+"""
+
+
+@pytest.mark.parametrize("helper", ["charts", "pdf"])
+def test_a_signal_as_a_helper_process_is_launched_stops_it_with_the_run(helper: str) -> None:
+    """SIGTERM just after the chart process or the redacted copy's PDF process is launched: the run's stop (which
+    terminates its children) waits until that process is one of them. Before, it stopped the others and exited,
+    and the new process ran on until its own lifeline noticed the run was gone."""
+    run = subprocess.run([sys.executable, "-c", _LAUNCHED, helper], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    said = {line.split()[0]: line.split()[1:] for line in run.stdout.splitlines()}
+    assert run.returncode == 143, run.stdout + run.stderr
+    assert "not stopped" not in said
+    assert said["child"][0] in said["stopping"], run.stdout
+    assert wait_ended([int(said["child"][0])], within_s=30) == []
