@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["GRACE_S", "POLL_S", "defer", "follow_parent", "leave_now", "starting", "stop_gracefully"]
+__all__ = ["GRACE_S", "POLL_S", "defer", "follow_parent", "leave_now", "signals_wait", "stop_gracefully"]
 
 # How often a helper looks for its parent: one system call, so a helper outlives its parent by at most this long
 POLL_S = 0.5
@@ -60,32 +60,35 @@ def follow_parent(parent: int, leave: Callable[[], None] = leave_now, poll_s: fl
 
 
 # The starting side. A signal the command handles (SIGINT, SIGTERM: `cli.safety`) stops what the command started, as
-# far as the command knows of it. Caught in the window between a helper's first trace and the command's record of
-# it, the stop missed that helper: a certification stopped between the temporary server's early output file and
-# its process left that file in the temporary folder for good; stopped while the process was forked, before it was
-# recorded, the run exited with its server still starting, unknown, until the server's own lifeline noticed.
-_starting = [0]  # helpers being started now (`starting`)
+# far as the command knows of it, and ends it at once (past any `finally`). Caught in the window between a helper's
+# first trace and the command's record of it, the stop missed that helper: a certification stopped between the
+# temporary server's early output file and its process left that file in the temporary folder for good; stopped
+# while the process was forked, before it was recorded, the run exited with its server still starting, unknown,
+# until the server's own lifeline noticed. The same holds for a few files that must be put in place together (a new
+# signing key's): a signal between two of them left half a key.
+_held = [0]  # steps under way that signals wait for (`signals_wait`)
 _deferred: list[Callable[[], None]] = []  # what signal handlers asked meanwhile (`defer`), in order
 
 
 @contextlib.contextmanager
-def starting() -> Iterator[None]:
-    """While a helper is started (its files made, its process forked, the command told of it), a signal handler
-    that `defer`s waits: it runs when the block ends, and then stops the helper with everything else."""
-    _starting[0] += 1
+def signals_wait() -> Iterator[None]:
+    """While the block runs (a helper started: its files made, its process launched, the command told of it; or
+    files put in place together), a signal handler that `defer`s waits: it runs when the block ends, and its stop
+    then finds the helper, or the files, whole. For steps of milliseconds: the signal waits as long."""
+    _held[0] += 1
     try:
         yield
     finally:
-        _starting[0] -= 1
-        while not _starting[0] and _deferred:
+        _held[0] -= 1
+        while not _held[0] and _deferred:
             _deferred.pop(0)()
 
 
 def defer(call: Callable[[], None]) -> bool:
-    """`call` held until no helper is being started (`starting`) and True; False, holding nothing, where none is.
-    A signal handler runs between two steps of the main thread, never beside it: a held call runs where that
-    thread leaves the block (or where the thread that is starting the helper does)."""
-    if not _starting[0]:
+    """`call` held until no `signals_wait` block runs, and True; False, holding nothing, where none does. A signal
+    handler runs between two steps of the main thread, never beside it: a held call runs where that thread leaves
+    the block (or where the thread that runs the block does)."""
+    if not _held[0]:
         return False
     _deferred.append(call)
     return True

@@ -146,11 +146,11 @@ class TemporaryServer:
             for name in _UNNEEDED_SERVICES:
                 env.setdefault(name, "false")
             command.append("--seed")  # a fresh home's database from the template (`flows.server_boot.main`)
-        # From its early output file to its record in SERVERS, a SIGINT or SIGTERM waits (`lifeline.starting`): the
+        # From its early output file to its record in SERVERS, a SIGINT or SIGTERM waits (`lifeline.signals_wait`): the
         # command's stop (`cli.safety`) then stops this server and removes that file with it
-        from clustercert.lifeline import starting
+        from clustercert.lifeline import signals_wait
 
-        with starting():
+        with signals_wait():
             try:
                 fd, early = tempfile.mkstemp(prefix="clustercert-prefect-server.", suffix=".log")
                 self.early = Path(early)

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
 from clustercert.errors import SigningError, unwritten
+from clustercert.lifeline import signals_wait
 
 __all__ = [
     "DSSE_PAYLOAD_TYPE",
@@ -126,26 +127,30 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
     files.append((MANIFEST_KEY, private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                       enc), 0o600))
     stage: Path | None = None
-    try:
+    # Written and linked into place with SIGINT and SIGTERM waiting (milliseconds: the keys are made above): the
+    # command's stop ends it past any `finally`, and one that came between two links left half a key (the next run
+    # waited for the rest, then told the user to remove the key directory) and the staging folder in the key directory
+    with signals_wait():
         try:
-            stage = Path(tempfile.mkdtemp(prefix=".creating-", dir=key_dir))
-            for file, data, mode in files:
-                _write_new(stage / file, data, mode)
-        except OSError as exc:  # a full disk: no key is linked into place, none half written
-            raise SigningError(f"{unwritten(key_dir, exc)}; no key was made. Free space there, or set "
-                               "CLUSTERCERT_KEY_DIR to another folder") from None
-        for n, (file, _, _) in enumerate(files):
             try:
-                os.link(stage / file, key_dir / file)
-            except FileExistsError:
-                if n == 0:
-                    raise KeyExistsError(f"{key_dir / file}: a key already exists or is being created. "
-                                         "Remove the key directory first.") from None
-                raise SigningError(f"{key_dir / file}: expected a key directory without it, got one. "
-                                   "Remove the key directory and create the key again") from None
-    finally:
-        if stage is not None:
-            shutil.rmtree(stage, ignore_errors=True)
+                stage = Path(tempfile.mkdtemp(prefix=".creating-", dir=key_dir))
+                for file, data, mode in files:
+                    _write_new(stage / file, data, mode)
+            except OSError as exc:  # a full disk: no key is linked into place, none half written
+                raise SigningError(f"{unwritten(key_dir, exc)}; no key was made. Free space there, or set "
+                                   "CLUSTERCERT_KEY_DIR to another folder") from None
+            for n, (file, _, _) in enumerate(files):
+                try:
+                    os.link(stage / file, key_dir / file)
+                except FileExistsError:
+                    if n == 0:
+                        raise KeyExistsError(f"{key_dir / file}: a key already exists or is being created. "
+                                             "Remove the key directory first.") from None
+                    raise SigningError(f"{key_dir / file}: expected a key directory without it, got one. "
+                                       "Remove the key directory and create the key again") from None
+        finally:
+            if stage is not None:
+                shutil.rmtree(stage, ignore_errors=True)
     return KeyPair(private, fingerprint(private.public_key()), dev, key_dir, passphrase)
 
 

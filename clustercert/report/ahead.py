@@ -101,9 +101,9 @@ class ChartsAhead:
         self._conn, child_conn = context.Pipe(duplex=True)
         self._process = context.Process(target=_child, args=(child_conn, target, os.getpid()), daemon=True,
                                         name="clustercert-charts")
-        from clustercert.lifeline import starting
+        from clustercert.lifeline import signals_wait
 
-        with starting():  # a SIGINT or SIGTERM meanwhile stops the run once the child is among its children
+        with signals_wait():  # a SIGINT or SIGTERM meanwhile stops the run once the child is among its children
             self._process.start()
         child_conn.close()  # the child holds its end: a child that dies closes it, and recv() then fails at once
 

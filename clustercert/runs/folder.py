@@ -34,7 +34,7 @@ from clustercert.evidence.guards import (
     whole_sha256,
 )
 from clustercert.evidence.hashing import sha256_bytes, sha256_file
-from clustercert.lifeline import follow_parent, starting
+from clustercert.lifeline import follow_parent, signals_wait
 from clustercert.report import Redactor, build_context, render_html, render_pdf
 from clustercert.report.ahead import usable_cores
 from clustercert.report.charts import shared_charts
@@ -442,7 +442,7 @@ class _SecondProcess:
             pool = concurrent.futures.ProcessPoolExecutor(max_workers=1,
                                                           mp_context=multiprocessing.get_context("spawn"),
                                                           initializer=follow_parent, initargs=(os.getpid(),))
-            with starting():  # its process starts here: a SIGINT or SIGTERM meanwhile stops it with the run
+            with signals_wait():  # its process starts here: a SIGINT or SIGTERM meanwhile stops it with the run
                 pool.submit(_import_renderer)
         except OSError as exc:  # no process or pipe left to this user: the PDFs are rendered here
             log.warning("the report's PDFs: no second process (%s); rendered one after the other", exc)

@@ -101,14 +101,14 @@ def test_the_redacted_copys_pdf_process_ends_when_the_run_is_killed() -> None:
 
 
 def test_a_call_deferred_while_a_helper_starts_runs_once_the_outermost_start_ends() -> None:
-    """`defer` holds a signal handler's call only inside `starting` (nested starts: until the outermost ends), in
+    """`defer` holds a signal handler's call only inside `signals_wait` (nested: until the outermost ends), in
     the order the calls came; outside one it holds nothing and the handler goes on itself."""
-    from clustercert.lifeline import defer, starting
+    from clustercert.lifeline import defer, signals_wait
 
     ran: list[str] = []
     assert defer(lambda: ran.append("outside")) is False and ran == []
-    with starting():
-        with starting():
+    with signals_wait():
+        with signals_wait():
             assert defer(lambda: ran.append("first")) is True
         assert ran == []  # the inner start ended, the outer has not
         assert defer(lambda: ran.append("second")) is True
@@ -118,11 +118,11 @@ def test_a_call_deferred_while_a_helper_starts_runs_once_the_outermost_start_end
 
 
 def test_a_start_that_fails_still_runs_what_was_deferred() -> None:
-    from clustercert.lifeline import defer, starting
+    from clustercert.lifeline import defer, signals_wait
 
     ran: list[str] = []
     try:
-        with starting():
+        with signals_wait():
             defer(lambda: ran.append("stop"))
             raise OSError("fork failed")
     except OSError:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import os
 import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,7 @@ from clustercert.attest.signing import (
 from clustercert.errors import SigningError
 
 NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_private_parts_are_0600_and_passphrase_protects(tmp_path: Path) -> None:
@@ -50,6 +54,47 @@ def test_keys_init_refuses_to_overwrite(tmp_path: Path) -> None:
     init_keys(tmp_path, passphrase=None, common_name="t", dev=False, now=NOW)
     with pytest.raises(SigningError, match="already exists"):
         init_keys(tmp_path, passphrase=None, common_name="t", dev=False, now=NOW)
+
+
+# SIGTERM as the first of the new key's files is linked into place, in a command that stops on it (cli.safety)
+_STOPPED_MIDWAY = """
+import datetime as dt, os, signal, sys
+from pathlib import Path
+from clustercert.attest.signing import ensure_dev_key
+from clustercert.cli import safety
+
+safety.install_signal_handlers()
+link = os.link
+
+
+def linked(source, target):
+    link(source, target)
+    if not signalled:
+        signalled.append(target)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+signalled = []
+os.link = linked
+ensure_dev_key(Path(sys.argv[1]), passphrase=None, now=dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+print("not stopped", flush=True)
+"""
+
+
+def test_a_signal_between_the_keys_files_leaves_a_whole_key_and_no_staging_folder(tmp_path: Path) -> None:
+    """A first certification stopped (Ctrl-C, SIGTERM) while it put its development key in place: the key is put
+    in place whole, then the command stops (exit 143). Before, it stopped after the first file: half a key, which
+    the next run waited 30 s for and then refused, and the staging folder left in the key directory."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    run = subprocess.run([sys.executable, "-c", _STOPPED_MIDWAY, str(keys)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert run.returncode == 143, run.stdout + run.stderr
+    assert "not stopped" not in run.stdout
+    assert run.stderr.startswith("stopped by SIGTERM"), run.stderr
+    assert not [p.name for p in keys.iterdir() if p.name.startswith(".creating-")]
+    pair = load_signing_key(keys, None)  # whole: the next run signs with it
+    assert pair.dev_key
 
 
 def test_dsse_pae_matches_the_specification_example() -> None:
