@@ -159,8 +159,9 @@ def rerun(
     settings = load_settings()
     from clustercert.cli import safety
 
-    work, signer = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work
-    with safety.scratch(work) if keep is None else nullcontext(work):  # a temporary one goes, also on a signal
+    signer = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work
+    # a temporary folder goes, also on a signal
+    with safety.scratch(_temporary_folder) if keep is None else nullcontext(keep) as work:
         root = bundle or Path(str(predicate["run"]["bundle_path"]))
         replay = work / run_id
         copies = compared_copies(run_dir)  # the redacted copy too, where the run wrote one (with this key's secret)
@@ -203,10 +204,11 @@ def rerun(
     raise Exit(1)
 
 
-def _rerun_checks(settings: Settings, keep: Path | None, run_id: str) -> tuple[Path, str]:
+def _rerun_checks(settings: Settings, keep: Path | None, run_id: str) -> str:
     """What `certify` checks before any work, for a re-run: the key directory, the signing key and the PDF signer,
-    then the folder the re-run writes into (`keep`: created if need be, writable, without a folder of this run id;
-    else a new temporary folder). Returns that folder and the signing key's fingerprint."""
+    then the folder the re-run writes into, where given (`keep`: created if need be, writable, without a folder of
+    this run id; else a temporary folder is made next, `_temporary_folder`). Returns the signing key's
+    fingerprint."""
     from clustercert.attest.signing import load_pdf_signer, load_signing_key
     from clustercert.cli import safety
 
@@ -218,9 +220,13 @@ def _rerun_checks(settings: Settings, keep: Path | None, run_id: str) -> tuple[P
         if (keep / run_id).exists() or (keep / run_id).is_symlink():
             raise UsageError(f"{keep / run_id}: expected a new folder for the re-run, got one that exists. "
                              "Give another --keep folder or remove that one")
-        return keep, pair.fingerprint
+    return pair.fingerprint
+
+
+def _temporary_folder() -> Path:
+    """A new temporary folder for a re-run that keeps nothing; a UsageError where none can be made."""
     try:
-        return Path(tempfile.mkdtemp(prefix="clustercert-rerun-")), pair.fingerprint
+        return Path(tempfile.mkdtemp(prefix="clustercert-rerun-"))
     except OSError as exc:
         raise UsageError(f"{tempfile.gettempdir()}: expected a writable temporary folder for the re-run, got "
                          f"{exc.strerror}. Set TMPDIR to a writable folder or give --keep DIR") from None

@@ -10,7 +10,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -65,11 +65,14 @@ def discard_unfinished(run_dir: Path | None) -> str:
 
 
 @contextlib.contextmanager
-def scratch(folder: Path) -> Iterator[Path]:
-    """`folder`, a temporary folder of the command's own, removed with all it holds when the block ends, also when
-    SIGINT or SIGTERM stops the command (which ends it with os._exit, past any `finally`): a re-run stopped so
-    left its folder in the temporary folder, a whole signed run folder when the signal came late."""
-    _scratch.append(folder)
+def scratch(make: Callable[[], Path]) -> Iterator[Path]:
+    """A temporary folder of the command's own, made by `make`, removed with all it holds when the block ends, also
+    when SIGINT or SIGTERM stops the command (which ends it with os._exit, past any `finally`): a re-run stopped so
+    left its folder in the temporary folder, a whole signed run folder when the signal came late. A signal waits
+    while the folder is made and recorded here (`lifeline.signals_wait`), so none comes between the two."""
+    with lifeline.signals_wait():
+        folder = make()
+        _scratch.append(folder)
     try:
         yield folder
     finally:

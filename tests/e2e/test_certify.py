@@ -410,6 +410,48 @@ def test_a_rerun_stopped_midway_leaves_nothing_in_the_temporary_folder(certified
     assert list(temporary.iterdir()) == []
 
 
+# `clustercert rerun` as a user runs it, SIGTERM arriving just as its temporary folder is made (tempfile.mkdtemp
+# returned; the handler runs at the next step of the main thread)
+_RERUN_SIGNALLED = """
+import os, signal, sys, tempfile
+from clustercert.cli.app import entry
+
+made = tempfile.mkdtemp
+
+
+def mkdtemp(*args, **kwargs):
+    name = made(*args, **kwargs)
+    print("made", name, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return name
+
+
+tempfile.mkdtemp = mkdtemp
+sys.argv = ["clustercert", "rerun", sys.argv[1]]
+entry()
+"""
+
+
+def test_a_rerun_stopped_as_its_temporary_folder_is_made_leaves_nothing(certified: dict[str, Any],
+                                                                         tmp_path: Path) -> None:
+    """The re-run's temporary folder is made and recorded as the run's own with a signal waiting: stopped in
+    between, the re-run left the empty folder in the temporary folder."""
+    import os
+
+    from tests.conftest import shared_prefect_server
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", "TMPDIR": str(temporary),
+           "PREFECT_API_URL": shared_prefect_server().api_url}
+    run = subprocess.run([sys.executable, "-c", _RERUN_SIGNALLED, str(certified["run_dir"])], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 143, run.stdout + run.stderr
+    assert run.stderr.splitlines()[-1].startswith("stopped by SIGTERM"), run.stderr
+    assert run.stdout.startswith(f"made {temporary}{os.sep}clustercert-rerun-"), run.stdout
+    assert list(temporary.iterdir()) == []
+
+
 def test_rerun_on_one_core_reproduces_both_copies_byte_for_byte(certified: dict[str, Any]) -> None:
     """Same inputs + the run metadata recorded in the manifest => the same results, the same HTML bytes and the same
     unsigned PDF (the signed PDF's first revision), for the auditor's report and its redacted copy. The
