@@ -64,23 +64,28 @@ def follow_parent(parent: int, leave: Callable[[], None] = leave_now, poll_s: fl
 # first trace and the command's record of it, the stop missed that helper: a certification stopped between the
 # temporary server's early output file and its process left that file in the temporary folder for good; stopped
 # while the process was forked, before it was recorded, the run exited with its server still starting, unknown,
-# until the server's own lifeline noticed. The same holds for a few files that must be put in place together (a new
-# signing key's): a signal between two of them left half a key.
-_held = [0]  # steps under way that signals wait for (`signals_wait`)
+# until the server's own lifeline noticed. The same holds for files put in place: a signal between two of a new
+# signing key's left half a key, one during `evidence seal` left its temporary file in the user's bundle.
+_held = [0]  # steps under way that signals wait for (`signals_wait`), in any thread
+_held_lock = threading.Lock()  # for the count's changes (threads write files at once); never taken by `defer`
 _deferred: list[Callable[[], None]] = []  # what signal handlers asked meanwhile (`defer`), in order
 
 
 @contextlib.contextmanager
 def signals_wait() -> Iterator[None]:
     """While the block runs (a helper started: its files made, its process launched, the command told of it; or
-    files put in place together), a signal handler that `defer`s waits: it runs when the block ends, and its stop
-    then finds the helper, or the files, whole. For steps of milliseconds: the signal waits as long."""
-    _held[0] += 1
+    a file put in place), a signal handler that `defer`s waits: it runs when the last such block ends, in whichever
+    thread, and its stop then finds the helper, or the files, whole. For steps of milliseconds: the signal waits as
+    long."""
+    with _held_lock:
+        _held[0] += 1
     try:
         yield
     finally:
-        _held[0] -= 1
-        while not _held[0] and _deferred:
+        with _held_lock:
+            _held[0] -= 1
+            last = not _held[0]
+        while last and _deferred:
             _deferred.pop(0)()
 
 

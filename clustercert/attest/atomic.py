@@ -9,13 +9,21 @@ import tempfile
 from pathlib import Path
 
 from clustercert.errors import UsageError, unwritten
+from clustercert.lifeline import signals_wait
 
 __all__ = ["write_atomic"]
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
     """Write `data` to a new temporary file beside `path` (never through a link), flush it to disk, then
-    rename it into place: readers see the old state or the whole new file, never part of it."""
+    rename it into place: readers see the old state or the whole new file, never part of it. A SIGINT or SIGTERM
+    meanwhile waits for the file (`lifeline.signals_wait`): the command's stop ends it past any `finally`, which
+    left the temporary file beside `path` (in the user's bundle, for a seal)."""
+    with signals_wait():
+        return _write_atomic(path, data)
+
+
+def _write_atomic(path: Path, data: bytes) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:

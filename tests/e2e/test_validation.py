@@ -206,6 +206,42 @@ def test_evidence_seal_writes_the_manifest(tmp_path: Path) -> None:
     assert (bundle / "MANIFEST.sha256").read_text() == (SAMPLE / "MANIFEST.sha256").read_text()
 
 
+# `clustercert evidence seal` as a user runs it, SIGTERM arriving while the seal's temporary file is flushed to disk
+_SEAL_SIGNALLED = """
+import os, signal, sys
+from clustercert.cli.app import main
+
+flush = os.fsync
+
+
+def fsync(fd):
+    flush(fd)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+os.fsync = fsync
+raise SystemExit(main(["evidence", "seal", sys.argv[1]]))
+"""
+
+
+def test_a_seal_stopped_midway_leaves_no_temporary_file_in_the_bundle(tmp_path: Path) -> None:
+    """The user's bundle holds its files and a whole seal after a stopped `evidence seal`, never the seal's
+    temporary file: SIGTERM ends the command past write_atomic's clean-up, so the write is let finish first."""
+    import os
+    import subprocess
+    import sys
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SAMPLE, bundle)
+    (bundle / "MANIFEST.sha256").unlink()
+    run = subprocess.run([sys.executable, "-c", _SEAL_SIGNALLED, str(bundle)], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, check=False)
+    assert run.returncode == 143, run.stdout + run.stderr
+    assert run.stderr.startswith("stopped by SIGTERM"), run.stderr
+    assert sorted(p.name for p in bundle.iterdir()) == sorted(p.name for p in SAMPLE.iterdir())
+    assert (bundle / "MANIFEST.sha256").read_text() == (SAMPLE / "MANIFEST.sha256").read_text()
+
+
 def test_evidence_check_accepts_the_shipped_sample(tmp_path: Path) -> None:
     proc = run_cli("evidence", "check", str(SAMPLE), "--json")
     assert proc.returncode == 0, proc.stderr
