@@ -24,6 +24,7 @@ SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signa
 _ENVELOPE = "manifest.dsse.json"  # attest.manifest.ENVELOPE (not imported: this module loads before anything heavy)
 _state: dict[str, Path | None] = {"run_dir": None}
 _scratch: list[Path] = []  # the command's own temporary folders (`scratch`), removed on a signal too
+_partial: list[Path] = []  # the output folder a command is writing (`partial`), removed on a signal
 _stopping: list[int] = []
 
 
@@ -81,6 +82,23 @@ def scratch(make: Callable[[], Path]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
+def partial(folder: Path) -> Iterator[Path]:
+    """`folder`, made now (a UsageError where it exists), for the block to fill: removed with what it holds when
+    SIGINT or SIGTERM stops the command before the block ends (a stopped `simulate` left half a bundle), kept when
+    the block ends, however it ends (its caller decides). Made and recorded with a signal waiting."""
+    with lifeline.signals_wait():
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            raise UsageError(f"{folder}: already exists; choose a new folder") from None
+        _partial.append(folder)
+    try:
+        yield folder
+    finally:
+        _partial.remove(folder)
+
+
+@contextlib.contextmanager
 def running(run_dir: Path) -> Iterator[None]:
     """While the block runs, a signal or a failure removes the unfinished `run_dir`."""
     _state["run_dir"] = run_dir
@@ -128,6 +146,9 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         os._exit(code)
     _stopping.append(signum)
     note = discard_unfinished(_state["run_dir"])
+    for folder in _partial:
+        shutil.rmtree(folder, ignore_errors=True)
+        note += f"; the unfinished {folder} was removed"
     name = signal.Signals(signum).name
     with contextlib.suppress(OSError):
         os.write(2, f"stopped by {name}{note}. Run the command again to start anew.\n".encode())

@@ -37,3 +37,42 @@ def test_fault_none_gives_a_clean_run_and_other_seeds_other_bytes(tmp_path: Path
     assert main(["simulate", "--out", str(tmp_path / "seed8"), "--fault", "none", "--seed", "8"]) == 0
     log = "training/grok1-314b/bf16/512/r1.log"
     assert (tmp_path / "clean" / log).read_bytes() != (tmp_path / "seed8" / log).read_bytes()
+
+
+# `clustercert simulate` as a user runs it, SIGTERM arriving after its third file is written
+_STOPPED = """
+import os, pathlib, signal, sys
+from clustercert.cli.app import main
+
+written = []
+write_text = pathlib.Path.write_text
+
+
+def counted(self, *args, **kwargs):
+    done = write_text(self, *args, **kwargs)
+    written.append(self)
+    if len(written) == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return done
+
+
+pathlib.Path.write_text = counted
+raise SystemExit(main(["simulate", "--out", sys.argv[1], "--repeats", "1"]))
+"""
+
+
+def test_a_stopped_simulate_leaves_no_partial_bundle(tmp_path: Path) -> None:
+    """SIGTERM while `simulate` writes its bundle: the folder it made goes with what it holds (it left half a
+    bundle, unsealed, where the next `simulate --out` is refused), and the one line says so."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "sub" / "bundle"
+    run = subprocess.run([sys.executable, "-c", _STOPPED, str(out)], cwd=Path(__file__).resolve().parents[2],
+                         capture_output=True, text=True, timeout=300, check=False,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert run.returncode == 143, run.stdout + run.stderr
+    assert run.stderr == (f"stopped by SIGTERM; the unfinished {out} was removed. Run the command again to start "
+                          "anew.\n")
+    assert list((tmp_path / "sub").iterdir()) == []
