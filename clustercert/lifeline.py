@@ -59,7 +59,7 @@ def follow_parent(parent: int, leave: Callable[[], None] = leave_now, poll_s: fl
     return True
 
 
-# The starting side. A signal the command handles (SIGINT, SIGTERM: `cli.safety`) stops what the command started, as
+# Signals that wait. A signal the command handles (SIGINT, SIGTERM: `cli.safety`) stops what the command started, as
 # far as the command knows of it, and ends it at once (past any `finally`). Caught in the window between a helper's
 # first trace and the command's record of it, the stop missed that helper: a certification stopped between the
 # temporary server's early output file and its process left that file in the temporary folder for good; stopped
@@ -85,8 +85,12 @@ def signals_wait() -> Iterator[None]:
         with _held_lock:
             _held[0] -= 1
             last = not _held[0]
-        while last and _deferred:
-            _deferred.pop(0)()
+        while last:
+            try:
+                call = _deferred.pop(0)  # not looked at first: `defer` may take a call back meanwhile
+            except IndexError:
+                break
+            call()
 
 
 def defer(call: Callable[[], None]) -> bool:
@@ -96,4 +100,12 @@ def defer(call: Callable[[], None]) -> bool:
     if not _held[0]:
         return False
     _deferred.append(call)
-    return True
+    if _held[0]:
+        return True
+    # The last block ended meanwhile (in another thread), maybe after it looked for held calls: the call is taken
+    # back and made here, unless that thread took it (list operations are atomic: one of the two gets it)
+    try:
+        _deferred.remove(call)
+    except ValueError:
+        return True
+    return False

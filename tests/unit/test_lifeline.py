@@ -130,6 +130,23 @@ def test_a_start_that_fails_still_runs_what_was_deferred() -> None:
     assert ran == ["stop"]
 
 
+def test_a_call_deferred_as_the_last_block_ends_in_another_thread_is_made_by_the_handler(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler saw a block running, and the block's thread ended it (and looked for held calls) before the call
+    was held: `defer` takes the call back and says the handler must go on itself, so no signal is lost."""
+    from clustercert import lifeline
+
+    class EndsAsHeld(list[object]):
+        def append(self, call: object) -> None:
+            super().append(call)
+            lifeline._held[0] = 0  # the other thread's block ended just now
+
+    monkeypatch.setattr(lifeline, "_held", [1])
+    monkeypatch.setattr(lifeline, "_deferred", EndsAsHeld())
+    assert lifeline.defer(lambda: None) is False
+    assert list(lifeline._deferred) == []
+
+
 # The signal comes just after a helper's process is launched, before multiprocessing counts it among this process'
 # children (`BaseProcess.start` adds it after `_Popen` returns): the handler runs at the next step of the main thread.
 _LAUNCHED = """
