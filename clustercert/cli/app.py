@@ -296,7 +296,7 @@ def simulate(
     settings = load_settings()
     catalog = load_catalog(build_topology(sc.system, sc.gpus).catalog, settings.references_dir)
     try:
-        with safety.partial(out_dir):  # a signal meanwhile removes it
+        with safety.output_folder(out_dir):  # a signal meanwhile removes it
             write_bundle(out_dir, sc, catalog)
     except OSError as exc:  # a full disk: the folder this command made, half written, is not left as a bundle
         shutil.rmtree(out_dir, ignore_errors=True)

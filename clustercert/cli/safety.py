@@ -18,13 +18,13 @@ from clustercert import lifeline
 from clustercert.errors import SigningError, UsageError
 
 __all__ = ["SIGNAL_EXIT_CODES", "check_key_dir", "check_reports_dir", "discard_unfinished", "install_signal_handlers",
-           "own_prefect_sigterm", "running", "scratch", "write_crash_log"]
+           "output_folder", "own_prefect_sigterm", "running", "scratch", "write_crash_log"]
 
 SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal number, as shells report it
 _ENVELOPE = "manifest.dsse.json"  # attest.manifest.ENVELOPE (not imported: this module loads before anything heavy)
 _state: dict[str, Path | None] = {"run_dir": None}
 _scratch: list[Path] = []  # the command's own temporary folders (`scratch`), removed on a signal too
-_partial: list[Path] = []  # the output folder a command is writing (`partial`), removed on a signal
+_outputs: list[Path] = []  # the output folder a command is writing (`output_folder`), removed on a signal
 _stopping: list[int] = []
 
 
@@ -82,7 +82,7 @@ def scratch(make: Callable[[], Path]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def partial(folder: Path) -> Iterator[Path]:
+def output_folder(folder: Path) -> Iterator[Path]:
     """`folder`, made now (a UsageError where it exists), for the block to fill: removed with what it holds when
     SIGINT or SIGTERM stops the command before the block ends (a stopped `simulate` left half a bundle), kept when
     the block ends, however it ends (its caller decides). Made and recorded with a signal waiting."""
@@ -91,11 +91,11 @@ def partial(folder: Path) -> Iterator[Path]:
             folder.mkdir(parents=True)
         except FileExistsError:
             raise UsageError(f"{folder}: already exists; choose a new folder") from None
-        _partial.append(folder)
+        _outputs.append(folder)
     try:
         yield folder
     finally:
-        _partial.remove(folder)
+        _outputs.remove(folder)
 
 
 @contextlib.contextmanager
@@ -140,13 +140,13 @@ def _stop_children() -> None:
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     if lifeline.defer(functools.partial(_on_signal, signum, frame)):
-        return  # a helper is being started: stopped with the others once the command knows of it
+        return  # a step that makes something (a helper, a file, a folder) is under way: handled as it ends
     code = SIGNAL_EXIT_CODES.get(signal.Signals(signum), 128 + signum)
     if _stopping:  # a second signal while stopping: go now
         os._exit(code)
     _stopping.append(signum)
     note = discard_unfinished(_state["run_dir"])
-    for folder in _partial:
+    for folder in _outputs:
         shutil.rmtree(folder, ignore_errors=True)
         note += f"; the unfinished {folder} was removed"
     name = signal.Signals(signum).name
