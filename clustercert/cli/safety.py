@@ -41,9 +41,10 @@ def check_reports_dir(reports: Path) -> None:
     if not reports.is_dir():
         raise UsageError(f"{reports}: expected a folder for run folders, got something else. {hint}")
     try:
-        fd, probe = tempfile.mkstemp(prefix=".clustercert-probe-", dir=reports)
-        os.close(fd)
-        os.unlink(probe)
+        with lifeline.signals_wait():  # a signal waits for the probe's removal: none is left in the user's folder
+            fd, probe = tempfile.mkstemp(prefix=".clustercert-probe-", dir=reports)
+            os.close(fd)
+            os.unlink(probe)
     except OSError as exc:
         raise UsageError(f"{reports}: expected a writable folder for run folders, got {exc.strerror}. {hint}") from None
 

@@ -189,6 +189,43 @@ def test_read_only_output_folder_is_refused(tmp_path: Path) -> None:
         safety.check_reports_dir(reports)
 
 
+# The output folder's check as a command makes it, SIGTERM arriving as its probe file is closed (before its removal)
+_PROBE_SIGNALLED = """
+import os, signal, sys
+from pathlib import Path
+from clustercert.cli import safety
+
+safety.install_signal_handlers()
+close = os.close
+
+
+def closed(fd):
+    close(fd)
+    os.close = close
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+os.close = closed
+safety.check_reports_dir(Path(sys.argv[1]))
+print("not stopped", flush=True)
+"""
+
+
+def test_a_command_stopped_while_it_checks_the_output_folder_leaves_no_probe_there(tmp_path: Path) -> None:
+    """The probe file that shows the folder writable is removed before a signal stops the command: stopped in
+    between, the command left `.clustercert-probe-*` in the user's output folder."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    reports = tmp_path / "reports"
+    run = subprocess.run([sys.executable, "-c", _PROBE_SIGNALLED, str(reports)], cwd=root, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, check=False)
+    assert run.returncode == 143, run.stdout + run.stderr
+    assert "not stopped" not in run.stdout
+    assert list(reports.iterdir()) == []
+
+
 def test_redaction_reaches_hostnames_inside_run_ids_and_file_paths(hostile: Count) -> None:
     nodes = ["gb-r1-n02", "gb-r2-n02", "gb-r4-n10", "gb-r7-n10", "gb-r4-n1"]
     redactor = Redactor(b"k" * 32, nodes)
