@@ -39,6 +39,7 @@ from clustercert.evidence.bundle import load_bundle
 from clustercert.report import Redactor
 from clustercert.runs.folder import create_run_dir
 from clustercert.runs.meta import new_run_meta
+from tests.conftest import ROOT
 from tests.hostile.helpers import write_bundle
 
 Count = Callable[[int], None]
@@ -217,10 +218,9 @@ def test_a_command_stopped_while_it_checks_the_output_folder_leaves_no_probe_the
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[2]
     reports = tmp_path / "reports"
-    run = subprocess.run([sys.executable, "-c", _PROBE_SIGNALLED, str(reports)], cwd=root, capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120, check=False)
+    run = subprocess.run([sys.executable, "-c", _PROBE_SIGNALLED, str(reports)], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
     assert run.returncode == 143, run.stdout + run.stderr
     assert "not stopped" not in run.stdout
     assert list(reports.iterdir()) == []

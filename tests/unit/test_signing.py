@@ -28,9 +28,9 @@ from clustercert.attest.signing import (
     verify_pdf_signature,
 )
 from clustercert.errors import SigningError
+from tests.conftest import ROOT
 
 NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_private_parts_are_0600_and_passphrase_protects(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from clustercert.cli.app import main
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
@@ -69,9 +70,8 @@ def test_a_stopped_simulate_leaves_no_partial_bundle(tmp_path: Path) -> None:
     import sys
 
     out = tmp_path / "sub" / "bundle"
-    run = subprocess.run([sys.executable, "-c", _STOPPED, str(out)], cwd=Path(__file__).resolve().parents[2],
-                         capture_output=True, text=True, timeout=300, check=False,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    run = subprocess.run([sys.executable, "-c", _STOPPED, str(out)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 143, run.stdout + run.stderr
     assert run.stderr == (f"stopped by SIGTERM; the unfinished {out} was removed. Run the command again to start "
                           "anew.\n")
