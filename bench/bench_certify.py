@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gauge import gauge  # bench/ is the script's folder: first on its path
+from gauge import gauge, processor  # bench/ is the script's folder: first on its path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "evidence" / "gb200-seed"
@@ -84,6 +84,7 @@ def main() -> None:
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "processor": processor(),
         "processor_count": os.cpu_count(),
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],

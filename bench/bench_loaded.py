@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_certify import ROOT, SAMPLE, _env, time_certify
-from gauge import gauge
+from gauge import gauge, processor  # bench/ is the script's folder: first on its path
 
 
 def _spin() -> None:  # pragma: no cover - runs in a child process until terminated
@@ -64,6 +64,7 @@ def main() -> None:
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "processor": processor(),
         "processor_count": os.cpu_count(),
         "busy_processes": args.busy,
         "loadavg_before": [round(x, 2) for x in load_before],

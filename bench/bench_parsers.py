@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gauge import gauge  # bench/ is the script's folder: first on its path
+from gauge import gauge, processor  # bench/ is the script's folder: first on its path
 
 from clustercert.parsers import FORMATS
 
@@ -212,7 +212,7 @@ def main() -> None:
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "processor": _processor(),
+        "processor": processor(),
         "processor_count": os.cpu_count(),
         # the machine is shared: the 1-minute load average before and after (2 cores: 2.0 is fully busy)
         "load_average_1m": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
@@ -234,14 +234,6 @@ def _resident_kib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 1024
 
 
-def _processor() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

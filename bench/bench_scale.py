@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gauge import gauge  # bench/ is the script's folder: first on its path
+from gauge import gauge, processor  # bench/ is the script's folder: first on its path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_512_S = 90.0
@@ -471,14 +471,6 @@ def certify(bundle: Path, work: Path, limit_bytes: int, timeout_s: float) -> dic
 # --------------------------------------------------------------------------------------------- the machine
 
 def machine() -> dict[str, Any]:
-    processor = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                processor = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     mem = 0
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -486,7 +478,7 @@ def machine() -> dict[str, Any]:
                 mem = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return {"processor": processor, "machine": platform.machine(), "cores": os.cpu_count(),
+    return {"processor": processor(), "machine": platform.machine(), "cores": os.cpu_count(),
             "memory_gib": round(mem / 1024**3, 1), "python": platform.python_version()}
 
 

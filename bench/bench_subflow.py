@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gauge import gauge  # bench/ is the script's folder: first on its path
+from gauge import gauge, processor  # bench/ is the script's folder: first on its path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "evidence" / "gb200-seed"
@@ -159,7 +159,8 @@ def main() -> int:
     }
     result = {
         "schema_version": 1, "benchmark": "subflow", "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(), "machine": platform.machine(), "processor_count": os.cpu_count(),
+        "python": platform.python_version(), "machine": platform.machine(), "processor": processor(),
+        "processor_count": os.cpu_count(),
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "gauge_s": {"before": before, "after": gauge()}, "sample": str(SAMPLE.relative_to(ROOT)),
