@@ -67,7 +67,8 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     speed_before = gauge()
-    imports, runs = [], []
+    imports: list[float] = []
+    runs: list[dict[str, Any]] = []
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="clustercert-bench-") as tmp:
             env = _env(Path(tmp))

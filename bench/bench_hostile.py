@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def main() -> int:
             size += len(runs[-1])
             i += 1
         (root / "bundle.yaml").write_text(HEAD + "".join(runs))
-        seconds, outcome = _timed(lambda root=root: load_bundle(root))
+        seconds, outcome = _timed(partial(load_bundle, root))
         figures.append({"case": f"bundle.yaml of {mb} MB ({i} runs)", "seconds": round(seconds, 3), "outcome": outcome})
     cases: list[tuple[str, str, Callable[[Path], object]]] = [
         ("nccl-tests: one 1 MB line of '0:'", "# nThread 1 nGpus 1\n" + "0:" * (1 << 19) + "\n", lambda p: parse_nccl_tests(p, str(p))),
@@ -62,7 +63,7 @@ def main() -> int:
     for name, text, action in cases:
         path = work / "f.txt"
         path.write_text(text)
-        seconds, outcome = _timed(lambda path=path, action=action: action(path))
+        seconds, outcome = _timed(partial(action, path))
         figures.append({"case": name, "seconds": round(seconds, 3), "outcome": outcome})
     out = {"schema_version": 1, "when": datetime.now(UTC).isoformat(timespec="seconds"),
            "machine": platform.machine(), "python": platform.python_version(), "figures": figures}

@@ -100,13 +100,13 @@ def _spawn_write(out: Path, args: argparse.Namespace, gpus: int) -> dict[str, An
     seconds = time.perf_counter() - started
     tail = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
     rc = os.waitstatus_to_exitcode(status)
-    out: dict[str, Any] = {"seconds": round(seconds, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-                           "exit_code": rc}
+    figures: dict[str, Any] = {"seconds": round(seconds, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+                               "exit_code": rc}
     if rc != 0:
-        out["stderr_tail"] = tail
+        figures["stderr_tail"] = tail
         last = [line for line in tail.splitlines() if line.strip()]
-        out["error"] = last[-1] if last else f"exit {rc}"
-    return out
+        figures["error"] = last[-1] if last else f"exit {rc}"
+    return figures
 
 
 def bundle_stats(root: Path) -> dict[str, Any]:
