@@ -10,8 +10,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from functools import partial
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
