@@ -234,7 +234,5 @@ def _resident_kib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 1024
 
 
-
-
 if __name__ == "__main__":
     main()

@@ -57,7 +57,7 @@ def gauge() -> dict[str, Any]:
 
 def processor() -> str:
     """The processor's model name (/proc/cpuinfo): the machine a figure was measured on (this project's 2-core
-    machine was an AMD EPYC until 2026-12-05, an Intel Xeon since; gauges of the two are not the same scale)."""
+    machine was an AMD EPYC until 2026-12-05, an Intel Xeon since)."""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith("model name"):
