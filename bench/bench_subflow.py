@@ -52,12 +52,14 @@ def child(calls: int, bare_first: bool) -> dict[str, Any]:
     from clustercert.phases.efficiency import judge_efficiency
     from clustercert.phases.evidence import parse_run
     from clustercert.runs.folder import load_inputs
+    from clustercert.settings import load_settings
     from flows.caching import CACHED
     from flows.phases import efficiency_flow
     from flows.runtime import prefect_runtime
     from flows.tasks import load_task
 
     references = str(ROOT / "references")
+    limit = load_settings().max_evidence_bytes  # what certify passes its flows and parsers
 
     @task(name="bench-step", **CACHED)
     def step(value: int, nonce: int) -> int:  # `nonce` makes each call's cache key new: nothing is read back
@@ -82,7 +84,7 @@ def child(calls: int, bare_first: bool) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if bare_first:  # the server's and the client's first subflow paid by a subflow that does nothing
             out["first_bare_subflow_s"] = timed(bare)
-        out["efficiency_subflow_s"] = timed(efficiency_flow, bundle_path, references_dir, None, 2 * 1024**3)
+        out["efficiency_subflow_s"] = timed(efficiency_flow, bundle_path, references_dir, None, limit)
         out["bare_subflow_s"] = [timed(bare) for _ in range(calls)]
         out["three_task_subflow_s"] = [timed(three_tasks, time.time_ns() + call) for call in range(calls)]
         return out
@@ -96,9 +98,9 @@ def child(calls: int, bare_first: bool) -> dict[str, Any]:
     for _ in range(calls):
         forget_parsed()  # each file parsed afresh, as in the subflow of a fresh run (the parses are remembered)
         started = time.perf_counter()
-        logs = {r.id: parse_run(inputs.bundle, r, 2 * 1024**3) for r in spec.runs
+        logs = {r.id: parse_run(inputs.bundle, r, limit) for r in spec.runs
                 if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING}
-        mlperf = {r.id: parse_run(inputs.bundle, r, 2 * 1024**3) for r in spec.runs if r.kind is RunKind.MLPERF}
+        mlperf = {r.id: parse_run(inputs.bundle, r, limit) for r in spec.runs if r.kind is RunKind.MLPERF}
         judge_efficiency(spec, inputs.catalog, logs, mlperf)  # type: ignore[arg-type]
         work.append(time.perf_counter() - started)
     figures["own_work_s"] = min(work)
