@@ -1,0 +1,65 @@
+"""bench/bench_scale.py's verdicts: each analysis stage against its floor, and the issue's stages beside them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[ModuleType]:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_scale
+
+        yield bench_scale
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def _stage(name: str, seconds: float, floor: float | None, completed: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"stage": name, "seconds": seconds, "completed": completed}
+    if floor is not None:
+        out["floor_s"], out["ratio_to_floor"] = floor, round(seconds / floor, 1)
+    return out
+
+
+def _size(stages: list[dict[str, Any]], seconds: float = 40.0) -> dict[str, Any]:
+    return {"gpus": 512, "certify": {"exit_code": 0, "seconds": seconds, "peak_rss_tree_gib": 1.5, "stages": stages}}
+
+
+def test_a_small_stage_over_its_floor_fails_the_verdict_the_issue_stages_are_shown_beside(bench: ModuleType) -> None:
+    stages = [
+        _stage("start", 0.3, None),
+        _stage("efficiency", 0.5, 0.01),
+        _stage("scaling", 3.0, 1.5),
+        _stage("resilience", 19.0, 10.0),
+        _stage("validate", 9.0, 10.0),
+        _stage("report", 8.0, None),
+    ]
+    got = bench.targets([_size(stages)])
+    v = got["verdicts"]["512"]
+    assert v["floor_ratios"] == {"efficiency": 50.0, "scaling": 2.0, "resilience": 1.9, "validate": 0.9}
+    assert v["floor_ok"] is False and got["met"] is False  # the per-phase verdict is the one judged
+    # 0.5 + 3 + 19 = 22.5 s over 0.01 + 1.5 + 10 = 11.51 s of floor
+    assert v["floor_ratios_by_issue_stage"] == {"parse + measure": 2.0, "validate": 0.9}
+
+
+def test_an_unfinished_phase_leaves_its_issue_stage_without_a_ratio(bench: ModuleType) -> None:
+    stages = [
+        _stage("efficiency", 0.02, 0.01),
+        _stage("scaling", 3.0, 1.5),
+        _stage("resilience", 5.0, None, completed=False),
+    ]
+    assert bench.by_issue_stage(stages) == {"parse + measure": None}
+    stages[-1] = _stage("resilience", 20.0, 10.0)
+    # 23.02 s over 11.51 s
+    assert bench.by_issue_stage(stages) == {"parse + measure": 2.0}
+    got = bench.targets([_size(stages)])
+    assert got["verdicts"]["512"]["floor_ok"] is True and got["met"] is True
