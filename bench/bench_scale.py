@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +65,7 @@ ISSUE_STAGE = {"start": "start-up", "load": "parse (bundle load)", "efficiency":
                "scaling": "parse + measure", "resilience": "parse + measure", "validate": "validate",
                "judge": "measure (judge)", "report": "render + sign", "publish": "publish"}
 ANALYSIS = ("efficiency", "scaling", "resilience", "validate")
+SHORT_SCAN_S = 0.1  # a floor scan shorter than this is timed best of five
 
 
 # --------------------------------------------------------------------------------------------- the bundle
@@ -246,12 +247,22 @@ def measure_floor(root: Path) -> dict[str, Any]:
     floor = {
         "telemetry": floor_telemetry(files["telemetry"][0]),
         "rank_timings": floor_rank_timings(files["rank-timings"][0]),
-        "training_efficiency": floor_training(files.get("training-efficiency", [])),
-        "training_scaling": floor_training(files.get("training-scaling", [])),
-        "resilience_log": floor_training(resilience_log),
+        "training_efficiency": _steady(floor_training, files.get("training-efficiency", [])),
+        "training_scaling": _steady(floor_training, files.get("training-scaling", [])),
+        "resilience_log": _steady(floor_training, resilience_log),
         "nccl": floor_nccl(files.get("collective", [])),
     }
     return floor
+
+
+def _steady(scan: Callable[[list[Path]], dict[str, Any]], paths: list[Path]) -> dict[str, Any]:
+    """A scan of a few milliseconds timed best of five (one pass moves threefold with the scheduler: 0.009 and
+    0.030 s for the same twelve logs in one run); a longer one timed once, as the other floors are."""
+    first = scan(paths)
+    if first["seconds"] >= SHORT_SCAN_S:
+        return first
+    runs = [first] + [scan(paths) for _ in range(4)]
+    return {**min(runs, key=lambda r: r["seconds"]), "passes_s": [r["seconds"] for r in runs]}
 
 
 def _per_stage(totals: dict[str, float]) -> dict[str, float]:

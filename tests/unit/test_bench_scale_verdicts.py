@@ -1,9 +1,10 @@
-"""bench/bench_scale.py's verdicts: each analysis stage against its floor, and the issue's stages beside them."""
+"""bench/bench_scale.py: each analysis stage against its floor, the issue's stages beside them, the floor's timing."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -63,3 +64,23 @@ def test_an_unfinished_phase_leaves_its_issue_stage_without_a_ratio(bench: Modul
     assert bench.by_issue_stage(stages) == {"parse + measure": 2.0}
     got = bench.targets([_size(stages)])
     assert got["verdicts"]["512"]["floor_ok"] is True and got["met"] is True
+
+
+def _scan_taking(seconds: list[float]) -> tuple[list[list[Path]], Any]:
+    calls: list[list[Path]] = []
+
+    def scan(paths: list[Path]) -> dict[str, Any]:
+        calls.append(paths)
+        return {"seconds": seconds[len(calls) - 1], "rows": 7}
+
+    return calls, scan
+
+
+def test_a_floor_scan_of_milliseconds_is_timed_best_of_five_a_longer_one_once(bench: ModuleType) -> None:
+    paths = [Path("a.log")]
+    calls, scan = _scan_taking([0.03, 0.012, 0.02, 0.009, 0.05])
+    got = bench._steady(scan, paths)
+    assert got == {"seconds": 0.009, "rows": 7, "passes_s": [0.03, 0.012, 0.02, 0.009, 0.05]}
+    assert calls == [paths] * 5
+    calls, scan = _scan_taking([1.8])
+    assert bench._steady(scan, paths) == {"seconds": 1.8, "rows": 7} and len(calls) == 1
