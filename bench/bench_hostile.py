@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -40,6 +41,21 @@ def _timed(action: Callable[[], object]) -> tuple[float, str]:
 
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="clustercert-bench-hostile-"))
+    try:
+        figures = _measure(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # up to 43 MB of generated inputs
+    out = {"schema_version": 1, "when": datetime.now(UTC).isoformat(timespec="seconds"),
+           "machine": platform.machine(), "python": platform.python_version(), "figures": figures}
+    target = Path(__file__).resolve().parent / "results" / "hostile.json"
+    target.write_text(json.dumps(out, indent=2) + "\n")
+    for f in figures:
+        print(f"{f['seconds']:8.3f} s  {f['case']}: {f['outcome']}")
+    return 0
+
+
+def _measure(work: Path) -> list[dict[str, object]]:
+    """Each hostile case written into `work` and timed."""
     figures: list[dict[str, object]] = []
     for mb in (1, 2, 40):
         root = work / f"b{mb}"
@@ -65,13 +81,7 @@ def main() -> int:
         path.write_text(text)
         seconds, outcome = _timed(partial(action, path))
         figures.append({"case": name, "seconds": round(seconds, 3), "outcome": outcome})
-    out = {"schema_version": 1, "when": datetime.now(UTC).isoformat(timespec="seconds"),
-           "machine": platform.machine(), "python": platform.python_version(), "figures": figures}
-    target = Path(__file__).resolve().parent / "results" / "hostile.json"
-    target.write_text(json.dumps(out, indent=2) + "\n")
-    for f in figures:
-        print(f"{f['seconds']:8.3f} s  {f['case']}: {f['outcome']}")
-    return 0
+    return figures
 
 
 if __name__ == "__main__":
