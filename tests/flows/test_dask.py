@@ -43,10 +43,13 @@ def default_run(seed_certified: dict[str, Any],
 
 def test_tasks_on_a_running_two_worker_cluster_give_the_default_results(
         prefect_server: PrefectServer, default_run: tuple[Path, Path, Any]) -> None:
+    import dask
     from distributed import Client, LocalCluster
 
     work, seed_bundle, default = default_run
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    # Dask's scratch space in the test's folder, not its default /tmp/dask-scratch-space
+    with dask.config.set({"temporary-directory": str(work / "dask-tmp")}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         before = client.run(lambda dask_worker: dask_worker.state.executed_count)
         results, stderr = _certify(seed_bundle, work / "running", prefect_server,
@@ -62,7 +65,8 @@ def test_tasks_on_a_running_two_worker_cluster_give_the_default_results(
 def test_certify_dask_starts_a_local_cluster_and_gives_the_default_results(
         prefect_server: PrefectServer, default_run: tuple[Path, Path, Any]) -> None:
     work, seed_bundle, default = default_run
-    results, stderr = _certify(seed_bundle, work / "local", prefect_server, "--dask")
+    results, stderr = _certify(seed_bundle, work / "local", prefect_server, "--dask",
+                               env={"DASK_TEMPORARY_DIRECTORY": str(work / "dask-tmp")})
     assert "note: the phase tasks run on the local Dask cluster at tcp://127.0.0.1:" in stderr
     assert "(2 workers)" in stderr
     assert results == default

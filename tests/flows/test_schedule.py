@@ -140,7 +140,8 @@ def scheduled(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFa
     _previous_run(reports)
     receiver = Receiver()
     env = {**os.environ, **prefect_server.env(), "PYTHONPATH": str(ROOT), "CLUSTERCERT_REPORTS_DIR": str(reports),
-           "CLUSTERCERT_ALERT_WEBHOOK": receiver.url}
+           "CLUSTERCERT_ALERT_WEBHOOK": receiver.url, "TMPDIR": str(work / "tmp")}  # Prefect's runner_storage there
+    (work / "tmp").mkdir()
     started = time.monotonic()
     with (work / "serve.log").open("wb") as log:
         serve = subprocess.Popen(
