@@ -7,6 +7,7 @@ length: an oracle for `model_flops_per_sequence` and for the shapes in our catal
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clustercert.catalog import load_catalog
-from clustercert.metrics.flops import Attention, FlopsConvention, model_flops_per_sequence
+from clustercert.metrics.flops import Attention, FlopsConvention, ModelShape, model_flops_per_sequence
 
 REFERENCES = Path(__file__).resolve().parents[2] / "references"
 TABLES = ("megatron-bridge-performance-summary.md", "megatron-bridge-performance-summary-archive.md")
@@ -56,11 +57,16 @@ def _pretraining_rows(root: Path) -> list[Row]:
     return rows
 
 
+@functools.cache
+def _shape(model: str) -> ModelShape:
+    """The catalog's shape of the table's model (the catalog read once)."""
+    return load_catalog("exemplar-gb200", REFERENCES).spec.models[MODELS[model]].shape()
+
+
 def _ours_over_published(row: Row, attention: Attention) -> float:
     """Our model FLOPs per token over the row's (TFLOP/s/GPU / tokens/s/GPU)."""
-    spec = load_catalog("exemplar-gb200", REFERENCES).spec
     seq = int(row.cells["Sequence Length"])
-    ours = model_flops_per_sequence(spec.models[MODELS[row.model]].shape(), seq, FlopsConvention(attention)) / seq
+    ours = model_flops_per_sequence(_shape(row.model), seq, FlopsConvention(attention)) / seq
     published = row.number("Model TFLOP / sec / GPU") * 1e12 / row.number("Tokens / sec / GPU")
     return ours / published
 
