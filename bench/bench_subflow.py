@@ -12,7 +12,7 @@ in which a parent flow (with parameters, as certify's) loads the sample bundle a
    client once is then paid by the bare one);
 2. in both, times `--calls` times each a subflow that does nothing, a subflow with three task runs of trivial
    work whose results are persisted (the shape of a phase: load, parse, judge), and the stage's own work as one
-   persisted task run of the parent flow (the phase without a subflow of its own);
+   task run of the parent flow, persisted and not (the phase without a subflow of its own);
 and, outside any flow, times the stage's own work as the subflow does it (every efficiency training log and MLPerf
 run parsed afresh by `parse_run`, then `judge_efficiency`; the two parts timed apart), best of `--calls`. Writes
 bench/results/subflow.json (schema_version 1) with the medians over the repetitions, a summary, the machine and its
