@@ -37,10 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gauge import gauge, processor  # bench/ is the script's folder: first on its path
-
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "evidence" / "gb200-seed"
+from bench_certify import ROOT, SAMPLE, _env  # bench/ is the script's folder: first on its path
+from gauge import gauge, processor
 
 
 def child(calls: int, bare_first: bool) -> dict[str, Any]:
@@ -134,12 +132,7 @@ def child(calls: int, bare_first: bool) -> dict[str, Any]:
 
 def run_child(calls: int, bare_first: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="clustercert-bench-subflow-") as tmp:
-        work = Path(tmp)
-        (work / "home").mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "CLUSTERCERT_"))}
-        env.update({"HOME": str(work / "home"), "PREFECT_HOME": str(work / "prefect"), "PYTHONPATH": str(ROOT),
-                    "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                    "PREFECT_LOGGING_LEVEL": "WARNING"})
+        env = {**_env(Path(tmp)), "PREFECT_LOGGING_LEVEL": "WARNING"}  # a fresh account, as bench_certify's
         proc = subprocess.run([sys.executable, __file__, "--child", "--calls", str(calls),
                                *(["--bare-first"] if bare_first else [])], cwd=ROOT, env=env,
                               capture_output=True, text=True, check=False)
