@@ -61,8 +61,10 @@ TARGET_FLOOR_RATIO = 3.0
 TARGET_4096_OVER_512 = 9.0
 _PROGRESS = re.compile(r"^progress \[\s*([0-9.]+) s\] ([a-z-]+)(?:: (.*))?$")
 # the certify stages in order (the flow's `report` calls) and the issue's names for them
-STAGES = ("start", "load", "efficiency", "scaling", "resilience", "validate", "judge", "report", "publish")
-ISSUE_STAGE = {"start": "start-up", "load": "parse (bundle load)", "efficiency": "parse + measure",
+STAGES = ("hash", "start", "load", "efficiency", "scaling", "resilience", "validate", "judge", "report",
+          "publish")
+ISSUE_STAGE = {"hash": "parse (the evidence hashed: seal check)", "start": "start-up",
+               "load": "parse (bundle load)", "efficiency": "parse + measure",
                "scaling": "parse + measure", "resilience": "parse + measure", "validate": "validate",
                "judge": "measure (judge)", "report": "render + sign", "publish": "publish"}
 ANALYSIS = ("efficiency", "scaling", "resilience", "validate")
@@ -432,10 +434,10 @@ def certify(bundle: Path, work: Path, limit_bytes: int, timeout_s: float) -> dic
         dog.join(5)
         reader.join(5)
     # each stage from its first progress line to the next stage's (the bench's clock: stderr is line-buffered),
-    # the last to the child's exit; before the first line: interpreter start, imports, bundle load and seal check
+    # the last to the child's exit; before the first line: interpreter start, imports, bundle.yaml and the catalog
     ended = started + seconds
     first = watch.stages[0]["seen"] if watch.stages else ended
-    stages = [{"stage": "before-progress", "issue_stage": "start-up + parse (bundle load and seal check)",
+    stages = [{"stage": "before-progress", "issue_stage": "start-up (interpreter, imports, bundle.yaml)",
                "started_at_s": 0.0, "seconds": round(first - started, 2),
                "completed": bool(watch.stages) or (watch.killed is None and proc.returncode == 0),
                "peak_rss_gib": round(watch.peak_by_stage.get("start-up", 0) / 1024**3, 3)}]
