@@ -127,44 +127,47 @@ def certify(
         spawned.append(spawn_api())
 
     # Unreadable input is refused here, with one line, before any flow starts (and before the server starts when
-    # bundle.yaml or the catalog is the problem; one that is started is stopped at exit).
-    inputs = load_inputs(bundle, settings.references_dir, catalog, described=spawn)
-    check_seal(inputs.bundle, inputs.digests)
-    loaded = inputs.bundle
-    server = spawned[0]
-    _ensure_key(settings, now)
-    from clustercert.attest.signing import load_pdf_signer, load_signing_key
-    from clustercert.runs.meta import new_run_meta
+    # bundle.yaml or the catalog is the problem; one that is started is stopped at exit). Progress starts with the
+    # evidence's hashing (20 s of a 4,096-GPU bundle's 23.5 GB).
+    from clustercert.cli.progress import Progress
 
-    key = load_signing_key(settings.key_dir, settings.key_passphrase)
-    load_pdf_signer(key)  # a PDF key that cannot be used is refused now, not after the whole run
-    meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports, catalog, key_dir=settings.key_dir)
-    run_id = meta["run_id"]
-    run_dir = reports / run_id
-    try:
-        from clustercert.cli.progress import Progress
-        from flows.certify import IMPORT_STEPS, certify_flow
-        from flows.progress import listening
-        from flows.runners import received
-        from flows.runtime import prefect_runtime
+    progress = Progress(err, enabled=not as_json, started=started)
+    with progress:
+        inputs = load_inputs(bundle, settings.references_dir, catalog, described=spawn, progress=progress)
+        check_seal(inputs.bundle, inputs.digests)
+        loaded = inputs.bundle
+        server = spawned[0]
+        _ensure_key(settings, now)
+        from clustercert.attest.signing import load_pdf_signer, load_signing_key
+        from clustercert.runs.meta import new_run_meta
 
-        safety.own_prefect_sigterm()
-        workers = (settings.dask_workers or 2) if dask else settings.dask_workers
-        progress = Progress(err, enabled=not as_json, started=started)
-        progress("start", "Prefect API")
-        with safety.running(run_dir), progress, listening(progress), prefect_runtime(server, IMPORT_STEPS), \
-                cli_ops.dask_address(workers, settings.dask_address) as address:
-            summary = received(certify_flow(
-                bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
-                references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
-                catalog=catalog, limit=settings.max_evidence_bytes, dask_address=address, redact=redact,
-            ))
-    except ClusterCertError:
-        raise
-    except Exception as exc:  # an internal error: one line here, the traceback in the run folder
-        log = safety.write_crash_log(traceback.format_exc(), reports, run_id)  # beside the run folder, never in it
-        raise InternalError(f"internal error ({exc.__class__.__name__}); traceback written to "
-                            f"{log or 'nowhere (no writable folder)'}") from exc
+        key = load_signing_key(settings.key_dir, settings.key_passphrase)
+        load_pdf_signer(key)  # a PDF key that cannot be used is refused now, not after the whole run
+        meta = new_run_meta(loaded, now, key.fingerprint, key.dev_key, reports, catalog, key_dir=settings.key_dir)
+        run_id = meta["run_id"]
+        run_dir = reports / run_id
+        try:
+            from flows.certify import IMPORT_STEPS, certify_flow
+            from flows.progress import listening
+            from flows.runners import received
+            from flows.runtime import prefect_runtime
+
+            safety.own_prefect_sigterm()
+            workers = (settings.dask_workers or 2) if dask else settings.dask_workers
+            progress("start", "Prefect API")
+            with safety.running(run_dir), listening(progress), prefect_runtime(server, IMPORT_STEPS), \
+                    cli_ops.dask_address(workers, settings.dask_address) as address:
+                summary = received(certify_flow(
+                    bundle_path=str(loaded.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
+                    references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
+                    catalog=catalog, limit=settings.max_evidence_bytes, dask_address=address, redact=redact,
+                ))
+        except ClusterCertError:
+            raise
+        except Exception as exc:  # an internal error: one line here, the traceback in the run folder
+            log = safety.write_crash_log(traceback.format_exc(), reports, run_id)  # beside the run folder, never in it
+            raise InternalError(f"internal error ({exc.__class__.__name__}); traceback written to "
+                                f"{log or 'nowhere (no writable folder)'}") from exc
     _print_certify(summary, run_dir, as_json, dev_key=key.dev_key, redacted=redact, verbose=verbose)
     from clustercert.verdicts import Outcome, exit_code_for
 

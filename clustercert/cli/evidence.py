@@ -198,7 +198,7 @@ def check(
     # stdout and stderr stay what a script reads
     with Progress(err, enabled=not as_json and err.is_terminal) as progress:
         progress("load", str(bundle))
-        inputs = load_inputs(_bundle_path(bundle), settings.references_dir, catalog)
+        inputs = load_inputs(_bundle_path(bundle), settings.references_dir, catalog, progress=progress)
         loaded = inputs.bundle
         problems: list[str] = []
         sealed = (loaded.root / "MANIFEST.sha256").is_file()

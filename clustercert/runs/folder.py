@@ -11,7 +11,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,12 +101,14 @@ _LOADED: dict[tuple[str, str, str | None], tuple[tuple[tuple[str, int, int, int]
 
 
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None, *,
-                described: Callable[[], object] | None = None) -> Inputs:
+                described: Callable[[], object] | None = None,
+                progress: Callable[[str, str], None] | None = None) -> Inputs:
     """The bundle and catalog, loaded once per process: a certification's flow and its phase subflows share one
     load (it is repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
 
     `described` is called once bundle.yaml and the catalog are read and agree, before the evidence files are
-    hashed (the load's longest part at cluster scale: 3 GB): certify starts Prefect's server then."""
+    hashed (the load's longest part at cluster scale: 3 GB at 512 GPUs, 23.5 GB at 4,096): certify starts
+    Prefect's server then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is."""
     key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override)
     known = _LOADED.get(key)
     if known is not None:
@@ -122,32 +124,82 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     if described is not None:
         described()
     files = [BUNDLE_FILE, *bundle.evidence_files()]
-    digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file()])
+    digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file()], progress)
     inputs = Inputs(bundle, catalog, digests, mark)
     paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path]
     _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
     return inputs
 
 
-def _digests(root: Path, files: list[str]) -> dict[str, str]:
+def _digests(root: Path, files: list[str], progress: Callable[[str, str], None] | None = None) -> dict[str, str]:
     """file_digest() of each file, in `files`' order, hashed on two threads, largest first: a cluster's bundle is one
     telemetry file of gigabytes (hashlib and reads release the GIL) and thousands of small files (whose hashing is
     Python's own work), hashed side by side rather than one after the other. A file that cannot be hashed raises
-    as it did in a loop over `files`: the first such file in their order."""
+    as it did in a loop over `files`: the first such file in their order. `progress` is told how far it is
+    (`_show_hashing`)."""
     sizes = {}
     for rel in files:
         try:
             sizes[rel] = (root / rel).stat().st_size
         except OSError:
             sizes[rel] = 0  # file_digest names the problem
+    order = sorted(files, key=sizes.__getitem__, reverse=True)
     with ThreadPoolExecutor(2, thread_name_prefix="clustercert-load") as pool:
-        futures = {rel: pool.submit(file_digest, root / rel) for rel in sorted(files, key=sizes.__getitem__,
-                                                                                reverse=True)}
+        futures = {rel: pool.submit(file_digest, root / rel) for rel in order}
         try:
+            if progress is not None:
+                _show_hashing(futures, order, sizes, progress)
             return {rel: futures[rel].result() for rel in files}
         finally:
             for future in futures.values():
                 future.cancel()  # after a failure: the files not started are not read
+
+
+_HASH_LOOK = 0.25  # seconds between two looks at the load's hashing (a plain progress line is shown once a second)
+_HASH_QUIET = 1.0  # a load's hashing says nothing in its first second (a refusal of the sample is one line, alone)
+
+
+def _show_hashing(futures: dict[str, Future[str]], order: list[str], sizes: dict[str, int],
+                  progress: Callable[[str, str], None]) -> None:
+    """Tell `progress` (stage "hash"), once the hashing has taken `_HASH_QUIET`, and until every file is hashed or
+    one cannot be, the largest file still being hashed and how many files and bytes of how many are done: at a look
+    (`_HASH_LOOK`) that finds more files done than the last line said (a plain line is shown at most once a second)
+    and every `_WAIT_SHOWN` seconds while one large file is hashed (a 4,096-GPU bundle's 22 GB of telemetry take
+    20 s, which were 25 s without a line)."""
+    lock, ended = threading.Lock(), threading.Event()
+    finished = [0, 0]  # files, bytes
+
+    def done(future: Future[str], size: int) -> None:
+        with lock:
+            finished[0] += 1
+            finished[1] += size
+            if finished[0] == len(order) or (not future.cancelled() and future.exception() is not None):
+                ended.set()  # all hashed, or one cannot be (the caller raises the first in the bundle's order)
+
+    for rel in order:
+        futures[rel].add_done_callback(functools.partial(done, size=sizes[rel]))
+    total, started = sum(sizes.values()), time.monotonic()
+    shown_at, shown_files, at = started, -1, 0
+    while not ended.wait(_HASH_LOOK):  # a look every quarter second, not one per file (a sweep's 8,141)
+        with lock:
+            files, hashed = finished
+        now = time.monotonic()
+        if now - started < _HASH_QUIET or (files == shown_files and now - shown_at < _WAIT_SHOWN):
+            continue
+        while at < len(order) and futures[order[at]].done():
+            at += 1  # to the largest file not yet hashed (the threads take the files in this order)
+        if at < len(order):
+            progress("hash", f"sha256 of the evidence: {order[at]} ({_amount(sizes[order[at]])}); {files:,} of "
+                     f"{len(order):,} files ({_amount(hashed)} of {_amount(total)}) hashed")
+        shown_at, shown_files = now, files
+
+
+def _amount(size: int) -> str:
+    """A number of bytes as a person reads it: 812 B, 4.2 MiB, 22.0 GiB."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
 
 
 def seal_problems(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> list[EvidenceError]:
@@ -253,7 +305,7 @@ def _status(path: Path) -> tuple[int, int, int, int, int] | None:
 # a 512-GPU bundle took 171 s beside a busy main thread, 4 s alone), so those are hashed on the main thread.
 _LARGE = 64 * 1024**2
 _BLOCK = 64 * 1024**2  # kept apart from _LARGE: a test that moves every file to the thread keeps large blocks
-_WAIT_SHOWN = 5.0  # seconds between two reports of the manifest's wait for a large file's hash (a plain line each)
+_WAIT_SHOWN = 5.0  # seconds between two reports of a wait for a large file's hash, the load's or the manifest's
 
 
 class _ManifestPass:

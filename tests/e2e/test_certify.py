@@ -331,6 +331,28 @@ def test_changed_evidence_of_a_sealed_bundle_is_refused(tmp_path: Path) -> None:
         f"error: {victim}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)")
 
 
+def test_a_long_hash_of_the_evidence_is_progress_and_the_refusal_comes_last(tmp_path: Path) -> None:
+    """At cluster scale the load hashes gigabytes before any flow starts (a 4,096-GPU bundle: 20 s). Here one log
+    grown to 1 GiB (a sparse file: no disk used, 3-4 s to read) and so changed since the seal: while it is hashed,
+    plain lines name it and how far the load is; then the refusal, alone on its line, last."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SAMPLE, bundle)
+    rel = "training/deepseek-v3/bf16/512/r3.log"
+    with (bundle / rel).open("r+b") as handle:
+        handle.seek(1024**3 - 1)
+        handle.write(b"\n")
+    files = len(load_bundle(bundle).evidence_files()) + 1  # and bundle.yaml
+    proc = run_cli("certify", str(bundle), "--reports-dir", str(tmp_path / "reports"))
+    assert proc.returncode == 3, proc.stderr
+    *progress, error = proc.stderr.splitlines()
+    assert error == f"error: {bundle / rel}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)"
+    said = [re.fullmatch(rf"progress \[ *([0-9.]+) s\] hash: sha256 of the evidence: {re.escape(rel)} \(1\.0 GiB\); "
+                         rf"(\d+) of {files} files \(([0-9.]+ [KMG]?i?B) of 1\.0 GiB\) hashed", line)
+            for line in progress]
+    assert said and all(said), progress
+    assert all(float(m[1]) >= 1.0 for m in said if m)  # the first second says nothing
+
+
 def test_every_file_changed_since_the_seal_is_counted_and_evidence_check_names_each(tmp_path: Path) -> None:
     """The refusal named the first changed file only: the run was refused again for the next one, once that was
     mended. It names the first and counts the rest; the seal's check lists each (evidence check's problems)."""

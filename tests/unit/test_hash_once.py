@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import re
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -355,3 +358,144 @@ def test_parts_are_checked_across_the_blocks_the_file_is_read_in(tmp_path: Path,
         _check_parts(path, loaded, [*pieces[:3], (200, 572, wrong)], block=block)
     with pytest.raises(EvidenceError, match=rf"but bytes {len(data) - 4}-{len(data) + 1} were read"):
         _check_parts(path, loaded, [(len(data) - 4, 5, pieces[4][2])], block=block)  # past the end
+
+
+def _slow_hash(monkeypatch: pytest.MonkeyPatch, slow: str, until: threading.Event) -> None:
+    """The load's hash of the file named `slow` waits for `until` (10 s at most: then the test fails)."""
+    import clustercert.runs.folder as folder
+
+    real = folder.sha256_file
+
+    def hashed(path: Path) -> str:
+        if path.name == slow and not until.wait(10):
+            raise AssertionError(f"{slow}: never released by the progress the test waited for")
+        return real(path)
+
+    monkeypatch.setattr(folder, "sha256_file", hashed)
+
+
+def _files(root: Path, sizes: dict[str, int]) -> list[str]:
+    root.mkdir()
+    for name, size in sizes.items():
+        (root / name).write_bytes(b"x" * size)
+    return list(sizes)
+
+
+def test_the_load_tells_how_far_its_hashing_is_while_a_large_file_is_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 4,096-GPU bundle's 22 GB telemetry file takes 20 s to hash: the operator is told which large file is still
+    being hashed and how many files and bytes of how many are done, as they get done."""
+    import clustercert.runs.folder as folder
+
+    monkeypatch.setattr(folder, "_HASH_QUIET", 0.0)
+    root = tmp_path / "evidence"
+    files = _files(root, {"a.log": 1000, "telemetry.csv": 3 * 1024**2 + 512 * 1024, "b.log": 24})
+    released = threading.Event()
+    _slow_hash(monkeypatch, "telemetry.csv", released)
+    told: list[tuple[str, str]] = []
+    last = "sha256 of the evidence: telemetry.csv (3.5 MiB); 2 of 3 files (1.0 KiB of 3.5 MiB) hashed"
+
+    def sink(stage: str, what: str) -> None:
+        told.append((stage, what))
+        if what == last:
+            released.set()  # both small files are done (1,024 bytes: 1.0 KiB): the large one may finish
+
+    digests = folder._digests(root, files, sink)
+    assert digests == {rel: _sha(root / rel) for rel in files}
+    assert told[-1] == ("hash", last)
+    assert all(stage == "hash" and what.startswith("sha256 of the evidence: telemetry.csv (3.5 MiB); ")
+               for stage, what in told)
+    counts = [int(what.split("; ")[1].split(" of ")[0]) for _, what in told]
+    assert counts == sorted(counts) and len(set(counts)) == len(counts)  # a line when a file is done, not a look
+
+
+def test_a_long_hash_of_one_file_is_told_again_every_few_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing else done meanwhile: the same line again every `_WAIT_SHOWN` seconds (5 s; here shortened), so a
+    scheduler's log shows the run is alive, not one line a look (four a second)."""
+    import clustercert.runs.folder as folder
+
+    monkeypatch.setattr(folder, "_HASH_QUIET", 0.0)
+    monkeypatch.setattr(folder, "_WAIT_SHOWN", 0.2)
+    monkeypatch.setattr(folder, "_HASH_LOOK", 0.01)
+    root = tmp_path / "evidence"
+    files = _files(root, {"telemetry.csv": 2048})
+    released = threading.Event()
+    _slow_hash(monkeypatch, "telemetry.csv", released)
+    told: list[tuple[float, str]] = []
+
+    def sink(stage: str, what: str) -> None:
+        told.append((time.monotonic(), what))
+        if len(told) == 3:
+            released.set()
+
+    assert folder._digests(root, files, sink) == {"telemetry.csv": _sha(root / "telemetry.csv")}
+    assert [what for _, what in told] == [
+        "sha256 of the evidence: telemetry.csv (2.0 KiB); 0 of 1 files (0 B of 2.0 KiB) hashed"] * 3
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(told)]
+    assert all(gap >= 0.2 for gap in gaps), gaps  # not one a look (0.01 s)
+
+
+def test_the_hashing_says_nothing_in_its_first_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sample's few megabytes hash in milliseconds: no line (its refusal at the seal is one line, alone on
+    stderr). A hash that takes longer is told from its first second on."""
+    import clustercert.runs.folder as folder
+
+    monkeypatch.setattr(folder, "_HASH_LOOK", 0.01)
+    root = tmp_path / "evidence"
+    files = _files(root, {"telemetry.csv": 2048, "a.log": 10})
+    told: list[float] = []
+    assert folder._digests(root, files, lambda stage, what: told.append(time.monotonic())) == {
+        rel: _sha(root / rel) for rel in files}
+    assert told == []
+    released = threading.Event()
+    _slow_hash(monkeypatch, "telemetry.csv", released)
+    folder._digest.cache_clear()  # hashed again, slowly
+    timer = threading.Timer(1.5, released.set)
+    started = time.monotonic()
+    timer.start()
+    try:
+        folder._digests(root, files, lambda stage, what: told.append(time.monotonic()))
+    finally:
+        timer.cancel()
+    assert told and all(at - started >= folder._HASH_QUIET == 1.0 for at in told), told
+
+
+def test_a_file_that_cannot_be_hashed_ends_the_progress_and_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small file turns out unreadable (a FIFO) while the large one is still hashed for a second: the progress
+    stops at once (not a line every look until the large file is done) and the load names the file."""
+    import os
+
+    import clustercert.runs.folder as folder
+
+    monkeypatch.setattr(folder, "_HASH_QUIET", 0.0)
+    monkeypatch.setattr(folder, "_WAIT_SHOWN", 0.05)
+    monkeypatch.setattr(folder, "_HASH_LOOK", 0.01)
+    root = tmp_path / "evidence"
+    os.mkfifo(tmp_path / "pipe.log")
+    files = ["pipe.log", *_files(root, {"telemetry.csv": 4096, "a.log": 10})]
+    (tmp_path / "pipe.log").rename(root / "pipe.log")
+    released = threading.Event()
+    _slow_hash(monkeypatch, "telemetry.csv", released)
+    timer = threading.Timer(1.0, released.set)
+    timer.start()
+    told: list[str] = []
+    try:
+        with pytest.raises(EvidenceError, match=re.escape(str(root / "pipe.log"))):
+            folder._digests(root, files, lambda stage, what: told.append(what))
+    finally:
+        timer.cancel()
+    assert len(told) <= 2, told  # a line every 0.05 s of the second would be about 20
+    assert all(what.startswith("sha256 of the evidence: telemetry.csv (4.0 KiB); ") for what in told)
+
+
+@pytest.mark.parametrize(("size", "said"), [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (4_404_019, "4.2 MiB"),
+                                            (22 * 1024**3 + 52 * 1024**2, "22.1 GiB")])
+def test_an_amount_of_bytes_reads_as_a_person_reads_it(size: int, said: str) -> None:
+    from clustercert.runs.folder import _amount
+
+    assert _amount(size) == said
