@@ -5,11 +5,14 @@ Prefect does not walk them looking for futures (none of them is one)."""
 
 from __future__ import annotations
 
+import functools
+
 from prefect import flow, task
 from prefect.utilities.annotations import opaque
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
+from clustercert.evidence.guards import amount, told_reading
 from clustercert.heap import keep, paused
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
@@ -36,15 +39,23 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
     stage = current_stage(runs[0].phase.value) if runs else ""
     with paused():  # what is parsed is kept, and acyclic: no collection traverses it again file after file
         for number, r in enumerate(runs, start=1):
-            report(stage, f"parse {r.id} ({r.files[0]}), {number:,} of {len(runs):,}")
-            out[r.id] = parse_run(inputs.bundle, r, limit)
+            said = f"parse {r.id} ({r.files[0]}), {number:,} of {len(runs):,}"
+            report(stage, said)
+            # a long read (a cluster's telemetry: minutes) says how far it is every few seconds
+            with told_reading(functools.partial(_read_so_far, stage, said)):
+                out[r.id] = parse_run(inputs.bundle, r, limit)
         keep()  # kept to the run's end (released after validation): no collection need traverse it
     return Parcel(out)
+
+
+def _read_so_far(stage: str, said: str, done: int, size: int) -> None:
+    report(stage, f"{said}: {amount(done)} of {amount(size)} read")
 
 
 @task(name="judge-efficiency", **CACHED)
 def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
                           mlperf: dict[str, object]) -> EfficiencyResult:
+    report(current_stage("efficiency"), "judge each workload's step times against its reference")
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
         result = judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
         keep()  # the phase's result is kept to the report
@@ -80,6 +91,7 @@ def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None,
 
 @task(name="judge-scaling", **UNCACHED)
 def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
+    report(current_stage("scaling"), "judge weak scaling, collective bandwidth and pairs")
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
         result = judge_scaling(inputs.bundle, inputs.catalog, parsed)
         keep()  # the phase's result is kept to the report
@@ -88,6 +100,7 @@ def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult
 
 @task(name="judge-resilience", **UNCACHED)
 def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
+    report(current_stage("resilience"), "judge goodput, stragglers, stalls and restarts")
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
         result = judge_resilience(inputs.bundle, inputs.catalog, parsed)
         keep()  # the phase's result is kept to the report

@@ -45,7 +45,8 @@ def validate_task(inputs: Inputs, limit: int) -> ValidationReport:
     from clustercert.evidence.parse import parse_bundle
 
     parsed = parse_bundle(inputs.bundle, limit)
-    return validate_bundle(inputs.bundle, inputs.facts, parsed, checks_dir=load_settings().checks_dir)
+    return validate_bundle(inputs.bundle, inputs.facts, parsed, checks_dir=load_settings().checks_dir,
+                           told=functools.partial(report, "validate"))
 
 
 @task(name="gate", **UNCACHED)

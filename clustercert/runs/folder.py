@@ -26,6 +26,7 @@ from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, load_bundle, 
 from clustercert.evidence.facts import BundleFacts, bundle_facts
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
+    amount,
     digests_read,
     open_regular,
     parts_read,
@@ -189,17 +190,9 @@ def _show_hashing(futures: dict[str, Future[str]], order: list[str], sizes: dict
         while at < len(order) and futures[order[at]].done():
             at += 1  # to the largest file not yet hashed (the threads take the files in this order)
         if at < len(order):
-            progress("hash", f"sha256 of the evidence: {order[at]} ({_amount(sizes[order[at]])}); {files:,} of "
-                     f"{len(order):,} files ({_amount(hashed)} of {_amount(total)}) hashed")
+            progress("hash", f"sha256 of the evidence: {order[at]} ({amount(sizes[order[at]])}); {files:,} of "
+                     f"{len(order):,} files ({amount(hashed)} of {amount(total)}) hashed")
         shown_at, shown_files = now, files
-
-
-def _amount(size: int) -> str:
-    """A number of bytes as a person reads it: 812 B, 4.2 MiB, 22.0 GiB."""
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size} B"
 
 
 def seal_problems(bundle: LoadedBundle, digests: dict[str, str] | None = None) -> list[EvidenceError]:

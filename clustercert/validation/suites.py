@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -588,7 +589,8 @@ def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput]
 
 
 def _witnessed_passes(gx: Any, batch_definition: Any, table: TableInput,
-                      runnable: Sequence[ExpectationSpec]) -> dict[str, bool]:
+                      runnable: Sequence[ExpectationSpec], told: Callable[[int, int], None] | None = None,
+                      ) -> dict[str, bool]:
     """The expectations of a batched table decided by one validation of its batches' witness rows (see
     `clustercert.validation.witness`), with whether they count rows.
 
@@ -596,7 +598,8 @@ def _witnessed_passes(gx: Any, batch_definition: Any, table: TableInput,
     its column dtypes; the witness rows of every batch are validated together (per set of dtypes the batches
     have), so Great Expectations runs once per table instead of once per million rows. An expectation that passes
     there passes on every batch with no unexpected row; one that fails, raises or cannot be decided that way is
-    left to the batch-by-batch validation, whose counts, samples and messages are the whole table's.
+    left to the batch-by-batch validation, whose counts, samples and messages are the whole table's. `told` is
+    told the number of each batch and its rows as it is reduced.
     """
     import pandas as pd
 
@@ -604,7 +607,9 @@ def _witnessed_passes(gx: Any, batch_definition: Any, table: TableInput,
 
     candidates = {s.id: s for s in runnable}
     frames: dict[tuple[tuple[str, str], ...], list[Any]] = {}
-    for frame in table.batches():
+    for part, frame in enumerate(table.batches(), start=1):
+        if told is not None:
+            told(part, len(frame))
         columns = [str(c) for c in frame.columns]
         dtypes = {str(c): str(t) for c, t in frame.dtypes.items()}
         rowwise: list[tuple[str, tuple[str, str, tuple[str, ...]]]] = []
@@ -651,7 +656,7 @@ def _witnessed_passes(gx: Any, batch_definition: Any, table: TableInput,
 
 def run_tables(
     tables: Iterable[TableInput], suites: Mapping[str, SuiteSpec], *, data_docs: Path | None = None,
-    stack: bool = True,
+    stack: bool = True, told: Callable[[str], None] | None = None,
 ) -> ValidationReport:
     """Run each table's suite with Great Expectations (batch by batch for large tables) and type the results.
 
@@ -659,20 +664,32 @@ def run_tables(
     witness rows (`_witnessed_passes`); what these do not pass is validated table by table, batch by batch.
     `stack=False` validates everything that way, as `data_docs` does: the same report. With `data_docs`, Great
     Expectations' own Data Docs are also built into that folder (they load remote scripts and styles: keep them
-    out of signed run folders).
+    out of signed run folders). `told` is told what is validated: the step, the table, the batch of a large one (a
+    cluster's validation is a minute).
     """
+    say = told or _silent
     gx, context, batch_definition = _context(data_docs)
+    say("build the tables from the parsed evidence")
     tables = list(tables)
     # What exists now (the parsed evidence: millions of objects at cluster scale) lives on: frozen, it is left out
     # of the collections below, which free the cyclic garbage each batch's validation leaves (Great Expectations'
     # objects; with such a heap Python's own full collections are rare, and a 512-GPU run's 44 telemetry
     # batches grew the process by 1.8 GB before one came).
     with frozen():
-        return _run_tables(gx, context, batch_definition, tables, suites, data_docs, stack)
+        return _run_tables(gx, context, batch_definition, tables, suites, data_docs, stack, say)
+
+
+def _silent(what: str) -> None:
+    """Nobody listens."""
+
+
+def _batch_told(say: Callable[[str], None], shown: str, part: int, rows: int) -> None:
+    say(f"{shown} {part:,} ({rows:,} rows)")
 
 
 def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[TableInput],
-                suites: Mapping[str, SuiteSpec], data_docs: Path | None, stack: bool) -> ValidationReport:
+                suites: Mapping[str, SuiteSpec], data_docs: Path | None, stack: bool,
+                say: Callable[[str], None]) -> ValidationReport:
     reports: list[TableReport] = []
     cross: list[TableReport] = []
     kept: list[tuple[str, str, Any]] = []
@@ -681,10 +698,13 @@ def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[Table
                   for t, specs in zip(tables, declared, strict=True)]
     passed: list[dict[str, bool]] = [{} for _ in tables]
     if stack and data_docs is None:
+        say(f"{len(tables):,} tables, small ones stacked by kind")
         passed = _stacked_passes(gx, batch_definition, tables, applicable)
         for number, table in enumerate(tables):
             if table.batched and table.rows and applicable[number]:
-                passed[number] = _witnessed_passes(gx, batch_definition, table, applicable[number])
+                shown = f"{table.run} ({table.table}, {table.rows:,} rows): the witness rows of batch"
+                passed[number] = _witnessed_passes(gx, batch_definition, table, applicable[number],
+                                                   functools.partial(_batch_told, say, shown))
                 gc.collect()
     for number, table in enumerate(tables):
         suite = suites[table.suite]
@@ -694,7 +714,12 @@ def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[Table
         own = [s for s in runnable if s.id not in passed[number]]
         gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", own)
         index = ["_file", "_line", "_run"]
+        shown = f"{table.run} ({table.table}, {table.rows:,} rows), table {number + 1:,} of {len(tables):,}"
+        if own:
+            say(shown)
         for part, frame in enumerate(table.batches() if own else ()):
+            if table.batched:
+                say(f"{shown}: batch {part + 1:,} ({len(frame):,} rows)")
             batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
             result_format = {
                 "result_format": "SUMMARY",
@@ -752,15 +777,16 @@ def validate_bundle(
     *,
     checks_dir: Path | None = None,
     data_docs: Path | None = None,
+    told: Callable[[str], None] | None = None,
 ) -> ValidationReport:
     """Validate every usable table of the bundle and the cross-source tables with the suites of checks/
     (`checks_dir`, default settings.checks_dir); `facts` are the catalog's facts of each run
-    (`evidence.facts.bundle_facts`)."""
+    (`evidence.facts.bundle_facts`); `told`, what is validated (`run_tables`)."""
     if checks_dir is None:
         from clustercert.settings import load_settings
 
         checks_dir = load_settings().checks_dir
-    report = run_tables(build_tables(bundle, facts, parsed), load_suites(checks_dir), data_docs=data_docs)
+    report = run_tables(build_tables(bundle, facts, parsed), load_suites(checks_dir), data_docs=data_docs, told=told)
     warnings = tuple((run, pf.display, str(w)) for run, files in parsed.items() for pf in files
                      for w in (getattr(pf.result, "warnings", None) or []))
     return replace(report, parse_warnings=warnings) if warnings else report

@@ -496,6 +496,6 @@ def test_a_file_that_cannot_be_hashed_ends_the_progress_and_is_named(
 @pytest.mark.parametrize(("size", "said"), [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (4_404_019, "4.2 MiB"),
                                             (22 * 1024**3 + 52 * 1024**2, "22.1 GiB")])
 def test_an_amount_of_bytes_reads_as_a_person_reads_it(size: int, said: str) -> None:
-    from clustercert.runs.folder import _amount
+    from clustercert.evidence.guards import amount
 
-    assert _amount(size) == said
+    assert amount(size) == said

@@ -6,9 +6,11 @@ from __future__ import annotations
 import io
 import threading
 
+import pytest
 from rich.console import Console
 
 from clustercert.cli.progress import Progress
+from clustercert.evidence.guards import amount
 from flows.progress import listening, report
 
 
@@ -108,3 +110,28 @@ def test_without_a_period_every_line_is_shown() -> None:
             report("scaling", f"parse pair-{number}")
     assert [line.split("] ", 1)[1] for line in buffer.getvalue().splitlines()] == [
         "scaling: parse pair-1", "scaling: parse pair-2", "scaling: parse pair-3"]
+
+
+def test_a_phase_tells_how_far_a_long_read_of_its_evidence_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phase's parse names each run as it starts it; a long read within it (a cluster's telemetry: minutes) adds
+    how many bytes of how many are read, every few seconds (here: after every block of the sample's telemetry)."""
+    import clustercert.evidence.guards as guards
+    from clustercert.runs.folder import load_inputs
+    from flows.phases import parse_runs_task
+    from tests.conftest import ROOT
+
+    monkeypatch.setattr(guards, "_READ_SHOWN", 0.0)
+    inputs = load_inputs(ROOT / "evidence" / "gb200-seed", ROOT / "references")
+    runs = [r for r in inputs.bundle.spec.runs if r.phase.value == "resilience"]
+    telemetry = next(r for r in runs if r.kind.value == "telemetry")
+    number = runs.index(telemetry) + 1
+    size = (inputs.bundle.root / telemetry.files[0]).stat().st_size
+    told: list[tuple[str, str]] = []
+    with listening(lambda stage, what: told.append((stage, what))):
+        parse_runs_task.fn(inputs, [r.id for r in runs], 1 << 30)
+    said = f"parse {telemetry.id} ({telemetry.files[0]}), {number} of {len(runs)}"
+    at = told.index(("resilience", said))
+    reads = [what for _, what in told[at + 1:] if what.startswith(said + ": ")]
+    assert reads and reads[-1] == f"{said}: {amount(size)} of {amount(size)} read", told
+    assert all(stage == "resilience" for stage, _ in told)
+

@@ -900,3 +900,22 @@ def test_validation_inside_a_run_leaves_the_runs_frozen_objects_frozen(tmp_path:
     assert gc.get_freeze_count() == 0
     run_tables([table], suites)
     assert gc.get_freeze_count() == 0  # on its own, it gives back what it froze
+
+
+def test_the_validation_tells_what_it_validates(monkeypatch: pytest.MonkeyPatch,
+                                                suites: dict[str, SuiteSpec]) -> None:
+    """A cluster's validation is a minute: it tells its steps, the witness rows of each batch of a large table, and
+    each table validated on its own with each of its batches (their rows as the table's own batches have them);
+    what is told changes nothing of the report."""
+    monkeypatch.setattr("clustercert.validation.tables.BATCH_ROWS", 7)
+    good, bad = telemetry(), rank_timings(_rank_set("compute_s", 0.0))
+    told: list[str] = []
+    report = run_tables([good, bad], suites, told=told.append)
+    assert report.to_json() == run_tables([good, bad], suites).to_json()
+    assert told[:2] == ["build the tables from the parsed evidence", "2 tables, small ones stacked by kind"]
+    witnessed = [f"{t.run} ({t.table}, {t.rows:,} rows): the witness rows of batch {part} ({len(frame):,} rows)"
+                 for t in (good, bad) for part, frame in enumerate(t.batches(), start=1)]
+    own = f"{bad.run} ({bad.table}, {bad.rows:,} rows), table 2 of 2"
+    alone = [own] + [f"{own}: batch {part} ({len(frame):,} rows)" for part, frame in enumerate(bad.batches(), start=1)]
+    assert told[2:] == witnessed + alone
+    assert len(list(good.batches())) == 6 and len(alone) > 2

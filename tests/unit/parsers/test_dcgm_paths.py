@@ -463,6 +463,46 @@ def test_read_chunks_stopped_early_records_a_part(tmp_path: Path) -> None:
     assert offset == 0 and 4 <= length <= 14
 
 
+def test_a_long_read_tells_how_far_it_is_where_somebody_listens(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster's telemetry file is read for minutes: the listener of `told_reading` where the read starts is told
+    (bytes read, the file's size) every `_READ_SHOWN` seconds (here after every block), also when the pieces are
+    taken on another thread; no listener, nothing told; the listener's block ended, nothing told either."""
+    import threading
+
+    import clustercert.evidence.guards as guards
+
+    monkeypatch.setattr(guards, "_READ_SHOWN", 0.0)
+    path = tmp_path / "f"
+    data = b"".join(b"line %d\n" % i for i in range(100))  # 10 x 7 + 90 x 8 = 790 bytes
+    path.write_bytes(data)
+    told: list[tuple[int, int]] = []
+    with guards.told_reading(lambda done, size: told.append((done, size))):
+        assert b"".join(read_chunks(path, "f", limit=1000, chunk_bytes=100)) == data
+        started_here = read_chunks(path, "f", limit=1000, chunk_bytes=400)
+    assert told == [(done, 790) for done in (100, 200, 300, 400, 500, 600, 700, 790)]
+    told.clear()
+    taken: list[bytes] = []
+    thread = threading.Thread(target=lambda: taken.extend(started_here))
+    thread.start()
+    thread.join()
+    assert b"".join(taken) == data and told == [(400, 790), (790, 790)]
+    told.clear()
+    assert b"".join(read_chunks(path, "f", limit=1000, chunk_bytes=100)) == data and told == []
+
+
+def test_the_listener_hears_nothing_of_a_short_read(tmp_path: Path) -> None:
+    """At the real period (5 s) a read of milliseconds tells nothing: no line for each of a sweep's 8,141 logs."""
+    import clustercert.evidence.guards as guards
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x\n" * 1000)
+    told: list[tuple[int, int]] = []
+    with guards.told_reading(lambda done, size: told.append((done, size))):
+        list(read_chunks(path, "f", limit=10_000, chunk_bytes=10))
+    assert guards._READ_SHOWN == 5.0 and told == []
+
+
 def test_reading_telemetry_imports_no_pandas() -> None:
     """`evidence parse` of a telemetry file stays light: Arrow is used without its pandas bridge."""
     probe = ("import sys; from pathlib import Path; from clustercert.parsers.dcgm import parse_dcgm; "
