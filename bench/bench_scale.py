@@ -362,6 +362,11 @@ class Watch:
     in_parents_memory: int = 0  # samples that left out a vfork child before its exec (`_in_parents_memory`)
     tail: list[str] = field(default_factory=list)
     killed: str | None = None
+    lines: int = 0  # progress lines
+    # the longest wait for the next progress line (the CLI's clock): seconds, and the line it followed
+    silence: tuple[float, str] = (0.0, "")
+    last_at: float | None = None
+    last_line: str = ""
 
 
 def _read_stderr(stream: Any, watch: Watch) -> None:
@@ -371,6 +376,11 @@ def _read_stderr(stream: Any, watch: Watch) -> None:
         m = _PROGRESS.match(line)
         if m:
             stage = m.group(2)
+            at = float(m.group(1))
+            watch.lines += 1
+            if watch.last_at is not None and at - watch.last_at > watch.silence[0]:
+                watch.silence = (round(at - watch.last_at, 1), watch.last_line[:160])
+            watch.last_at, watch.last_line = at, line
             if not watch.stages or watch.stages[-1]["stage"] != stage:
                 watch.stages.append({"stage": stage, "at_s": float(m.group(1)), "what": m.group(3) or "",
                                      "seen": time.perf_counter()})
@@ -467,6 +477,10 @@ def certify(bundle: Path, work: Path, limit_bytes: int, timeout_s: float) -> dic
         "peak_rss_child_wait4_gib": round(usage.ru_maxrss * 1024 / 1024**3, 3),
         "cpu_user_s": round(usage.ru_utime, 2), "cpu_system_s": round(usage.ru_stime, 2),
         "stages": stages,
+        # what an operator's log shows while the run works: how many progress lines, and the longest wait for the
+        # next one (plain lines: each stage's first at once, then at most one a second; a long read every 5 s)
+        "progress_lines": watch.lines,
+        "longest_wait_for_a_line_s": watch.silence[0], "longest_wait_after": watch.silence[1],
     }
     if watch.killed:
         result["killed"] = watch.killed
