@@ -100,9 +100,9 @@ def judge_scaling_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult
 
 @task(name="judge-resilience", **UNCACHED)
 def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
-    report(current_stage("resilience"), "judge goodput, stragglers, stalls and restarts")
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
-        result = judge_resilience(inputs.bundle, inputs.catalog, parsed)
+        result = judge_resilience(inputs.bundle, inputs.catalog, parsed,
+                                  functools.partial(report, current_stage("resilience")))
         keep()  # the phase's result is kept to the report
     return result
 

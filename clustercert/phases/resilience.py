@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -716,10 +716,17 @@ def _collect(bundle: LoadedBundle, parsed: Mapping[str, object | EvidenceError],
     return out, errors
 
 
+def _unheard(what: str) -> None:
+    """Nobody listens."""
+
+
 def judge_resilience(
-    bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError]
+    bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError],
+    told: Callable[[str], None] | None = None,
 ) -> PhaseResult:
-    """Judge the resilience phase from the long run's log, event log, sacct, per-rank timings and telemetry."""
+    """Judge the resilience phase from the long run's log, event log, sacct, per-rank timings and telemetry.
+    `told` is told each step that takes seconds at cluster scale (a 4,096-GPU run's stragglers: 46 M rows)."""
+    say = told or _unheard
     rules = catalog.spec.rules
     required = Phase.RESILIENCE in rules.required_phases
     severity = Severity.REQUIRED if required else Severity.ADVISORY
@@ -760,6 +767,7 @@ def judge_resilience(
     job: JobTimeline | str = ("the bundle has no resilience training log (kind resilience, format nemo): the "
                               "cluster did not show a long run")
     if logs:
+        say("judge goodput, stalls and restarts on the long run's timeline")
         job = build_job_timeline(logs[0], event_logs, sacct)
     elif unread_log:  # there is a long run, its log unreadable: not judged, which is not the cluster not showing it
         job = f"{unread_log[0]}: the long run's log cannot be read. Mend it or collect it again"
@@ -838,6 +846,8 @@ def judge_resilience(
                                  f"{sum(len(x.events) for x in event_logs)} events, none by an administrator",
                                  measured=0.0, target=0.0, unit="actions", evidence=spans))
     table_error = next(iter(unreadable.get(RunKind.RANK_TIMINGS, [])), None)
+    if tables:
+        say(f"judge stragglers from {sum(t.rows for t in tables):,} per-rank timings")
     straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
                                        _reported(event_logs, logs, origin), logs, origin, severity, unread)
     checks.append(straggler)
@@ -847,6 +857,8 @@ def judge_resilience(
     section["stragglers"] = rows
     section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
                           "by": e.by.value} for e in events]
+    if telemetry:
+        say(f"count the GPUs and metrics of {sum(len(t) for t in telemetry):,} telemetry samples")
     section["telemetry"] = [{"file": t.file, "samples": len(t), "gpus": t.gpu_count(),
                              "metrics": t.metric_names()} for t in telemetry]
     return PhaseResult(checks=checks, section=section)

@@ -318,3 +318,22 @@ def test_the_sample_with_a_log_it_cannot_read_is_unjudged_not_failed(tmp_path: P
     if emptied.endswith("training.log"):  # no timeline at all: goodput too (from sacct's starts it still holds)
         goodput = by_id(checks)["resilience.goodput_meets_min"]
         assert goodput.status is Status.ERROR and goodput.message.startswith(unread)
+
+
+def test_the_judge_tells_its_long_steps_and_what_they_work_on(tmp_path: Path) -> None:
+    """A 4,096-GPU run's judge is 25 s (stragglers from 46 M per-rank rows): it says each step as it starts, with
+    the rows it works on (the sample's: the Parquet file's own row count, the telemetry file's sample lines); what
+    is told changes no check."""
+    import pyarrow.parquet as pq
+
+    bundle, parsed, catalog = _sample(tmp_path)
+    told: list[str] = []
+    checks = judge_resilience(bundle, catalog, parsed, told.append).checks
+    rows = pq.ParquetFile(bundle.root / "resilience" / "rank-timings.parquet").metadata.num_rows
+    samples = sum(1 for line in (bundle.root / "resilience" / "dcgm.prom").read_text().splitlines()
+                  if line and not line.startswith("#"))
+    assert told == ["judge goodput, stalls and restarts on the long run's timeline",
+                    f"judge stragglers from {rows:,} per-rank timings",
+                    f"count the GPUs and metrics of {samples:,} telemetry samples"]
+    assert samples == 22_528 and rows > 0
+    assert checks == judge_resilience(bundle, catalog, parsed).checks
