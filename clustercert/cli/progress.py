@@ -4,7 +4,9 @@ long step); plain lines otherwise, each with the time it was printed at; nothing
 
 Every new stage is shown at once; within a stage, what is worked on is shown at most once per `every` seconds (a
 cluster's pairwise nccl-tests sweep is 8,141 files: a plain line for each made 8,141 lines of a scheduler's log and
-cost a 512-GPU certification about a second of printing)."""
+cost a 512-GPU certification about a second of printing). What came within the period is not lost when nothing
+follows it: the latest of it is shown when the period ends (a step told a moment after the one before may be the
+one that takes the next 20 s)."""
 
 from __future__ import annotations
 
@@ -47,24 +49,54 @@ class Progress:
         self._status: Any = None
         self._stage: str | None = None  # the stage of the last line shown, and when it was shown
         self._shown = -math.inf
+        self._pending: str | None = None  # the latest line of the stage held back within the period
+        self._timer: threading.Timer | None = None  # shows it when the period ends
+        self._closed = False
 
     def __call__(self, stage: str, what: str = "") -> None:
         if not self.enabled:
             return
         with self._lock:
             now = time.monotonic()
-            if stage == self._stage and now - self._shown < self.every:
-                return  # the same stage, shown a moment ago: the next file after the pause is shown
-            self._stage, self._shown = stage, now
             text = stage + (f": {what}" if what else "")
-            if self.live:
-                if self._status is None:
-                    self._status = self.console.status(_Running(self.started, text))
-                    self._status.start()
-                else:
-                    self._status.update(_Running(self.started, text))
+            if stage == self._stage and now - self._shown < self.every:
+                # the same stage, shown a moment ago: the latest line is held, shown when the period ends unless
+                # another is shown first
+                self._pending = text
+                self._wake(self._shown + self.every - now)
+                return
+            self._pending = None
+            self._stage = stage
+            self._show(text, now)
+
+    def _wake(self, after: float) -> None:
+        if self._timer is None and not self._closed:
+            self._timer = threading.Timer(max(after, 0.0), self._flush)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _flush(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._pending is None or self._closed:
+                return
+            now = time.monotonic()
+            if now - self._shown < self.every:  # a line was shown since the wait began: wait out its period
+                self._wake(self._shown + self.every - now)
+                return
+            text, self._pending = self._pending, None
+            self._show(text, now)
+
+    def _show(self, text: str, now: float) -> None:
+        self._shown = now
+        if self.live:
+            if self._status is None:
+                self._status = self.console.status(_Running(self.started, text))
+                self._status.start()
             else:
-                self.console.print(f"progress [{now - self.started:6.1f} s] {text}", markup=False, highlight=False)
+                self._status.update(_Running(self.started, text))
+        else:
+            self.console.print(f"progress [{now - self.started:6.1f} s] {text}", markup=False, highlight=False)
 
     def __enter__(self) -> Progress:
         return self
@@ -72,6 +104,10 @@ class Progress:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  tb: TracebackType | None) -> None:
         with self._lock:
+            self._closed, self._pending = True, None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             if self._status is not None:
                 self._status.stop()
                 self._status = None

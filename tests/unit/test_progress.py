@@ -103,6 +103,31 @@ def test_within_a_stage_a_line_is_shown_at_most_once_per_period() -> None:
                                                           "resilience: the long run"]
 
 
+def test_the_latest_line_held_back_is_shown_when_the_period_ends() -> None:
+    """A step told a moment after the one before may be the one that takes the next 20 s (a cluster's straggler
+    scoring after its timeline): held back within the period, the latest such line is shown when it ends; one
+    superseded by a newer one, or by a new stage shown at once, never is; nothing is shown after the block."""
+    import time
+
+    console, buffer = _console(terminal=False)
+    with Progress(console, every=0.3) as progress, listening(progress):
+        report("resilience", "judge goodput")
+        report("resilience", "judge stalls")  # superseded by the next before the period ends
+        report("resilience", "judge stragglers")
+        time.sleep(0.6)
+        report("resilience", "count the telemetry")  # shown at once: the period after the last line is over
+        report("resilience", "held, then superseded by a new stage")
+        report("validate", "expectation suites")
+        report("validate", "build the tables")  # held when the block ends: never shown
+    time.sleep(0.5)
+    lines = buffer.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "resilience: judge goodput", "resilience: judge stragglers", "resilience: count the telemetry",
+        "validate: expectation suites"]
+    at = [float(line[len("progress ["):].split(" s]", 1)[0]) for line in lines]
+    assert at[1] - at[0] >= 0.2, at  # printed to 0.1 s: shown when the 0.3 s period ended, not at once
+
+
 def test_without_a_period_every_line_is_shown() -> None:
     console, buffer = _console(terminal=False)
     with Progress(console, started=0.0, every=0.0) as progress, listening(progress):
