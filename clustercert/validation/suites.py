@@ -714,8 +714,9 @@ def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[Table
         own = [s for s in runnable if s.id not in passed[number]]
         gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", own)
         index = ["_file", "_line", "_run"]
-        shown = f"{table.run} ({table.table}, {table.rows:,} rows), table {number + 1:,} of {len(tables):,}"
+        shown = ""  # named only for a table validated on its own (not for each of a sweep's 8,141 stacked ones)
         if own:
+            shown = f"{table.run} ({table.table}, {table.rows:,} rows), table {number + 1:,} of {len(tables):,}"
             say(shown)
         for part, frame in enumerate(table.batches() if own else ()):
             if table.batched:
