@@ -60,9 +60,7 @@ TARGET_RSS_GIB = 4.0
 TARGET_FLOOR_RATIO = 3.0
 TARGET_4096_OVER_512 = 9.0
 _PROGRESS = re.compile(r"^progress \[\s*([0-9.]+) s\] ([a-z-]+)(?:: (.*))?$")
-# the certify stages in order (the flow's `report` calls) and the issue's names for them
-STAGES = ("hash", "start", "load", "efficiency", "scaling", "resilience", "validate", "judge", "report",
-          "publish")
+# the certify stages in order (the load's hash, then the flow's `report` calls), with the issue's names for them
 ISSUE_STAGE = {"hash": "parse (the evidence hashed: seal check)", "start": "start-up",
                "load": "parse (bundle load)", "efficiency": "parse + measure",
                "scaling": "parse + measure", "resilience": "parse + measure", "validate": "validate",
