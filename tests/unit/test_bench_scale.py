@@ -121,3 +121,24 @@ def test_a_floor_scan_of_milliseconds_is_timed_best_of_five_a_longer_one_once(be
     assert calls == [paths] * 5
     calls, scan = _scan_taking([1.8])
     assert bench._steady(scan, paths) == {"seconds": 1.8, "rows": 7} and len(calls) == 1
+
+
+def test_the_operators_log_is_counted_and_its_longest_wait_found(bench: ModuleType) -> None:
+    """From the certification's stderr: every progress line counted (not other lines), each stage's first kept, and
+    the longest wait for the next line by the CLI's own clock, with the line it followed (hand-read: 9.5 s)."""
+    import io
+
+    stderr = io.BytesIO(b"".join(line.encode() + b"\n" for line in [
+        "progress [   2.0 s] hash: sha256 of the evidence: t.prom (22.0 GiB); 1 of 2 files (1 B of 22.0 GiB) hashed",
+        "note: no signing key in /k; created a development key there.",
+        "progress [   7.0 s] hash: sha256 of the evidence: t.prom (22.0 GiB); 1 of 2 files (1 B of 22.0 GiB) hashed",
+        "progress [  16.5 s] start: Prefect API",
+        "progress [  17.0 s] resilience: judge stragglers from 45,793,280 per-rank timings",
+        "progress [  20.0 s] validate: expectation suites over every table",
+    ]))
+    watch = bench.Watch()
+    bench._read_stderr(stderr, watch)
+    assert watch.lines == 5
+    assert [s["stage"] for s in watch.stages] == ["hash", "start", "resilience", "validate"]
+    assert watch.silence == (9.5, "progress [   7.0 s] hash: sha256 of the evidence: t.prom (22.0 GiB); 1 of 2 files "
+                                  "(1 B of 22.0 GiB) hashed")
