@@ -12,7 +12,7 @@ from prefect.utilities.annotations import opaque
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
-from clustercert.evidence.guards import amount, told_reading
+from clustercert.evidence.guards import reading_told, told_reading
 from clustercert.heap import keep, paused
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
@@ -42,14 +42,10 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
             said = f"parse {r.id} ({r.files[0]}), {number:,} of {len(runs):,}"
             report(stage, said)
             # a long read (a cluster's telemetry: minutes) says how far it is every few seconds
-            with told_reading(functools.partial(_read_so_far, stage, said)):
+            with told_reading(reading_told(report, stage, said)):
                 out[r.id] = parse_run(inputs.bundle, r, limit)
         keep()  # kept to the run's end (released after validation): no collection need traverse it
     return Parcel(out)
-
-
-def _read_so_far(stage: str, said: str, done: int, size: int) -> None:
-    report(stage, f"{said}: {amount(done)} of {amount(size)} read")
 
 
 @task(name="judge-efficiency", **CACHED)

@@ -25,7 +25,7 @@ __all__ = ["gate_task", "judge_task", "load_task", "parse_training_task", "valid
 
 @task(name="load-inputs", retries=2, retry_delay_seconds=1, **UNCACHED)
 def load_task(bundle_path: str, references_dir: str, catalog: str | None) -> Inputs:
-    # once per process (see load_inputs): certify's own load is this one; a rerun's is hashed here
+    # once per process (see load_inputs): certify's CLI has loaded and hashed it already; a rerun's is hashed here
     inputs = load_inputs(Path(bundle_path), Path(references_dir), catalog, progress=report)
     check_seal(inputs.bundle, inputs.digests)
     return inputs

@@ -15,7 +15,6 @@ from rich.table import Table
 from clustercert.errors import ClusterCertError, UsageError
 
 if TYPE_CHECKING:
-    from clustercert.cli.progress import Progress
     from clustercert.evidence.parse import ParsedFile
     from clustercert.validation.suites import ValidationReport
 
@@ -187,7 +186,7 @@ def check(
     Prints, at the terminal's width, the files by kind and what their parsers read, the expectations that did not
     pass and every problem; --verbose adds the tables of every file and every validated table."""
     from clustercert.cli.progress import Progress
-    from clustercert.evidence.guards import told_reading
+    from clustercert.evidence.guards import reading_told, told_reading
     from clustercert.evidence.parse import ParsedBundle, parse_run
     from clustercert.runs.folder import load_inputs, seal_problems
     from clustercert.settings import load_settings
@@ -210,7 +209,7 @@ def check(
         for number, run in enumerate(loaded.spec.runs, start=1):
             said = f"{run.id} ({run.files[0]}), {number:,} of {len(loaded.spec.runs):,}"
             progress("parse", said)
-            with told_reading(functools.partial(_read_so_far, progress, said)):  # a long read: how far it is
+            with told_reading(reading_told(progress, "parse", said)):  # a long read: how far it is
                 parsed[run.id] = parse_run(loaded, run, settings.max_evidence_bytes)
         problems += _problems(parsed)
         warnings = _warnings(parsed)
@@ -239,12 +238,6 @@ def _wrapped(text: str, indent: int = 2, hang: int = 4) -> list[str]:
     from clustercert.cli.summary import wrap
 
     return wrap(text, max(40, out.width), indent, hang)
-
-
-def _read_so_far(progress: Progress, said: str, done: int, size: int) -> None:
-    from clustercert.evidence.guards import amount
-
-    progress("parse", f"{said}: {amount(done)} of {amount(size)} read")
 
 
 def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: dict[str, list[ParsedFile]],

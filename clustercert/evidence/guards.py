@@ -22,6 +22,7 @@ the validation step)."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import io
 import itertools
@@ -58,6 +59,7 @@ __all__ = [
     "read_chunks",
     "read_mark",
     "read_regular",
+    "reading_told",
     "record_read",
     "short_repr",
     "told_reading",
@@ -361,6 +363,16 @@ def told_reading(listener: Callable[[int, int], None]) -> Iterator[None]:
         yield
     finally:
         _READING.reset(token)
+
+
+def reading_told(progress: Callable[[str, str], None], stage: str, said: str) -> Callable[[int, int], None]:
+    """A `told_reading` listener that tells `progress` (a progress listener) under `stage` how far the read of what
+    `said` names is: "`said`: 2.1 GiB of 2.9 GiB read"."""
+    return functools.partial(_read_so_far, progress, stage, said)
+
+
+def _read_so_far(progress: Callable[[str, str], None], stage: str, said: str, done: int, size: int) -> None:
+    progress(stage, f"{said}: {amount(done)} of {amount(size)} read")
 
 
 def amount(size: int) -> str:
