@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -22,27 +23,41 @@ from rich.text import Text
 __all__ = ["Progress"]
 
 
+class _Timer(Protocol):
+    """What Progress needs of a threading.Timer."""
+
+    daemon: bool
+
+    def start(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
 class _Running:
     """The live line: its elapsed time read each time the status is drawn (10 times a second), so the clock runs
     through a long step; as Text (the spinner reads a string as rich markup: a path's `[/b]` stopped the run), one
     line cut to the terminal's width (wrapped, a long path made the status jump between one and two lines)."""
 
-    def __init__(self, started: float, text: str) -> None:
-        self.started, self.text = started, text
+    def __init__(self, clock: Callable[[], float], started: float, text: str) -> None:
+        self.clock, self.started, self.text = clock, started, text
 
     def __rich__(self) -> Text:
-        return Text(f"[{time.monotonic() - self.started:6.1f} s] {self.text}", no_wrap=True, overflow="ellipsis")
+        return Text(f"[{self.clock() - self.started:6.1f} s] {self.text}", no_wrap=True, overflow="ellipsis")
 
 
 class Progress:
-    """A progress listener (a `flows.progress.Sink`): call it with (stage, what)."""
+    """A progress listener (a `flows.progress.Sink`): call it with (stage, what). `clock` and `timer` are
+    time.monotonic and threading.Timer but where a test drives the time (a busy machine runs a real timer late)."""
 
     def __init__(self, console: Console, *, enabled: bool = True, live: bool | None = None,
-                 started: float | None = None, every: float | None = None) -> None:
+                 started: float | None = None, every: float | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 timer: Callable[[float, Callable[[], None]], _Timer] = threading.Timer) -> None:
         self.console = console
         self.enabled = enabled
         self.live = console.is_terminal if live is None else live
-        self.started = time.monotonic() if started is None else started
+        self.clock, self.timer = clock, timer
+        self.started = clock() if started is None else started
         # a live line is redrawn at most 10 times a second; a plain line is kept, so at most one a second
         self.every = (0.1 if self.live else 1.0) if every is None else every
         self._lock = threading.Lock()
@@ -50,14 +65,14 @@ class Progress:
         self._stage: str | None = None  # the stage of the last line shown, and when it was shown
         self._shown = -math.inf
         self._pending: str | None = None  # the latest line of the stage held back within the period
-        self._timer: threading.Timer | None = None  # shows it when the period ends
+        self._timer: _Timer | None = None  # shows it when the period ends
         self._closed = False
 
     def __call__(self, stage: str, what: str = "") -> None:
         if not self.enabled:
             return
         with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             text = stage + (f": {what}" if what else "")
             if stage == self._stage and now - self._shown < self.every:
                 # the same stage, shown a moment ago: the latest line is held, shown when the period ends unless
@@ -71,7 +86,7 @@ class Progress:
 
     def _wake(self, after: float) -> None:
         if self._timer is None and not self._closed:
-            self._timer = threading.Timer(max(after, 0.0), self._flush)
+            self._timer = self.timer(max(after, 0.0), self._flush)
             self._timer.daemon = True
             self._timer.start()
 
@@ -80,7 +95,7 @@ class Progress:
             self._timer = None
             if self._pending is None or self._closed:
                 return
-            now = time.monotonic()
+            now = self.clock()
             if now - self._shown < self.every:  # a line was shown since the wait began: wait out its period
                 self._wake(self._shown + self.every - now)
                 return
@@ -91,10 +106,10 @@ class Progress:
         self._shown = now
         if self.live:
             if self._status is None:
-                self._status = self.console.status(_Running(self.started, text))
+                self._status = self.console.status(_Running(self.clock, self.started, text))
                 self._status.start()
             else:
-                self._status.update(_Running(self.started, text))
+                self._status.update(_Running(self.clock, self.started, text))
         else:
             self.console.print(f"progress [{now - self.started:6.1f} s] {text}", markup=False, highlight=False)
 
@@ -112,5 +127,5 @@ class Progress:
                 self._status.stop()
                 self._status = None
         if self.enabled and self.live and kind is None:
-            elapsed = time.monotonic() - self.started
+            elapsed = self.clock() - self.started
             self.console.print(f"done in {elapsed:.1f} s", markup=False, highlight=False)

@@ -440,34 +440,38 @@ def test_a_long_hash_of_one_file_is_told_again_every_few_seconds(
 
 def test_the_hashing_says_nothing_in_its_first_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sample's few megabytes hash in milliseconds: no line (its refusal at the seal is one line, alone on
-    stderr). A hash that takes longer is told from its first second on."""
+    stderr). A hash that takes longer is told from its first second on (`_HASH_QUIET`), never before it."""
     import clustercert.runs.folder as folder
 
+    assert folder._HASH_QUIET == 1.0
     monkeypatch.setattr(folder, "_HASH_LOOK", 0.01)
     root = tmp_path / "evidence"
     files = _files(root, {"telemetry.csv": 2048, "a.log": 10})
     told: list[float] = []
-    assert folder._digests(root, files, lambda stage, what: told.append(time.monotonic())) == {
-        rel: _sha(root / rel) for rel in files}
+    with monkeypatch.context() as quiet:
+        quiet.setattr(folder, "_HASH_QUIET", 60.0)  # a hash of milliseconds, however busy the machine: no line
+        assert folder._digests(root, files, lambda stage, what: told.append(time.monotonic())) == {
+            rel: _sha(root / rel) for rel in files}
     assert told == []
     released = threading.Event()
     _slow_hash(monkeypatch, "telemetry.csv", released)
-    folder._digest.cache_clear()  # hashed again, slowly
-    timer = threading.Timer(1.5, released.set)
+    folder._digest.cache_clear()  # hashed again, slowly: until the first line is told
+
+    def sink(stage: str, what: str) -> None:
+        told.append(time.monotonic())
+        released.set()
+
     started = time.monotonic()
-    timer.start()
-    try:
-        folder._digests(root, files, lambda stage, what: told.append(time.monotonic()))
-    finally:
-        timer.cancel()
-    assert told and all(at - started >= folder._HASH_QUIET == 1.0 for at in told), told
+    folder._digests(root, files, sink)
+    assert told and all(at - started >= 1.0 for at in told), told
 
 
 def test_a_file_that_cannot_be_hashed_ends_the_progress_and_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A small file turns out unreadable (a FIFO) while the large one is still hashed for a second: the progress
-    stops at once (not a line every look until the large file is done) and the load names the file."""
+    stops at once (not a line every look until the large file is done: about 20 here) and the load names the
+    file. At most the look under way when the file failed may still tell a line."""
     import os
 
     import clustercert.runs.folder as folder
@@ -481,16 +485,28 @@ def test_a_file_that_cannot_be_hashed_ends_the_progress_and_is_named(
     (tmp_path / "pipe.log").rename(root / "pipe.log")
     released = threading.Event()
     _slow_hash(monkeypatch, "telemetry.csv", released)
+    failed: list[float] = []
+    real = folder.file_digest
+
+    def digest(path: Path) -> str:
+        try:
+            return real(path)
+        except EvidenceError:
+            failed.append(time.monotonic())
+            raise
+
+    monkeypatch.setattr(folder, "file_digest", digest)
     timer = threading.Timer(1.0, released.set)
     timer.start()
-    told: list[str] = []
+    told: list[tuple[float, str]] = []
     try:
         with pytest.raises(EvidenceError, match=re.escape(str(root / "pipe.log"))):
-            folder._digests(root, files, lambda stage, what: told.append(what))
+            folder._digests(root, files, lambda stage, what: told.append((time.monotonic(), what)))
     finally:
         timer.cancel()
-    assert len(told) <= 2, told  # a line every 0.05 s of the second would be about 20
-    assert all(what.startswith("sha256 of the evidence: telemetry.csv (4.0 KiB); ") for what in told)
+    assert len(failed) == 1
+    assert len([at for at, _ in told if at > failed[0]]) <= 1, (failed, told)
+    assert all(what.startswith("sha256 of the evidence: telemetry.csv (4.0 KiB); ") for _, what in told)
 
 
 @pytest.mark.parametrize(("size", "said"), [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (4_404_019, "4.2 MiB"),
