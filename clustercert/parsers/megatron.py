@@ -332,6 +332,10 @@ def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) ->
         label = found.group(1) if found is not None else part.partition(":")[0].strip()
         if found is None and (":" not in part or not label):
             return None
+        # a key that holds a throughput, pause or evaluation line's text is read line by line (the bulk reading
+        # looks for these in the text between records and in the values no field reads)
+        if any(literal in label for literal in _MISC):
+            return None
         # every part's value is captured: a value no field reads is searched for a nan or inf value all the same
         pieces.append(f"{space}*+{re.escape(label)}{space}*+:([^|\n]*+)\\|")
         captured.append(fields[label] if found is not None else (None, 1.0))
@@ -378,10 +382,14 @@ def _pipe_log_fast(
     # more, every head is a record's (the count, a C scan, spares most files the head pattern's scan)
     if text.count("iteration") != count * template.words and len(template.heads.findall(text)) != count:
         return None
-    if not template.stamped and _STAMP_BEFORE_HEAD.search(text) is not None:
-        return None
-    if not template.stamped:  # a record after a word character (`preiteration`) is none
-        if _WORD.search("".join(map(_LAST_CHAR, between[:-1]))) is not None:
+    if not template.stamped:
+        # A print time just before a record (the line-by-line reading's _STAMP, on the record's line) lies with the
+        # spaces after it in the text before the record: the texts between records joined by "iteration" hold
+        # every such one (and more: _STAMP_BEFORE_HEAD also finds one a line before, which is then read line by
+        # line all the same)
+        if _STAMP_BEFORE_HEAD.search("iteration".join(between)) is not None:
+            return None
+        if _WORD.search("".join(map(_LAST_CHAR, between[:-1]))) is not None:  # `preiteration`: no record
             return None
     # No nan or inf value (NAN_VALUE) in the text: a match starts at a ':' and stays on its line, so it lies in the
     # text between records (a record starts with '[' or 'iteration', which no match reaches into) or in a part's
@@ -389,9 +397,17 @@ def _pipe_log_fast(
     # as numbers below (a value NAN_VALUE matches is not a number or not finite), the others here
     offset = 2 if template.stamped else 0
     unread = [offset + 3 + index for index, (name, _) in enumerate(template.fields) if name is None]
-    if pieces_hold_nan_value(between) or pieces_hold_nan_value(
-            itertools.chain.from_iterable(map(columns.__getitem__, unread)), ":"):
+    # the values no field reads, each after its ':' and before a line break (`pieces_hold_nan_value`'s reading)
+    unread_values = "\n:".join(itertools.chain.from_iterable(map(columns.__getitem__, unread)))
+    if pieces_hold_nan_value(between) or pieces_hold_nan_value([unread_values], ":"):
         return None
+    # A throughput, pause or evaluation line's text within a record sends the file line by line (below, where
+    # these are read from the text without its records). A record's text is its keys (none holds one: _template),
+    # its digits and its values: those a field reads convert to numbers (below), which holds none; the others
+    # are searched here
+    if any(literal in unread_values for literal in _MISC):
+        return None
+    del unread_values
     for index in unread:
         columns[index] = []
     values: dict[str, list[Any]] = {}
@@ -416,8 +432,10 @@ def _pipe_log_fast(
         return None
     newlines = list(map(str.count, between, itertools.repeat("\n")))
     # The text without its records: a record holds no line break, so each line keeps its number; a line without
-    # a record is as in the text
-    unrecorded = "".join(between) if "Step Time" in text else None
+    # a record is as in the text. No record holds a throughput, pause or evaluation line's text (above), and none
+    # is made where a record was taken out (a record starts with "iteration" or '[' and ends before a line break):
+    # each such text of the file is in it, on its line
+    unrecorded = "".join(between)
     del between
     columns[0] = []
     lines = list(itertools.accumulate(newlines[:-1], initial=1))[1:]  # a record holds no line break
@@ -425,12 +443,12 @@ def _pipe_log_fast(
     untimed = [False] * count
     tflops: dict[int, float] = {}
     record_lines = set(lines)
-    line_of = LineCounter(text).at
-    for start, end in _lines_with(text, _MISC[1:], set()):  # pauses and evaluations (few): line by line
+    line_of = LineCounter(unrecorded).at
+    for start, end in _lines_with(unrecorded, _MISC[1:], set()):  # pauses and evaluations (few): line by line
         number = line_of(start)
         if number in record_lines:
             return None
-        raw = text[start:end]
+        raw = unrecorded[start:end]  # a line without a record, as in the text
         after = bisect.bisect_left(lines, number)  # how many records come before this line
         if "save-checkpoint" in raw:
             matched = _PAUSE.match(raw)
@@ -438,13 +456,11 @@ def _pipe_log_fast(
                 pause[after] += float(matched.group(1))
         if after < count and "validation loss at" in raw and _UNTIMED.search(raw) is not None:
             untimed[after] = True
-    if unrecorded is not None:  # a throughput line after each record (Megatron-Bridge): all at once
-        # Searched in the text without its records, where each "Step Time" of the text must be (a line with a
-        # record and a throughput match goes line by line below): a line without a record reads as in the text, and
-        # a match holds no line break. Split like the records (the text between the lines and their two numbers, no
-        # Match objects): a line's number is 1 + the line breaks of the texts before it
-        if unrecorded.count("Step Time") != text.count("Step Time"):
-            return None  # "Step Time" within a record: line by line
+    if "Step Time" in unrecorded:  # a throughput line after each record (Megatron-Bridge): all at once
+        # Searched in the text without its records (a line with a record and a throughput match goes line by line
+        # below): a line without a record reads as in the text, and a match holds no line break. Split like the
+        # records (the text between the lines and their two numbers, no Match objects): a line's number is 1 + the
+        # line breaks of the texts before it
         parts = template.step_time.split(unrecorded)
         del unrecorded
         if len(parts) > 1:

@@ -257,6 +257,58 @@ def test_a_word_running_into_iteration_and_a_nan_between_records_read_alike(tmp_
     assert [s.line for s in log.steps] == [1, 2, 3, 5, 6, 7]
 
 
+DEEPSPEED_CLEAN = (
+    "> header\n"
+    " iteration        1/      20 | consumed samples: 8 | elapsed time per iteration (s): 1.25 | learning rate: 1.0E-04 | lm loss: 7.5 |\n"
+    "    save-checkpoint ..........: (10.0, 20.0)\n"
+    " iteration        2/      20 | consumed samples: 16 | elapsed time per iteration (s): 1.5 | learning rate: 1.0E-04 | lm loss: 7.25 |\n"
+    " validation loss at iteration 2 | lm loss value: 2.0 |\n"
+    " iteration        3/      20 | consumed samples: 24 | elapsed time per iteration (s): 1.75 | learning rate: 1.0E-04 | lm loss: 7.0 |\n"
+)
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("", ""),  # the clean log: a pause and an evaluation between records
+    # a pause's, an evaluation's or a throughput line's text in a value no field reads
+    ("learning rate: 1.0E-04 | lm loss: 7.25", "learning rate: save-checkpoint ..: (1.0, 2.0) | lm loss: 7.25"),
+    ("learning rate: 1.0E-04 | lm loss: 7.25", "learning rate: validation loss at x | lm loss: 7.25"),
+    ("learning rate: 1.0E-04 | lm loss: 7.25", "learning rate: Step Time : 0.5s GPU utilization: 9.5MODEL_TFLOP/s/GPU | lm loss: 7.25"),
+    # ... before a record on its line
+    (" iteration        2/", "    save-checkpoint ..........: (10.0, 20.0) iteration        2/"),
+    (" iteration        2/", "validation loss at 1 iteration        2/"),
+    (" iteration        2/", "Step Time : 0.5s GPU utilization: 9.5MODEL_TFLOP/s/GPU iteration        2/"),
+    # ... in a key (every record's)
+    ("learning rate:", "validation loss at:"),
+    ("learning rate:", "save-checkpoint:"),
+    ("learning rate:", "Step Time x:"),
+    # a print time before a record of a log whose first record has none: on its line, the line before, in a key,
+    # in a value, after "iteration" outside the records
+    (" iteration        3/", " [2025-08-29 17:02:51] iteration        3/"),
+    (" iteration        3/", " [2025-08-29 17:02:51]\n iteration        3/"),
+    ("learning rate:", "[2025-08-29 17:02:51] iteration x:"),
+    ("learning rate: 1.0E-04 | lm loss: 7.25", "learning rate: [2025-08-29 17:02:51] iteration | lm loss: 7.25"),
+    ("> header", "> [2025-08-29 17:02:51] iteration of the data loader"),
+    ("> header\n iteration        1/", "> iteration of the data loader [2025-08-29 17:02:51] iteration        1/"),
+])
+def test_texts_outside_and_inside_records_read_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     old: str, new: str) -> None:
+    """The bulk reading looks for pauses, evaluations, throughput lines and print times in the text between
+    records and in the values no field reads, not in the whole text: each place such a text can be gives what the
+    line-by-line reading gives (a record's line or a key holding one is read line by line)."""
+    text = DEEPSPEED_CLEAN.replace(old, new, -1 if old.endswith(":") else 1)
+    assert old in DEEPSPEED_CLEAN and (text != DEEPSPEED_CLEAN or not old)
+    path = tmp_path / "d.log"
+    path.write_bytes(text.encode())
+    fast, slow = both(monkeypatch, parse_megatron_deepspeed, path)
+    assert fast == slow
+    if not old:  # the clean log is read in bulk, its pause and evaluation on the records after them
+        assert megatron._pipe_log_fast(text, "d.log", fmt="megatron-deepspeed", fields=MEGATRON_FIELDS,
+                                       wrapped=True) is not None
+        log = parse_megatron_deepspeed(path, "d.log")
+        assert [(s.line, s.pause_s, s.untimed_pause) for s in log.steps] == [(2, 0.0, False), (4, 0.02, False),
+                                                                              (6, 0.0, True)]
+
+
 def test_column_helpers_convert_each_text_as_float_and_int_do() -> None:
     repeated = ["8"] * 3000 + [" 7.5 ", "1e3"]
     assert column_floats(repeated) == [8.0] * 3000 + [7.5, 1000.0]
