@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +144,7 @@ def score_stragglers(
     warmup_steps: int = 0,
     detect_max_s: float = 600.0,
     flag_windows: bool = False,
+    told: Callable[[int, int], None] | None = None,
 ) -> StragglerReport:
     """Relative and individual scores per rank, flagged below `threshold`, matched to detections.
 
@@ -151,7 +152,8 @@ def score_stragglers(
     time a straggler first became visible: the last timestamp of that rank in its first window whose
     relative score is below the threshold. With `flag_windows`, a rank is also flagged when any window's
     relative score is below the threshold (a GPU that turns slow late, or is replaced, is caught as a periodic
-    detector would catch it); by default only its score over the whole run counts.
+    detector would catch it); by default only its score over the whole run counts. `told` is told (ranks scored,
+    ranks in all) as each group of ranks is (a 4,096-GPU day's 45.8 M rows take seconds a group).
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"straggler threshold must lie in (0, 1], got {threshold}")
@@ -199,6 +201,8 @@ def score_stragglers(
         starts = np.searchsorted(key[order], wkeys)
         ends[wkeys // n_windows, wkeys % n_windows] = np.maximum.reduceat(stamp[rows][order], starts)
         del rows, values, key, order
+        if told is not None:
+            told(min(at + per_group, ranks.size), ranks.size)
     ref_i = int(np.argmin(overall))
     relative = overall[ref_i] / overall
 

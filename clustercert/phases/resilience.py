@@ -403,12 +403,12 @@ def _who(rank: int | None, place: RankPlace | None) -> str:
 def _straggler_check(
     bundle: LoadedBundle, catalog: LoadedCatalog, tables: Sequence[RankTable], table_error: str | None,
     events: Sequence[Event], reported: Sequence[_Reported], logs: Sequence[ResilienceRunLog], origin: float,
-    severity: Severity, unread: Sequence[str] = (),
+    severity: Severity, unread: Sequence[str], say: Callable[[str], None],
 ) -> tuple[Check, list[dict[str, object]]]:
     """Score every rank from the per-rank timings; each straggler must be reported in time and its node handled.
     `unread`: the errors of the long run's log, event logs and sacct dumps that could not be read, where a
     detection or a node's exclusion would be: a straggler that looks unhandled then cannot be judged (ERROR), not
-    a failure."""
+    a failure. `say` is told how many ranks are scored as they are."""
     rules = catalog.spec.rules
     check_id, title = (f"{PHASE}.stragglers_detected_and_handled",
                        f"Every straggler (relative score < {rules.straggler_score_min:.2f}) was detected within "
@@ -452,7 +452,7 @@ def _straggler_check(
     report: StragglerReport = score_stragglers(
         gpus.timings, placement, detections, threshold=rules.straggler_score_min,
         window_steps=_WINDOW_SAMPLES * _stride(gpus.timings.step), detect_max_s=rules.straggler_detect_max_s,
-        flag_windows=True,
+        flag_windows=True, told=lambda done, ranks: say(f"judge stragglers: {done:,} of {ranks:,} ranks scored"),
     )
     handled_nodes = {e.node for e in events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)}
     rows = []
@@ -849,7 +849,7 @@ def judge_resilience(
     if tables:
         say(f"judge stragglers from {sum(t.rows for t in tables):,} per-rank timings")
     straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
-                                       _reported(event_logs, logs, origin), logs, origin, severity, unread)
+                                       _reported(event_logs, logs, origin), logs, origin, severity, unread, say)
     checks.append(straggler)
     if unread:  # a failure on the job's timeline may be what an unreadable event log or sacct dump would answer
         timeline_ids = {ids[key][0] for key in ("goodput", "stalls", "lost")} | {_RESTARTS}

@@ -332,8 +332,12 @@ def test_the_judge_tells_its_long_steps_and_what_they_work_on(tmp_path: Path) ->
     rows = pq.ParquetFile(bundle.root / "resilience" / "rank-timings.parquet").metadata.num_rows
     samples = sum(1 for line in (bundle.root / "resilience" / "dcgm.prom").read_text().splitlines()
                   if line and not line.startswith("#"))
+    gpus = len({(node, gpu) for node, gpu in zip(*pq.read_table(
+        bundle.root / "resilience" / "rank-timings.parquet", columns=["node", "gpu"]).to_pydict().values(),
+        strict=True)})
     assert told == ["judge goodput, stalls and restarts on the long run's timeline",
                     f"judge stragglers from {rows:,} per-rank timings",
+                    f"judge stragglers: {gpus:,} of {gpus:,} ranks scored",  # the sample's few rows: one group
                     f"count the GPUs and metrics of {samples:,} telemetry samples"]
-    assert samples == 22_528 and rows > 0
+    assert samples == 22_528 and rows > 0 and gpus == 136
     assert checks == judge_resilience(bundle, catalog, parsed).checks

@@ -136,8 +136,15 @@ def test_scored_a_few_ranks_at_a_time_as_each_ranks_own_rows_say(group_rows: int
     compute = rng.uniform(0.99, 1.01, size=rank.size)
     compute[rank == 41] *= 1.3
     stamp = 10.0 * step + rng.uniform(0, 1, size=rank.size)
+    told: list[tuple[int, int]] = []
     report = score_stragglers(RankTimings.from_columns(rank, step, compute, stamp), {}, window_steps=10,
-                              flag_windows=True)
+                              flag_windows=True, told=lambda done, of: told.append((done, of)))
+    assert report == score_stragglers(RankTimings.from_columns(rank, step, compute, stamp), {}, window_steps=10,
+                                      flag_windows=True)
+    # told as each group is scored: 30 rows a rank, so a group of about `group_rows` rows is 100 // 30 = 3 ranks,
+    # at least one, at most all six
+    scored = {1: [1, 2, 3, 4, 5, 6], 7: [1, 2, 3, 4, 5, 6], 100: [3, 6], 10**9: [6]}[group_rows]
+    assert told == [(done, 6) for done in scored]
     overall = {r: float(np.median(compute[rank == r])) for r in ranks}
     window = (step - step.min()) // 10
     windows = {r: {w: float(np.median(compute[(rank == r) & (window == w)]))
