@@ -668,8 +668,8 @@ def run_tables(
     cluster's validation is a minute).
     """
     say = told or _silent
+    say("start Great Expectations")  # its import and its context: a second or more
     gx, context, batch_definition = _context(data_docs)
-    say("build the tables from the parsed evidence")
     tables = list(tables)
     # What exists now (the parsed evidence: millions of objects at cluster scale) lives on: frozen, it is left out
     # of the collections below, which free the cyclic garbage each batch's validation leaves (Great Expectations'
@@ -787,6 +787,8 @@ def validate_bundle(
         from clustercert.settings import load_settings
 
         checks_dir = load_settings().checks_dir
+    if told is not None:
+        told("build the tables from the parsed evidence")  # a list: built before any is validated (seconds at scale)
     report = run_tables(build_tables(bundle, facts, parsed), load_suites(checks_dir), data_docs=data_docs, told=told)
     warnings = tuple((run, pf.display, str(w)) for run, files in parsed.items() for pf in files
                      for w in (getattr(pf.result, "warnings", None) or []))

@@ -912,10 +912,36 @@ def test_the_validation_tells_what_it_validates(monkeypatch: pytest.MonkeyPatch,
     told: list[str] = []
     report = run_tables([good, bad], suites, told=told.append)
     assert report.to_json() == run_tables([good, bad], suites).to_json()
-    assert told[:2] == ["build the tables from the parsed evidence", "2 tables, small ones stacked by kind"]
+    assert told[:2] == ["start Great Expectations", "2 tables, small ones stacked by kind"]
     witnessed = [f"{t.run} ({t.table}, {t.rows:,} rows): the witness rows of batch {part} ({len(frame):,} rows)"
                  for t in (good, bad) for part, frame in enumerate(t.batches(), start=1)]
     own = f"{bad.run} ({bad.table}, {bad.rows:,} rows), table 2 of 2"
     alone = [own] + [f"{own}: batch {part} ({len(frame):,} rows)" for part, frame in enumerate(bad.batches(), start=1)]
     assert told[2:] == witnessed + alone
     assert len(list(good.batches())) == 6 and len(alone) > 2
+
+
+def test_validating_a_bundle_tells_the_tables_building_before_it_builds_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables are built before any is validated (a list: seconds at cluster scale): the line that says so comes
+    before the building, then Great Expectations' start; the seed's report is the same with and without a
+    listener."""
+    import clustercert.validation.suites as suites_module
+    from clustercert.evidence.parse import parse_bundle
+    from clustercert.validation.suites import validate_bundle
+
+    root = Path(__file__).resolve().parents[2]
+    bundle = load_bundle(root / "evidence" / "gb200-seed")
+    catalog = load_catalog(bundle.spec.catalog, root / "references")
+    facts, parsed = bundle_facts(bundle, catalog), parse_bundle(bundle)
+    told: list[str] = []
+    real = suites_module.build_tables
+
+    def building(*args: Any) -> list[TableInput]:
+        told.append("(built)")
+        return real(*args)
+
+    monkeypatch.setattr(suites_module, "build_tables", building)
+    report = validate_bundle(bundle, facts, parsed, checks_dir=root / "checks", told=told.append)
+    assert told[:4] == ["build the tables from the parsed evidence", "(built)", "start Great Expectations",
+                        f"{len(real(bundle, facts, parsed)):,} tables, small ones stacked by kind"]
+    assert report.to_json() == validate_bundle(bundle, facts, parsed, checks_dir=root / "checks").to_json()
