@@ -323,9 +323,8 @@ def parse(
     if as_json:
         print(json.dumps(result, indent=2, allow_nan=False, default=str))
         return
+    from clustercert.cli.parsed_view import parsed_lines
+
     out.print(f"{path}: format {result['format']}" + ("" if fmt else " (detected)"))
-    for key, value in result.items():
-        if key == "format":
-            continue
-        shown = f"{len(value)} items" if isinstance(value, list) else value
-        out.print(f"  {key}: {shown}", markup=False)
+    for line in parsed_lines(result, max(40, out.width)):
+        out.print(line)

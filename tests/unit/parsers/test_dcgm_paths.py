@@ -278,7 +278,17 @@ def test_a_promtool_dump_reads_as_the_exposition_it_was_stored_from(tmp_path: Pa
         assert _columns(dumped) == _columns(base)
     proc = run_cli("evidence", "parse", str(dump))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"{dump}: format dcgm (detected)") and "samples: 8" in proc.stdout
+    # BASE by hand: 8 samples of 6 series (metric, gpu, host); GPUs n1/0, n1/1, "n 2"/0 and one without a host;
+    # utilization 97, 95, 96, 94; power 612.25, -0.5, 613.5, 611.0; at 1,700,000,000 and 1,700,000,001 s
+    assert proc.stdout.splitlines() == [
+        f"{dump}: format dcgm (detected)",
+        "  8 samples (prometheus) in 6 series: 4 GPUs on 2 hosts",
+        "  from 2023-11-14T22:13:20Z to 2023-11-14T22:13:21Z (1 s)",
+        "  per metric: samples, min, mean, max (values that are not numbers left out):",
+        "    DCGM_FI_DEV_GPU_UTIL: 4, 94, 95.5, 97",
+        "    DCGM_FI_DEV_POWER_USAGE: 4, -0.5, 459.062, 613.5",
+        "  (--json prints every value read)",
+    ]
     for name, line in (("__name__ not a metric name", 11), ("no name and no __name__", 11)):
         path = tmp_path / "odd.prom"
         path.write_text(str(VARIANTS[name]))
@@ -524,7 +534,7 @@ def test_evidence_parse_names_a_bad_table_path(tmp_path: Path) -> None:
     assert proc.stderr.strip() == ("error: CLUSTERCERT_TABLE_PATH: expected 'columnar' or 'rows', got 'column'. "
                                    "Unset it (the columnar path) or set it to rows (the per-line path).")
     proc = run_cli("evidence", "parse", str(path), env={"CLUSTERCERT_TABLE_PATH": "rows"})
-    assert proc.returncode == 0 and "samples: 8" in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and "\n  8 samples (prometheus) in 6 series: " in proc.stdout, proc.stderr
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 1 << 20])

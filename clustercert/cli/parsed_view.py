@@ -1,0 +1,286 @@
+"""What `clustercert evidence parse` prints: what a parser read from one file, as a person checks it against the
+file (its counts, spans and lines, the figures a judge reads, a few rows); `--json` prints every value."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["parsed_lines"]
+
+SHOWN_ROWS = 3  # the first and the last rows of a long list shown (a training log's steps, a dump's jobs)
+TRAINING = frozenset({"nemo", "megatron", "megatron-deepspeed", "dllogger", "megatron-golden"})
+
+
+def parsed_lines(result: dict[str, Any], width: int) -> list[str]:
+    """The lines after `PATH: format NAME`, each wrapped to `width` (never cut; a continuation indented four
+    columns deeper than its line), from the object `evidence parse --json` prints
+    (`clustercert.parsers.inspect_evidence`)."""
+    from clustercert.cli.summary import wrap
+
+    fmt = str(result.get("format", ""))
+    describe = _TRAINING_LOG if fmt in TRAINING else _BY_FORMAT.get(fmt, _keys)
+    lines: list[str] = []
+    for text in describe(result):  # a line of a list under a heading (a run, a row) starts with two spaces
+        under = text.startswith("  ")
+        lines += wrap(text[2:] if under else text, width, indent=4 if under else 2, hang=4)
+    for warning in result.get("warnings") or []:
+        lines += wrap(f"warning: {warning}", width, indent=2, hang=4)
+    lines.append("  (--json prints every value read)")
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 step', '1,347 steps'."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
+def _num(value: float) -> str:
+    """A figure as a person compares it with the file: an integer grouped (1,961), else six significant digits
+    (12.953, 0.7514, 1960.76)."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == int(value) and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:.6g}"
+
+
+def _spread(values: Sequence[float]) -> str:
+    """'median M (min A, max B)' of `values`; the value alone when there is one."""
+    if len(values) == 1:
+        return _num(values[0])
+    return f"median {_num(statistics.median(values))} (min {_num(min(values))}, max {_num(max(values))})"
+
+
+def _bytes(size: int) -> str:
+    """A message size as a person reads it: 8 B, 128 KiB, 16 GiB; 32.0 MiB where not whole (33,554,424 bytes: a
+    sweep's size divided evenly among its ranks)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size // scale} {unit}" if size % scale == 0 else f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def _lines(first: int | None, last: int | None) -> str:
+    if first is None:
+        return ""
+    return f"line {first}" if last is None or last == first else f"lines {first}-{last}"
+
+
+def _ends(rows: list[Any]) -> list[tuple[int, Any]]:
+    """The first and last SHOWN_ROWS of `rows` with their indexes (all of them when that is every row)."""
+    if len(rows) <= 2 * SHOWN_ROWS:
+        return list(enumerate(rows))
+    return [*enumerate(rows[:SHOWN_ROWS]), *((len(rows) - SHOWN_ROWS + i, r) for i, r in
+                                             enumerate(rows[-SHOWN_ROWS:]))]
+
+
+def _ms_time(ms: int | float) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _keys(result: dict[str, Any]) -> list[str]:
+    """A format without a description of its own: its top-level values, lists counted."""
+    return [f"{k}: {_n(len(v), 'item') if isinstance(v, list) else v}" for k, v in result.items()
+            if k not in ("format", "file", "warnings")]
+
+
+# ----------------------------------------------------------------------------------------------- formats
+
+def _training(result: dict[str, Any]) -> list[str]:
+    steps: list[dict[str, Any]] = result.get("steps") or []
+    out = [f"{_n(len(steps), 'step')} read of {_n(int(result.get('lines') or 0), 'line')}"]
+    if steps:
+        out[0] += (f": iterations {steps[0]['iteration']}..{steps[-1]['iteration']}, "
+                   f"{_lines(steps[0]['line'], steps[-1]['line'])}")
+        for key, name in (("step_time_s", "step time (s)"), ("tflops_per_gpu", "TFLOPS per GPU"),
+                          ("samples_per_s", "samples per second")):
+            values = [float(s[key]) for s in steps if s.get(key) is not None]
+            if values:
+                out.append(f"{name}: {_spread(values)} over {_n(len(values), 'step')}")
+        losses = [(s["iteration"], s["loss"]) for s in steps if s.get("loss") is not None]
+        if losses:
+            out.append(f"loss: {_num(losses[0][1])} at iteration {losses[0][0]}, {_num(losses[-1][1])} at "
+                       f"iteration {losses[-1][0]}")
+        paused = [s for s in steps if s.get("pause_s") or s.get("untimed_pause")]
+        if paused:
+            seconds = sum(float(s.get("pause_s") or 0.0) for s in paused)
+            out.append(f"paused before {_n(len(paused), 'step')} (checkpoint saves, evaluations): "
+                       f"{_num(seconds)} s timed")
+        out.append("steps (iteration, step time s, TFLOPS per GPU, loss, line):")
+        shown = [(i, (f"{s['iteration']}", _opt(s.get("step_time_s")), _opt(s.get("tflops_per_gpu")),
+                      _opt(s.get("loss")), f"{s['line']}")) for i, s in _ends(steps)]
+        out += _table(shown, len(steps), "step", "rrrrr")
+    nan = result.get("nan") or []
+    if nan:
+        out.append(f"not a number: {_n(len(nan), 'value')} ("
+                   + ", ".join(f"{m.get('field')} at line {m.get('line')}" for m in nan[:SHOWN_ROWS])
+                   + (", ..." if len(nan) > SHOWN_ROWS else "") + ")")
+    events: list[dict[str, Any]] = result.get("events") or []
+    if events:
+        kinds = Counter(str(e.get("kind")) for e in events)
+        out.append(f"resilience events: {_n(len(events), 'event')} ("
+                   + ", ".join(f"{kind} {count:,}" for kind, count in kinds.items()) + ")")
+    reports = result.get("straggler_reports") or []
+    if reports:
+        out.append(f"straggler reports: {len(reports):,}, "
+                   + ", ".join(f"{r.get('kind')} at line {r.get('line')} ({_n(len(r.get('scores') or []), 'rank')})"
+                               for r in reports[:SHOWN_ROWS]) + (", ..." if len(reports) > SHOWN_ROWS else ""))
+    return out
+
+
+def _opt(value: float | None) -> str:
+    return "-" if value is None else _num(float(value))
+
+
+def _nccl(result: dict[str, Any]) -> list[str]:
+    tests: list[dict[str, Any]] = result.get("tests") or []
+    aborted = sum(1 for t in tests if t.get("error"))
+    out = [f"{_n(len(tests), 'test')}" + (f", {aborted:,} aborted" if aborted else "")
+           + "; busbw in GB/s at the largest size, out of place / in place; the average as printed / as computed"]
+    for t in tests:
+        rows: list[dict[str, Any]] = t.get("rows") or []
+        hosts = len(set(t.get("hosts") or []))
+        head = (f"{t.get('collective') or 'unknown collective'}: {_n(int(t.get('ranks') or 0), 'rank')}"
+                + (f" on {_n(hosts, 'host')}" if hosts else "") + f", {_lines(t.get('line'), t.get('last_line'))}")
+        if t.get("error"):
+            cause = f" (cause at line {t['cause_line']}: {t['cause']})" if t.get("cause") else ""
+            out.append(f"{head}: ABORTED, {t['error']}{cause}")
+            continue
+        top = max(rows, key=lambda r: r["size_bytes"])
+        sizes = f"{_n(len(rows), 'size')} {_bytes(min(r['size_bytes'] for r in rows))}..{_bytes(top['size_bytes'])}"
+        average = f"{_opt(t.get('reported_avg_busbw'))} / {_opt(t.get('computed_avg_busbw'))}"
+        out.append(f"{head}, {sizes}: busbw {_num(top['busbw_oop'])} / {_num(top['busbw_ip'])} "
+                   f"(line {top['line']}); average {average}")
+    return out
+
+
+def _sacct(result: dict[str, Any]) -> list[str]:
+    jobs: list[dict[str, Any]] = result.get("jobs") or []
+    steps = sum(len(j.get("steps") or []) for j in jobs)
+    states = Counter(str(j.get("state")) for j in jobs)
+    fields = result.get("fields") or []
+    out = [f"{_n(len(jobs), 'job')} ({', '.join(f'{s} {c:,}' for s, c in states.most_common())}), "
+           f"{_n(steps, 'step')}; times in {result.get('timezone')}"
+           + (f"; {_n(len(fields), 'field')}" if fields else "")]
+    out.append("jobs (id, state, elapsed, start to end, steps, line):")
+    shown = []
+    for index, job in _ends(jobs):
+        again = f"/{job['incarnation']}" if (job.get("incarnation") or 1) > 1 else ""  # `--duplicates`: 845/2
+        shown.append((index, (f"{job.get('job_id')}{again}", str(job.get("state_raw") or job.get("state")),
+                              _elapsed(job.get("elapsed_s")), _span(job.get("start"), job.get("end")),
+                              f"{len(job.get('steps') or []):,}", f"{job.get('line')}")))
+    return out + _table(shown, len(jobs), "job", "llrlrr")
+
+
+def _span(start: str | None, end: str | None) -> str:
+    """'START to END', END's date and offset left out where they are START's."""
+    if start and end and len(start) == len(end) == 25 and start[:11] == end[:11] and start[19:] == end[19:]:
+        return f"{start} to {end[11:19]}"
+    return f"{start or '-'} to {end or '-'}"
+
+
+def _table(rows: Sequence[tuple[int, tuple[str, ...]]], total: int, noun: str, align: str) -> list[str]:
+    """Rows of cells (with their indexes in a list of `total`), each column aligned as `align` says ('l' left,
+    'r' right), and a line counting the rows left out between the first and the last ones."""
+    if not rows:
+        return []
+    widths = [max(len(cells[c]) for _, cells in rows) for c in range(len(align))]
+    out = []
+    for index, cells in rows:
+        if total > 2 * SHOWN_ROWS and index == total - SHOWN_ROWS:
+            out.append(f"  ... {_n(total - 2 * SHOWN_ROWS, noun)} more")
+        out.append("  " + "  ".join(cell.rjust(w) if side == "r" else cell.ljust(w)
+                                    for cell, w, side in zip(cells, widths, align, strict=True)).rstrip())
+    return out
+
+
+def _elapsed(seconds: float | None) -> str:
+    """Seconds as Slurm prints a duration: [D-]HH:MM:SS."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
+def _dcgm(result: dict[str, Any]) -> list[str]:
+    series: list[dict[str, Any]] = result.get("series") or []
+    gpus = {(s.get("host"), s.get("gpu")) for s in series}
+    hosts = {s.get("host") for s in series if s.get("host") is not None}
+    out = [f"{_n(int(result.get('samples') or 0), 'sample')} ({result.get('source')}) in "
+           f"{_n(len(series), 'series', 'series')}: {_n(len(gpus), 'GPU')}"
+           + (f" on {_n(len(hosts), 'host')}" if hosts else "")]
+    if series:
+        first = min(s["first_ms"] for s in series)
+        last = max(s["last_ms"] for s in series)
+        out.append(f"from {_ms_time(first)} to {_ms_time(last)} ({_num((last - first) / 1000)} s)")
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for s in series:
+        by_metric.setdefault(str(s.get("metric")), []).append(s)
+    if by_metric:
+        out.append("per metric: samples, min, mean, max (values that are not numbers left out):")
+    for metric, parts in by_metric.items():
+        counted = [p for p in parts if p.get("mean") is not None]
+        count = sum(int(p["count"]) for p in parts)
+        if counted:
+            weight = sum(int(p["count"]) for p in counted)
+            mean = sum(float(p["mean"]) * int(p["count"]) for p in counted) / weight
+            figures = (f"{_num(min(float(p['min']) for p in counted))}, {_num(mean)}, "
+                       f"{_num(max(float(p['max']) for p in counted))}")
+        else:
+            figures = "no numbers"
+        out.append(f"  {metric}: {count:,}, {figures}")
+    return out
+
+
+def _events(result: dict[str, Any]) -> list[str]:
+    events: list[dict[str, Any]] = result.get("events") or []
+    kinds = Counter(str(e.get("type")) for e in events)
+    out = [f"{_n(len(events), 'event')}" + (f" from {events[0].get('ts')} to {events[-1].get('ts')}" if events
+                                            else "")]
+    if kinds:
+        out.append("by type: " + ", ".join(f"{kind} {count:,}" for kind, count in kinds.items()))
+    return out
+
+
+def _rank_timings(result: dict[str, Any]) -> list[str]:
+    return [f"{_n(int(result.get('rows') or 0), 'row')}: {_n(int(result.get('ranks') or 0), 'rank')} on "
+            f"{_n(int(result.get('nodes') or 0), 'node')}, steps {result.get('first_step')}..{result.get('last_step')}",
+            f"columns: {', '.join(str(c) for c in result.get('columns') or [])}"]
+
+
+def _mlperf(result: dict[str, Any]) -> list[str]:
+    runs: list[dict[str, Any]] = result.get("runs") or []
+    out = [f"{result.get('benchmark')} on {result.get('system_name') or 'an unnamed system'}, ruleset "
+           f"{result.get('ruleset') or 'not given'}: {_n(len(runs), 'run')}"]
+    for run in runs:
+        minutes = "-" if run.get("minutes") is None else f"{run['minutes']:.2f} min"
+        seed = f", seed {run['seed']}" if run.get("seed") is not None else ""
+        where = _lines(run.get("start_line"), run.get("stop_line"))
+        out.append(f"  {run.get('file')}: {run.get('status')}, {minutes}{seed}" + (f" ({where})" if where else ""))
+    if result.get("error"):
+        out.append(f"not scored: {result['error']}")
+    elif result.get("score_minutes") is not None:
+        factor = result.get("scaling_factor")
+        out.append(f"score: {result['score_minutes']:.2f} min"
+                   + (f" (scaling factor {factor:.4g})" if factor not in (None, 1, 1.0) else ""))
+    return out
+
+
+_TRAINING_LOG = _training
+_BY_FORMAT: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "nccl-tests": _nccl,
+    "sacct": _sacct,
+    "dcgm": _dcgm,
+    "events": _events,
+    "rank-timings": _rank_timings,
+    "mlperf": _mlperf,
+}

@@ -1,0 +1,129 @@
+"""What `evidence parse` prints, from objects written here by hand (the real files, through the command line, are in
+tests/real/test_real_parse_view.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustercert.cli.parsed_view import _bytes, _elapsed, _span, parsed_lines
+
+END = "  (--json prints every value read)"
+
+
+def _step(iteration: int, seconds: float | None, line: int, **more: Any) -> dict[str, Any]:
+    return {"iteration": iteration, "step_time_s": seconds, "line": line, "tflops_per_gpu": None, "loss": None,
+            "pause_s": 0.0, "untimed_pause": False, **more}
+
+
+def test_durations_sizes_and_spans_as_a_person_reads_them() -> None:
+    assert [_elapsed(93784), _elapsed(59.9), _elapsed(0), _elapsed(None)] == ["1-02:03:04", "00:00:59", "00:00:00",
+                                                                             "-"]
+    assert [_bytes(8), _bytes(1 << 17), _bytes(16 << 30), _bytes(33554424), _bytes(1023)] == [
+        "8 B", "128 KiB", "16 GiB", "32.0 MiB", "1023 B"]
+    start = "2022-07-05T16:17:52+02:00"
+    assert _span(start, "2022-07-05T16:22:53+02:00") == f"{start} to 16:22:53"
+    assert _span(start, "2022-07-06T01:00:00+02:00") == f"{start} to 2022-07-06T01:00:00+02:00"  # another day
+    assert _span(start, "2022-07-05T16:22:53+00:00") == f"{start} to 2022-07-05T16:22:53+00:00"  # another offset
+    assert _span(None, None) == "- to -"
+
+
+def test_a_training_log_with_pauses_nan_values_and_many_steps() -> None:
+    steps = [_step(i, 2.0 + i / 10, 10 + i, loss=9.0 - i) for i in range(9)]
+    steps[4] = {**steps[4], "pause_s": 12.5}  # a checkpoint save before step 4, timed
+    steps[7] = {**steps[7], "untimed_pause": True}
+    nan = [{"line": 30, "field": "loss"}, {"line": 31, "field": "grad_norm"}, {"line": 40, "field": "loss"},
+           {"line": 41, "field": "loss"}]
+    lines = parsed_lines({"format": "nemo", "steps": steps, "nan": nan, "lines": 50, "warnings": []}, 80)
+    # step times 2.0 .. 2.8: median 2.4; losses 9 .. 1
+    assert lines == [
+        "  9 steps read of 50 lines: iterations 0..8, lines 10-18",
+        "  step time (s): median 2.4 (min 2, max 2.8) over 9 steps",
+        "  loss: 9 at iteration 0, 1 at iteration 8",
+        "  paused before 2 steps (checkpoint saves, evaluations): 12.5 s timed",
+        "  steps (iteration, step time s, TFLOPS per GPU, loss, line):",
+        "    0    2  -  9  10",
+        "    1  2.1  -  8  11",
+        "    2  2.2  -  7  12",
+        "    ... 3 steps more",
+        "    6  2.6  -  3  16",
+        "    7  2.7  -  2  17",
+        "    8  2.8  -  1  18",
+        "  not a number: 4 values (loss at line 30, grad_norm at line 31, loss at line",
+        "      40, ...)",
+        END,
+    ]
+
+
+def test_a_log_without_steps_says_so_and_its_warnings_wrap_under_it() -> None:
+    warning = "the log's lines 3-9 hold no iteration this parser reads: " + "x" * 10
+    lines = parsed_lines({"format": "megatron", "steps": [], "nan": [], "lines": 9, "warnings": [warning]}, 40)
+    assert lines == [
+        "  0 steps read of 9 lines",
+        "  warning: the log's lines 3-9 hold no",
+        "      iteration this parser reads:",
+        "      xxxxxxxxxx",
+        END,
+    ]
+
+
+def test_nccl_tests_a_measured_test_and_an_aborted_one() -> None:
+    rows = [{"size_bytes": 8, "busbw_oop": 0.01, "busbw_ip": 0.02, "line": 30},
+            {"size_bytes": 1 << 30, "busbw_oop": 400.5, "busbw_ip": 401.25, "line": 31}]
+    tests = [
+        {"collective": "all_reduce", "ranks": 16, "hosts": ["a"] * 8 + ["b"] * 8, "rows": rows, "line": 1,
+         "last_line": 33, "reported_avg_busbw": 200.4, "computed_avg_busbw": 200.445, "error": None},
+        {"collective": "alltoall", "ranks": 16, "hosts": [], "rows": [], "line": 35, "last_line": 40,
+         "reported_avg_busbw": None, "computed_avg_busbw": None, "error": "no # Avg bus bandwidth line",
+         "cause": "unhandled system error", "cause_line": 39},
+    ]
+    assert parsed_lines({"format": "nccl-tests", "tests": tests}, 200) == [
+        "  2 tests, 1 aborted; busbw in GB/s at the largest size, out of place / in place; the average as printed "
+        "/ as computed",
+        "  all_reduce: 16 ranks on 2 hosts, lines 1-33, 2 sizes 8 B..1 GiB: busbw 400.5 / 401.25 (line 31); "
+        "average 200.4 / 200.445",
+        "  alltoall: 16 ranks, lines 35-40: ABORTED, no # Avg bus bandwidth line (cause at line 39: unhandled "
+        "system error)",
+        END,
+    ]
+
+
+def test_a_sacct_dump_of_many_jobs_shows_the_first_and_last_three() -> None:
+    jobs = [{"job_id": str(100 + i), "state": "COMPLETED", "state_raw": "COMPLETED", "elapsed_s": 60 * i,
+             "start": None, "end": None, "steps": [{}] * i, "line": 2 + i, "incarnation": 1} for i in range(8)]
+    jobs[7] = {**jobs[7], "job_id": "106", "incarnation": 2, "state": "CANCELLED", "state_raw": "CANCELLED by 0"}
+    lines = parsed_lines({"format": "sacct", "jobs": jobs, "fields": ["JobID", "State"], "timezone": "UTC",
+                          "warnings": []}, 80)
+    assert lines == [
+        "  8 jobs (COMPLETED 7, CANCELLED 1), 28 steps; times in UTC; 2 fields",
+        "  jobs (id, state, elapsed, start to end, steps, line):",
+        "    100    COMPLETED       00:00:00  - to -  0  2",
+        "    101    COMPLETED       00:01:00  - to -  1  3",
+        "    102    COMPLETED       00:02:00  - to -  2  4",
+        "    ... 2 jobs more",
+        "    105    COMPLETED       00:05:00  - to -  5  7",
+        "    106    COMPLETED       00:06:00  - to -  6  8",
+        "    106/2  CANCELLED by 0  00:07:00  - to -  7  9",
+        END,
+    ]
+
+
+def test_mlperf_runs_and_a_result_that_is_not_scored() -> None:
+    runs = [{"file": "result_0.txt", "status": "success", "minutes": 29.4305, "seed": 1, "start_line": 5,
+             "stop_line": 50},
+            {"file": "result_1.txt", "status": "aborted", "minutes": None, "seed": None, "start_line": 5,
+             "stop_line": None}]
+    lines = parsed_lines({"format": "mlperf", "benchmark": "bert", "system_name": None, "ruleset": "4.0.0",
+                          "runs": runs, "score_minutes": None, "scaling_factor": 1.0,
+                          "error": "10 runs needed, got 2"}, 80)
+    assert lines == [
+        "  bert on an unnamed system, ruleset 4.0.0: 2 runs",
+        "    result_0.txt: success, 29.43 min, seed 1 (lines 5-50)",
+        "    result_1.txt: aborted, - (line 5)",
+        "  not scored: 10 runs needed, got 2",
+        END,
+    ]
+
+
+def test_a_format_without_a_description_lists_its_values() -> None:
+    assert parsed_lines({"format": "new", "file": "x", "runs": [1], "name": "n"}, 80) == [
+        "  runs: 1 item", "  name: n", END]
