@@ -13,7 +13,6 @@ from typing import Any
 __all__ = ["parsed_lines"]
 
 SHOWN_ROWS = 3  # the first and the last rows of a long list shown (a training log's steps, a dump's jobs)
-TRAINING = frozenset({"nemo", "megatron", "megatron-deepspeed", "dllogger", "megatron-golden"})
 
 
 def parsed_lines(result: dict[str, Any], width: int) -> list[str]:
@@ -21,9 +20,10 @@ def parsed_lines(result: dict[str, Any], width: int) -> list[str]:
     columns deeper than its line), from the object `evidence parse --json` prints
     (`clustercert.parsers.inspect_evidence`)."""
     from clustercert.cli.summary import wrap
+    from clustercert.parsers import TRAINING_FORMATS
 
-    fmt = str(result.get("format", ""))
-    describe = _TRAINING_LOG if fmt in TRAINING else _BY_FORMAT.get(fmt, _keys)
+    fmt = str(result["format"])
+    describe = _training if fmt in TRAINING_FORMATS else _BY_FORMAT[fmt]  # a test keeps one for every parser
     lines: list[str] = []
     for text in describe(result):  # a line of a list under a heading (a run, a row) starts with two spaces
         under = text.startswith("  ")
@@ -83,12 +83,6 @@ def _ends(rows: list[Any]) -> list[tuple[int, Any]]:
 
 def _ms_time(ms: int | float) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
-def _keys(result: dict[str, Any]) -> list[str]:
-    """A format without a description of its own: its top-level values, lists counted."""
-    return [f"{k}: {_n(len(v), 'item') if isinstance(v, list) else v}" for k, v in result.items()
-            if k not in ("format", "file", "warnings")]
 
 
 # ----------------------------------------------------------------------------------------------- formats
@@ -152,6 +146,9 @@ def _nccl(result: dict[str, Any]) -> list[str]:
         if t.get("error"):
             cause = f" (cause at line {t['cause_line']}: {t['cause']})" if t.get("cause") else ""
             out.append(f"{head}: ABORTED, {t['error']}{cause}")
+            continue
+        if not rows:
+            out.append(f"{head}: no rows")
             continue
         top = max(rows, key=lambda r: r["size_bytes"])
         sizes = f"{_n(len(rows), 'size')} {_bytes(min(r['size_bytes'] for r in rows))}..{_bytes(top['size_bytes'])}"
@@ -275,7 +272,6 @@ def _mlperf(result: dict[str, Any]) -> list[str]:
     return out
 
 
-_TRAINING_LOG = _training
 _BY_FORMAT: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "nccl-tests": _nccl,
     "sacct": _sacct,

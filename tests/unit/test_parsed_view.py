@@ -76,13 +76,16 @@ def test_nccl_tests_a_measured_test_and_an_aborted_one() -> None:
          "reported_avg_busbw": None, "computed_avg_busbw": None, "error": "no # Avg bus bandwidth line",
          "cause": "unhandled system error", "cause_line": 39},
     ]
+    tests.append({"collective": "sendrecv", "ranks": 2, "hosts": ["a", "b"], "rows": [], "line": 41,
+                  "last_line": 41, "error": None})  # none such from the parser (rowless is aborted): not a crash
     assert parsed_lines({"format": "nccl-tests", "tests": tests}, 200) == [
-        "  2 tests, 1 aborted; busbw in GB/s at the largest size, out of place / in place; the average as printed "
+        "  3 tests, 1 aborted; busbw in GB/s at the largest size, out of place / in place; the average as printed "
         "/ as computed",
         "  all_reduce: 16 ranks on 2 hosts, lines 1-33, 2 sizes 8 B..1 GiB: busbw 400.5 / 401.25 (line 31); "
         "average 200.4 / 200.445",
         "  alltoall: 16 ranks, lines 35-40: ABORTED, no # Avg bus bandwidth line (cause at line 39: unhandled "
         "system error)",
+        "  sendrecv: 2 ranks on 2 hosts, line 41: no rows",
         END,
     ]
 
@@ -124,6 +127,9 @@ def test_mlperf_runs_and_a_result_that_is_not_scored() -> None:
     ]
 
 
-def test_a_format_without_a_description_lists_its_values() -> None:
-    assert parsed_lines({"format": "new", "file": "x", "runs": [1], "name": "n"}, 80) == [
-        "  runs: 1 item", "  name: n", END]
+def test_every_parser_has_its_view() -> None:
+    """A parser added without a view of its own fails here, not at a user's `evidence parse`."""
+    from clustercert.cli.parsed_view import _BY_FORMAT
+    from clustercert.parsers import FORMATS, TRAINING_FORMATS
+
+    assert set(FORMATS) == set(TRAINING_FORMATS) | set(_BY_FORMAT)
