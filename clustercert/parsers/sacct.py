@@ -13,7 +13,7 @@ from datetime import datetime
 from itertools import accumulate, compress, repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from clustercert.errors import EvidenceError
@@ -49,10 +49,7 @@ _ELAPSED = re.compile(r"^(?:(\d{1,9})-)?(?:(\d{1,9}):)?(\d{1,9}):(\d{1,9})(?:\.(
 _NO_TIME = {"", "Unknown", "None", "N/A"}
 
 
-@dataclass(frozen=True)
-class SacctStep:
-    """A step row (`JobID` with a `.`), with its line."""
-
+class _StepRow(NamedTuple):
     step_id: str
     state: str
     state_raw: str
@@ -60,7 +57,20 @@ class SacctStep:
     start: str | None
     end: str | None
     line: int
-    fields: dict[str, str] = field(default_factory=dict)
+    fields: dict[str, str]
+
+
+class SacctStep(_StepRow):
+    """A step row (`JobID` with a `.`), with its line and its cells by field name. A named tuple: a dump's
+    hundreds of thousands of rows are made in C (`tuple.__new__`, as `_Rows.add` makes them), immutable as a
+    frozen dataclass is."""
+
+    __slots__ = ()
+
+    def __new__(cls, step_id: str, state: str, state_raw: str, elapsed_s: float | None, start: str | None,
+                end: str | None, line: int, fields: dict[str, str] | None = None) -> SacctStep:
+        return super().__new__(cls, step_id, state, state_raw, elapsed_s, start, end, line,
+                               {} if fields is None else fields)  # a dict of its own, not one default for all
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -74,10 +84,7 @@ class SacctStep:
         }
 
 
-@dataclass(frozen=True)
-class SacctJob:
-    """A job row and the step rows that follow it."""
-
+class _JobRow(NamedTuple):
     job_id: str
     state: str
     state_raw: str
@@ -86,9 +93,21 @@ class SacctJob:
     end: str | None
     submit: str | None
     line: int
-    steps: list[SacctStep] = field(default_factory=list)
-    fields: dict[str, str] = field(default_factory=dict)
-    incarnation: int = 1  # `sacct --duplicates` repeats a requeued job's id: 2 is its first requeue
+    steps: list[SacctStep]
+    fields: dict[str, str]
+    incarnation: int  # `sacct --duplicates` repeats a requeued job's id: 2 is its first requeue
+
+
+class SacctJob(_JobRow):
+    """A job row and the step rows that follow it (a named tuple, as SacctStep is)."""
+
+    __slots__ = ()
+
+    def __new__(cls, job_id: str, state: str, state_raw: str, elapsed_s: float | None, start: str | None,
+                end: str | None, submit: str | None, line: int, steps: list[SacctStep] | None = None,
+                fields: dict[str, str] | None = None, incarnation: int = 1) -> SacctJob:
+        return super().__new__(cls, job_id, state, state_raw, elapsed_s, start, end, submit, line,
+                               [] if steps is None else steps, {} if fields is None else fields, incarnation)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -189,7 +208,6 @@ def parse_sacct(
     submits: dict[str, str | None] = {}
     durations: dict[str, float] = {}
     states: dict[str, str] = {}
-    new = object.__new__
     for number, text in enumerate(lines, start=1):
         if not text or text.isspace() or text.lstrip().startswith("#"):
             continue
@@ -264,10 +282,7 @@ def parse_sacct(
                     line=number,
                     field="JobID",
                 )
-            step = new(SacctStep)  # SacctStep(...) without the frozen dataclass's per-field __init__
-            step.__dict__.update(step_id=job_id, state=state, state_raw=state_raw, elapsed_s=elapsed,
-                                 start=start, end=end, line=number, fields=row)
-            jobs[by_id[parent]].steps.append(step)
+            jobs[by_id[parent]].steps.append(SacctStep(job_id, state, state_raw, elapsed, start, end, number, row))
             continue
         # `sacct --duplicates` prints every incarnation of a requeued job under the same id, each with its steps
         incarnation = jobs[by_id[job_id]].incarnation + 1 if job_id in by_id else 1
@@ -275,10 +290,7 @@ def parse_sacct(
         submit = (submits[submit_text] if submit_text in submits
                   else _known_time(submits, submit_text, zone, display, number, "Submit"))
         by_id[job_id] = len(jobs)
-        job = new(SacctJob)
-        job.__dict__.update(job_id=job_id, state=state, state_raw=state_raw, elapsed_s=elapsed, start=start,
-                            end=end, submit=submit, line=number, steps=[], fields=row, incarnation=incarnation)
-        jobs.append(job)
+        jobs.append(SacctJob(job_id, state, state_raw, elapsed, start, end, submit, number, [], row, incarnation))
     if not jobs:
         raise EvidenceError(display, f"expected sacct job rows, found none. {_HINT}")
     warnings = [
@@ -342,7 +354,6 @@ def _time(text: str | None, zone: ZoneInfo, display: str, number: int, name: str
 # - every JobID, State, Elapsed, Start, End (and, on job rows, Submit) text reads without an error.
 # Anything else (a dump with an error among them) is read line by line, which names the first bad line and field.
 _T = TypeVar("_T")
-_new = object.__new__
 
 
 def _skipped(line: str) -> bool:
@@ -407,36 +418,20 @@ def base_state(text: str) -> str:
     return state
 
 
-def _record(record_id: str, is_step: bool, state: tuple[str, str], elapsed_s: float | None, start: str | None,
-            end: str | None, submit: str | None, line: int, fields: dict[str, str]) -> SacctJob | SacctStep:
-    """The SacctJob or SacctStep of one row (a step's Submit is not read), without the frozen dataclass's __init__.
-
-    Its attributes are set in the order the line-by-line reading sets them, one by one into the new object's own
-    __dict__, which then shares its keys with every other record's (a third of the memory of a dict of its own)."""
-    if is_step:
-        step = _new(SacctStep)
-        attributes = step.__dict__
-        attributes["step_id"] = record_id
-        attributes["state"], attributes["state_raw"] = state
-        attributes["elapsed_s"] = elapsed_s
-        attributes["start"] = start
-        attributes["end"] = end
-        attributes["line"] = line
-        attributes["fields"] = fields
-        return step
-    job = _new(SacctJob)
-    attributes = job.__dict__
-    attributes["job_id"] = record_id
-    attributes["state"], attributes["state_raw"] = state
-    attributes["elapsed_s"] = elapsed_s
-    attributes["start"] = start
-    attributes["end"] = end
-    attributes["submit"] = submit
-    attributes["line"] = line
-    attributes["steps"] = []
-    attributes["fields"] = fields
-    attributes["incarnation"] = 1
-    return job
+def _fields(values: dict[str, tuple[Any, list[Any] | None]], rows: list[bool], count: int, *,
+            submit: bool = True) -> list[Iterable[Any]]:
+    """The state, raw state, elapsed, start, end (and submit) of the `count` rows `rows` selects, as _Rows.add
+    read them (`values`: a field's one value, or its value on every row)."""
+    out: list[Iterable[Any]] = []
+    for name in ("State", "Elapsed", "Start", "End", "Submit")[: 5 if submit else 4]:
+        value, each = values[name]
+        picked = repeat(value, count) if each is None else compress(each, rows)
+        if name == "State":  # (state, state as printed)
+            both = list(picked)
+            out += [map(itemgetter(0), both), map(itemgetter(1), both)]
+        else:
+            out.append(picked)
+    return out
 
 
 class _Rows:
@@ -514,10 +509,11 @@ class _Rows:
         parents = list(map(itemgetter(0), map(str.partition, compress(ids, is_step), repeat("."))))
         if list(map([self.last_id, *job_ids].__getitem__, owner)) != parents:
             return False  # another order, or a step without its job
-        values: dict[str, Iterable[Any]] = {}
+        # each field's value on every row: one value where every row's text reads alike (all COMPLETED, say)
+        values: dict[str, tuple[Any, list[Any] | None]] = {}
         for name, read in self.reads:
             if name not in index:
-                values[name] = repeat(None)
+                values[name] = (None, None)
                 continue
             texts = by_column[index[name]]
             if name == "Submit":
@@ -525,27 +521,29 @@ class _Rows:
             by_text = _by_text(texts, read)
             if by_text is None:
                 return False
-            if len(by_text) == 1:  # one text on every row (all COMPLETED, say): one value
-                values[name] = repeat(next(iter(by_text.values())))
-            else:  # a step row's Submit: None
-                values[name] = map(by_text.get, by_column[index[name]])
+            if len(by_text) == 1:
+                values[name] = (next(iter(by_text.values())), None)
+            else:  # a step row's Submit: None (or a job's value, never used)
+                values[name] = (None, list(map(by_text.get, by_column[index[name]])))
         # each row's dict of its cells by field name, as dict(zip(columns, cells)) makes it (a trailing '|' dropped)
         columns = self.columns
-        by_name: Iterable[dict[str, str]]
         if len(varying) * 2 <= len(columns):  # the first row's dict copied (a copy is a memcpy), the others set
-            rows = list(map(dict.copy, repeat(dict(zip(columns, [texts[0] for texts in by_column], strict=True)),
-                                              len(ids))))
+            by_name = list(map(dict.copy, repeat(dict(zip(columns, [texts[0] for texts in by_column], strict=True)),
+                                                 len(ids))))
             for i in varying:
-                deque(map(dict.__setitem__, rows, repeat(columns[i]), by_column[i]), maxlen=0)
-            by_name = rows
+                deque(map(dict.__setitem__, by_name, repeat(columns[i]), by_column[i]), maxlen=0)
         else:
-            by_name = map(dict, map(zip, repeat(columns), zip(*by_column, strict=True)))
-        records = list(map(_record, ids, is_step, values["State"], values["Elapsed"], values["Start"],
-                           values["End"], values["Submit"], numbers, by_name))
-        jobs: list[SacctJob] = list(compress(records, is_job))  # type: ignore[arg-type]
+            by_name = list(map(dict, map(zip, repeat(columns), zip(*by_column, strict=True))))
+        # the records in C (tuple.__new__, as NamedTuple._make), their fields in SacctJob's and SacctStep's order
+        jobs: list[SacctJob] = list(map(tuple.__new__, repeat(SacctJob), zip(
+            job_ids, *_fields(values, is_job, len(job_ids)), compress(numbers, is_job),
+            [[] for _ in job_ids], compress(by_name, is_job), repeat(1, len(job_ids)), strict=True)))
+        steps = map(tuple.__new__, repeat(SacctStep), zip(
+            compress(ids, is_step), *_fields(values, is_step, len(owner), submit=False), compress(numbers, is_step),
+            compress(by_name, is_step), strict=True))
         owners = [self.last, *jobs]
-        deque(map(list.append, map(operator.attrgetter("steps"), map(owners.__getitem__, owner)),
-                  compress(records, is_step)), maxlen=0)  # in file order
+        deque(map(list.append, map(operator.attrgetter("steps"), map(owners.__getitem__, owner)), steps),
+              maxlen=0)  # in file order
         self.jobs.extend(jobs)
         if jobs:
             self.last, self.last_id = jobs[-1], job_ids[-1]

@@ -12,7 +12,6 @@ ended, sacct's `Unknown`).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -96,7 +95,7 @@ def _numbered(jobs: list[SacctJob]) -> list[SacctJob]:
         if len(indexes) > 1:
             ordered = sorted(indexes, key=lambda i: (_epoch(jobs[i].submit), _epoch(jobs[i].start), i))
             for incarnation, index in enumerate(ordered, start=1):
-                jobs[index] = replace(jobs[index], incarnation=incarnation)
+                jobs[index] = jobs[index]._replace(incarnation=incarnation)
     return jobs
 
 

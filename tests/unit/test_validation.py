@@ -147,7 +147,7 @@ def _iso(seconds: float) -> str:
 def scheduler(**change: Any) -> TableInput:
     step = SacctStep("845.0", "COMPLETED", "COMPLETED", 290.0, _iso(5), _iso(295), 3)
     job = SacctJob("845", "COMPLETED", "COMPLETED", 301.0, _iso(0), _iso(301), _iso(0), 2, [step])
-    job = dataclasses.replace(job, **change)
+    job = job._replace(**change)
     return scheduler_table(ParsedFile("sched", RunKind.SCHEDULER, "s.txt", "s.txt",
                                       SacctResult("s.txt", ["JobID"], "UTC", [job])))
 

@@ -16,7 +16,7 @@ import pytest
 from clustercert.errors import EvidenceError
 from clustercert.parsers import events, sacct
 from clustercert.parsers.events import EventType, parse_events
-from clustercert.parsers.sacct import parse_sacct
+from clustercert.parsers.sacct import SacctJob, SacctStep, parse_sacct
 from clustercert.parsers.training import read_text
 
 REPO = Path(__file__).resolve().parents[3]
@@ -219,6 +219,15 @@ def test_sacct_fast_reading_reads_the_bench_shape_with_hand_computed_values(tmp_
                            "Start": "2024-01-02T03:04:05", "Elapsed": "1-02:03:04", "End": "2024-01-03T05:07:09"}
     step.fields["State"] = "X"  # each row its own dict, even where every row holds the same texts
     assert job.steps[0].fields["State"] == "X" and job.fields["State"] == "COMPLETED"
+    assert isinstance(job, SacctJob) and isinstance(step, SacctStep)  # records made in C are the classes' own
+    assert job.to_json()["steps"] == [step.to_json()] and job._replace(incarnation=2).incarnation == 2
+    # made by hand without steps or cells, each record has lists and dicts of its own (not one shared default)
+    first, second = (SacctJob("1", "COMPLETED", "COMPLETED", None, None, None, None, 1) for _ in range(2))
+    first.steps.append(SacctStep("1.0", "COMPLETED", "COMPLETED", None, None, None, 2))
+    first.fields["State"] = "COMPLETED"
+    assert (second.steps, second.fields, second.incarnation) == ([], {}, 1)
+    assert first.steps[0].fields == {} and first.steps[0].fields is not SacctStep("x", "", "", None, None, None,
+                                                                                  0).fields
 
 
 def test_sacct_fast_reading_header_states_times_and_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
