@@ -54,6 +54,21 @@ def test_a_training_log_with_pauses_nan_values_and_many_steps() -> None:
     ]
 
 
+def test_a_nemo_logs_resilience_events_and_straggler_reports() -> None:
+    events = [{"kind": kind, "line": line} for kind, line in (("checkpoint_saved", 5), ("worker_failed", 9),
+                                                              ("checkpoint_saved", 12), ("restart", 14))]
+    reports = [{"kind": "relative", "line": 20 + i, "scores": [{}] * (i + 1)} for i in range(4)]
+    lines = parsed_lines({"format": "nemo", "steps": [_step(0, 1.5, 3)], "nan": [], "lines": 30, "warnings": [],
+                          "events": events, "straggler_reports": reports}, 120)
+    assert lines[-3:] == [
+        "  resilience events: 4 events (checkpoint_saved 2, worker_failed 1, restart 1)",
+        "  straggler reports: 4, relative at line 20 (1 rank), relative at line 21 (2 ranks), relative at line 22 (3 "
+        "ranks), ...",
+        END,
+    ]
+    assert lines[:2] == ["  1 step read of 30 lines: iterations 0..0, line 3", "  step time (s): 1.5 over 1 step"]
+
+
 def test_a_log_without_steps_says_so_and_its_warnings_wrap_under_it() -> None:
     warning = "the log's lines 3-9 hold no iteration this parser reads: " + "x" * 10
     lines = parsed_lines({"format": "megatron", "steps": [], "nan": [], "lines": 9, "warnings": [warning]}, 40)
