@@ -58,6 +58,11 @@ def _named(items: Sequence[str], shown: int = 2) -> str:
     return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
+def _more(count: int) -> str:
+    """What a message listing the first _LISTED of `count` findings says of the rest."""
+    return f" and {count - _LISTED} more (each in results.json)" if count > _LISTED else ""
+
+
 def _error_span(error: EvidenceError) -> Span:
     return Span(error.file, error.line or 0, error.line or 0, 1)
 
@@ -457,13 +462,15 @@ def _collective_checks(
                 [f"{m.run.id} {m.result.busbw_gbps:.1f} < {m.target:.1f} GB/s" for m in below])
             message = (f"{len(below)} of {len(mine)} run(s) below their target: "
                        + "; ".join(f"{m.run.id} {m.result.busbw_gbps:.1f} GB/s < target {m.target:.1f} "
-                                   f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})" for m in below)
+                                   f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})"
+                                   for m in below[:_LISTED])
+                       + _more(len(below))
                        + f". Target = {below[0].target_basis}. Check the NICs, cables and switch ports these runs "
                          "cross, then re-run nccl-tests and add the new logs as further runs")
         elif unusable:
             status = Status.ERROR
             message = "unusable evidence: " + " | ".join(problems[:_LISTED]) + (
-                f" | and {len(problems) - _LISTED} more (each in results.json)" if len(problems) > _LISTED else "")
+                f" |{_more(len(problems))}" if len(problems) > _LISTED else "")
             if untargeted:
                 message += f"; {len(untargeted)} usable run(s) have no target: {untargeted[0].target_basis}"
         elif not judged:
@@ -471,10 +478,13 @@ def _collective_checks(
             # catalog's model does not cover is reported only
             status = Status.ERROR if any(m.target_basis.startswith("no link bound") for m in untargeted) \
                 else Status.SKIPPED
-            message = (f"{len(untargeted)} run(s) measured (large-message busbw "
-                       + ", ".join(f"{m.run.id} {m.result.busbw_gbps:.1f}" for m in untargeted)
-                       + f" GB/s) but no target: {untargeted[0].target_basis}. Declare the topology the target "
-                         "follows from")
+            # the finding first (a reason shows the message's first clause): why there is no target, then what
+            # was measured
+            gbps = [m.result.busbw_gbps for m in untargeted if m.result.busbw_gbps is not None]
+            message = (f"no target for {len(untargeted)} measured run(s): {untargeted[0].target_basis}. Declare the "
+                       f"topology the target follows from. Large-message busbw {min(gbps):.1f}-{max(gbps):.1f} "
+                       "GB/s: " + ", ".join(f"{m.run.id} {m.result.busbw_gbps:.1f}" for m in untargeted[:_LISTED])
+                       + _more(len(untargeted)))
         else:
             status = Status.PASS
             assert worst is not None
@@ -482,7 +492,8 @@ def _collective_checks(
                        f"{worst.run.id} {worst.result.busbw_gbps:.1f} GB/s, target {worst.target:.1f}, expected "
                        f"{worst.result.expected_gbps or 0:.1f} ({worst.target_basis})")
         if status is Status.FAIL and problems:
-            message += "; also unusable: " + " | ".join(problems)
+            message += "; also unusable: " + " | ".join(problems[:_LISTED]) + (
+                f" |{_more(len(problems))}" if len(problems) > _LISTED else "")
         shown = below[0] if below else worst
         checks.append(_check(
             check_id, title, severity, status, message,
@@ -612,8 +623,7 @@ def _pair_checks(
     if degraded:
         # failed pairs first, then the slowest
         texts = [text for _, text in sorted(degraded, key=lambda d: d[0])]
-        listed = "; ".join(texts[:_LISTED]) + (f"; and {len(texts) - _LISTED} more (each in results.json)"
-                                               if len(texts) > _LISTED else "")
+        listed = "; ".join(texts[:_LISTED]) + (f";{_more(len(texts))}" if len(texts) > _LISTED else "")
         status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {listed}"
                                         ". Check the cables, NICs and switch ports between these nodes")
         pair_summary = f"{len(degraded)} failed or degraded pair measurement(s): " + _named(texts, 1)

@@ -25,7 +25,7 @@ from clustercert.evidence.bundle import load_bundle
 from clustercert.phases.evidence import parse_run
 from clustercert.phases.scaling import judge_scaling
 from clustercert.settings import PROJECT_ROOT
-from clustercert.verdicts import Outcome, Status, decide_outcome
+from clustercert.verdicts import Outcome, Status, decide_outcome, outcome_reasons
 from tests.conftest import run_cli
 
 _NAME = re.compile(r"nccl_N2_G(\d+)_(\S+?)_(\S+?)\.log$")
@@ -200,6 +200,39 @@ def test_cluster01_shapes_are_compared_like_with_like(real_samples: Path, tmp_pa
     assert targets[("alltoall", 8)] == pytest.approx(69.0)
     assert checks["scaling.pair-alltoall_busbw_meets_target"].status is Status.PASS
     assert checks["scaling.pair-sendrecv_busbw_meets_target"].status is Status.PASS
+
+
+def test_cluster01_without_its_topology_says_first_why_no_target_judges_it(real_samples: Path,
+                                                                          tmp_path: Path) -> None:
+    """Without the interconnect declared no pair has a busbw target: the message says so first (a reason shows its
+    first clause), then the busbw measured, the first twelve runs by name and the rest counted (it once listed all
+    180, and the reason read "180 run(s) measured (large-message busbw nccl-n2-g1-..." without saying why)."""
+    logs = sorted((real_samples / "nccl-tests" / "cluster01-pairwise").glob("nccl_N2_G*.log"))
+    checks, _ = _judge(write_sweep_bundle(tmp_path / "cluster01", logs, gpus_per_node=8))
+    finished = _oracle(logs)["avg"]["alltoall"]  # the files' alltoall tests that printed their average
+    assert len(finished) == 180
+    check = checks["scaling.pair-alltoall_busbw_meets_target"]
+    assert check.status is Status.ERROR
+    assert check.message.startswith("no target for 180 measured run(s): no link bound: ")
+    assert check.message.count("nccl-n2-g") == 12 and check.message.endswith(" and 168 more (each in results.json)")
+    (reason,) = [r for r in outcome_reasons(checks.values()) if r.check == check.id]
+    assert reason.summary.startswith("no target for 180 measured run(s): no link bound: ")
+    assert "system.interconnect" in reason.summary
+
+
+def test_cluster01_declared_twice_as_fast_as_it_is_lists_twelve_runs_below_and_counts_the_rest(
+        real_samples: Path, tmp_path: Path) -> None:
+    """cluster01 has NDR NICs (50 GB/s each); declared XDR (100), each alltoall pair's target is 0.8 x 0.92 x 100 x
+    (2k - 1) / k at k GPUs per node, 1.47 times the NDR bound 50 x (2k - 1) / k that its traffic cannot pass: all
+    180 runs fall below. The message names the first twelve and counts the rest (it once named all 180)."""
+    logs = sorted((real_samples / "nccl-tests" / "cluster01-pairwise").glob("nccl_N2_G*.log"))
+    checks, _ = _judge(write_sweep_bundle(tmp_path / "cluster01", logs, gpus_per_node=8,
+                                          interconnect={"scale_out": "infiniband-xdr", "nics_per_node": 8}))
+    check = checks["scaling.pair-alltoall_busbw_meets_target"]
+    assert check.status is Status.FAIL
+    assert check.message.startswith("180 of 180 run(s) below their target: ")
+    assert check.message.count("nccl-n2-g") == 12
+    assert " and 168 more (each in results.json). Target = " in check.message
 
 
 @pytest.mark.parametrize("keep_time", [True, False])
