@@ -67,6 +67,9 @@ def init(
     else:
         out.print(f"nothing to fill in: run `clustercert evidence seal {folder}` and `clustercert certify {folder}`",
                   markup=False)
+    if "\n  # interconnect: " in draft.text:
+        out.print("optional: the network between the nodes (system.interconnect, commented out in the draft): "
+                  "with it, busbw between nodes is judged against targets", markup=False)
 
 
 @evidence_app.command("seal", short_help="Seal a bundle: MANIFEST.sha256 over every file.")

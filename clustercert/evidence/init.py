@@ -279,6 +279,14 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     else:
         catalog_field = _Field("catalog", PLACEHOLDER, "needed: a catalog id in references/ or a path to your own")
 
+    if any(len({r.host for r in ranks}) > 1 for _, _, ranks in collectives):
+        # the files do not say which network joins the nodes (NCCL_DEBUG's NET/IB lines would, nccl-tests' do not):
+        # a commented-out line shows where it goes, as a folder of collectives alone is usable without it
+        kinds = "|".join(sorted(loaded.spec.scale_out_gbps)) if loaded is not None else "infiniband-ndr|..."
+        system_fields.append(_Field("# interconnect", f"{{scale_out: <{kinds}>, nics_per_node: <NICs per node>}}",
+                                    "not in the files: uncomment and fill in to judge busbw between nodes against "
+                                    "targets (without it, it is measured and compared pair with pair only)"))
+
     runs: list[_Run] = []
     for rel, parsed, ranks in collectives:
         run_hosts = sorted({r.host for r in ranks})
@@ -360,7 +368,8 @@ def _value(value: Any) -> str:
 
 
 def _line(indent: str, f: _Field) -> str:
-    text = f"{indent}{f.key}: {_value(f.value)}"
+    # a key commented out ("# interconnect") is a hint whose value is a pattern to fill in, written as it is
+    text = f"{indent}{f.key}: {f.value if f.key.startswith('#') else _value(f.value)}"
     return f"{text}  # {f.comment}" if f.comment else text
 
 

@@ -13,9 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
+from clustercert.catalog import load_catalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import PLACEHOLDER, load_bundle
+from clustercert.phases.evidence import parse_run
+from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import load_inputs
+from clustercert.verdicts import Status
 from tests.conftest import run_cli
 
 # SOURCES.md: the sacct sample's documented `--format` list (it was dumped with --noheader)
@@ -188,6 +192,34 @@ def test_a_collectives_only_folder_needs_no_placeholder(real_samples: Path, tmp_
     assert bundle.spec.system.gpus_per_node == 4
     assert len(bundle.spec.runs) == 136 and {r.scope for r in bundle.spec.runs} == {"pair"}
     assert all(r.gpus == 8 and r.nodes is not None and len(r.nodes) == 2 for r in bundle.spec.runs)
+    assert bundle.spec.system.interconnect is None  # the files do not name the network: a hint, commented out
+    assert proc.stdout.splitlines()[-1] == ("optional: the network between the nodes (system.interconnect, "
+                                            "commented out in the draft): with it, busbw between nodes is judged "
+                                            "against targets")
+
+
+def test_the_drafts_interconnect_hint_filled_in_makes_the_pairs_judged(real_samples: Path, tmp_path: Path) -> None:
+    """cluster01's SOURCES.md: 8 NDR NICs per node. The draft's commented-out line, uncommented and filled in as
+    its pattern says, is a bundle whose pair busbw is judged against targets (without it: no target, ERROR)."""
+    root = tmp_path / "cluster01"
+    shutil.copytree(real_samples / "nccl-tests" / "cluster01-pairwise", root)
+    assert run_cli("evidence", "init", str(root)).returncode == 0
+    text = (root / "bundle.yaml").read_text()
+    (hint,) = [line for line in text.splitlines() if line.startswith("  # interconnect: ")]
+    assert hint.startswith("  # interconnect: {scale_out: <infiniband-hdr|infiniband-ndr|infiniband-xdr|roce-400g>, "
+                           "nics_per_node: <NICs per node>}  # not in the files")  # the catalog's networks
+    filled = hint.split("  # not in the files")[0].replace("# ", "", 1).replace(
+        "<infiniband-hdr|infiniband-ndr|infiniband-xdr|roce-400g>", "infiniband-ndr").replace("<NICs per node>", "8")
+    (root / "bundle.yaml").write_text(text.replace(hint, filled))
+    references = Path(__file__).resolve().parents[2] / "references"
+    inputs = load_inputs(root, references)
+    assert inputs.bundle.spec.system.interconnect is not None
+    assert (inputs.bundle.spec.system.interconnect.scale_out, inputs.bundle.spec.system.interconnect.nics_per_node) \
+        == ("infiniband-ndr", 8)
+    catalog = load_catalog("exemplar-h100", references)
+    parsed = {r.id: parse_run(inputs.bundle, r, 1 << 30) for r in inputs.bundle.spec.runs}
+    checks = {c.id: c for c in judge_scaling(inputs.bundle, catalog, parsed).checks}
+    assert checks["scaling.pair-alltoall_busbw_meets_target"].status is Status.PASS  # 92 of 93.75 GB/s at 8 GPUs
 
 
 def test_init_never_overwrites_a_bundle_without_force(real_samples: Path, tmp_path: Path) -> None:
