@@ -58,9 +58,10 @@ def _named(items: Sequence[str], shown: int = 2) -> str:
     return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
-def _more(count: int) -> str:
-    """What a message listing the first _LISTED of `count` findings says of the rest."""
-    return f" and {count - _LISTED} more (each in results.json)" if count > _LISTED else ""
+def _listed(items: Sequence[str], sep: str) -> str:
+    """The first _LISTED of `items` joined by `sep`, and a count of the rest (each is in results.json)."""
+    rest = len(items) - _LISTED
+    return sep.join(items[:_LISTED]) + (f"{sep.rstrip()} and {rest} more (each in results.json)" if rest > 0 else "")
 
 
 def _error_span(error: EvidenceError) -> Span:
@@ -461,16 +462,13 @@ def _collective_checks(
             summary = f"{scope} {coll} below target: " + _named(
                 [f"{m.run.id} {m.result.busbw_gbps:.1f} < {m.target:.1f} GB/s" for m in below])
             message = (f"{len(below)} of {len(mine)} run(s) below their target: "
-                       + "; ".join(f"{m.run.id} {m.result.busbw_gbps:.1f} GB/s < target {m.target:.1f} "
-                                   f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})"
-                                   for m in below[:_LISTED])
-                       + _more(len(below))
+                       + _listed([f"{m.run.id} {m.result.busbw_gbps:.1f} GB/s < target {m.target:.1f} "
+                                  f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})" for m in below], "; ")
                        + f". Target = {below[0].target_basis}. Check the NICs, cables and switch ports these runs "
                          "cross, then re-run nccl-tests and add the new logs as further runs")
         elif unusable:
             status = Status.ERROR
-            message = "unusable evidence: " + " | ".join(problems[:_LISTED]) + (
-                f" |{_more(len(problems))}" if len(problems) > _LISTED else "")
+            message = "unusable evidence: " + _listed(problems, " | ")
             if untargeted:
                 message += f"; {len(untargeted)} usable run(s) have no target: {untargeted[0].target_basis}"
         elif not judged:
@@ -483,8 +481,7 @@ def _collective_checks(
             gbps = [m.result.busbw_gbps for m in untargeted if m.result.busbw_gbps is not None]
             message = (f"no target for {len(untargeted)} measured run(s): {untargeted[0].target_basis}. Declare the "
                        f"topology the target follows from. Large-message busbw {min(gbps):.1f}-{max(gbps):.1f} "
-                       "GB/s: " + ", ".join(f"{m.run.id} {m.result.busbw_gbps:.1f}" for m in untargeted[:_LISTED])
-                       + _more(len(untargeted)))
+                       "GB/s: " + _listed([f"{m.run.id} {m.result.busbw_gbps:.1f}" for m in untargeted], ", "))
         else:
             status = Status.PASS
             assert worst is not None
@@ -492,8 +489,7 @@ def _collective_checks(
                        f"{worst.run.id} {worst.result.busbw_gbps:.1f} GB/s, target {worst.target:.1f}, expected "
                        f"{worst.result.expected_gbps or 0:.1f} ({worst.target_basis})")
         if status is Status.FAIL and problems:
-            message += "; also unusable: " + " | ".join(problems[:_LISTED]) + (
-                f" |{_more(len(problems))}" if len(problems) > _LISTED else "")
+            message += "; also unusable: " + _listed(problems, " | ")
         shown = below[0] if below else worst
         checks.append(_check(
             check_id, title, severity, status, message,
@@ -623,7 +619,7 @@ def _pair_checks(
     if degraded:
         # failed pairs first, then the slowest
         texts = [text for _, text in sorted(degraded, key=lambda d: d[0])]
-        listed = "; ".join(texts[:_LISTED]) + (f";{_more(len(texts))}" if len(texts) > _LISTED else "")
+        listed = _listed(texts, "; ")
         status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {listed}"
                                         ". Check the cables, NICs and switch ports between these nodes")
         pair_summary = f"{len(degraded)} failed or degraded pair measurement(s): " + _named(texts, 1)
