@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from clustercert.evidence.guards import amount
+
 __all__ = ["parsed_lines"]
 
 SHOWN_ROWS = 3  # the first and the last rows of a long list shown (a training log's steps, a dump's jobs)
@@ -56,15 +58,6 @@ def _spread(values: Sequence[float]) -> str:
     if len(values) == 1:
         return _num(values[0])
     return f"median {_num(statistics.median(values))} (min {_num(min(values))}, max {_num(max(values))})"
-
-
-def _bytes(size: int) -> str:
-    """A message size as a person reads it: 8 B, 128 KiB, 16 GiB; 32.0 MiB where not whole (33,554,424 bytes: a
-    sweep's size divided evenly among its ranks)."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{size // scale} {unit}" if size % scale == 0 else f"{size / scale:.1f} {unit}"
-    return f"{size} B"
 
 
 def _lines(first: int | None, last: int | None) -> str:
@@ -151,7 +144,7 @@ def _nccl(result: dict[str, Any]) -> list[str]:
             out.append(f"{head}: no rows")
             continue
         top = max(rows, key=lambda r: r["size_bytes"])
-        sizes = f"{_n(len(rows), 'size')} {_bytes(min(r['size_bytes'] for r in rows))}..{_bytes(top['size_bytes'])}"
+        sizes = f"{_n(len(rows), 'size')} {amount(min(r['size_bytes'] for r in rows))}..{amount(top['size_bytes'])}"
         average = f"{_opt(t.get('reported_avg_busbw'))} / {_opt(t.get('computed_avg_busbw'))}"
         out.append(f"{head}, {sizes}: busbw {_num(top['busbw_oop'])} / {_num(top['busbw_ip'])} "
                    f"(line {top['line']}); average {average}")
