@@ -218,11 +218,11 @@ def _dcgm(result: dict[str, Any]) -> list[str]:
     if by_metric:
         out.append("per metric: samples, min, mean, max (values that are not numbers left out):")
     for metric, parts in by_metric.items():
-        counted = [p for p in parts if p.get("mean") is not None]
+        counted = [p for p in parts if p.get("values")]  # each series' mean is of its `values` finite values
         count = sum(int(p["count"]) for p in parts)
         if counted:
-            weight = sum(int(p["count"]) for p in counted)
-            mean = sum(float(p["mean"]) * int(p["count"]) for p in counted) / weight
+            weight = sum(int(p["values"]) for p in counted)
+            mean = sum(float(p["mean"]) * int(p["values"]) for p in counted) / weight
             figures = (f"{_num(min(float(p['min']) for p in counted))}, {_num(mean)}, "
                        f"{_num(max(float(p['max']) for p in counted))}")
         else:

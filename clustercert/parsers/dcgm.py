@@ -266,7 +266,8 @@ class Telemetry:
 
     def series(self) -> list[dict[str, object]]:
         """Per (metric, gpu, host) in the order of first appearance: count, first and last time and line, and
-        min, max and mean of the finite values (the mean a left-to-right sum over the file, like sum()).
+        the number (values), min, max and mean of the finite values (the mean a left-to-right sum over the file,
+        like sum()).
 
         Read a block at a time: each block's series are numbered after those met before (new ones in the order
         they first appear in it), and the per-series sums are added block after block in file order."""
@@ -285,6 +286,7 @@ class Telemetry:
                 "gpu": self.gpus[key // n_host % n_gpu],
                 "host": None if host < 0 else self.hosts[host],
                 "count": int(groups.rows[g]),
+                "values": kept,  # the finite values of `count`, those min, max and mean are of
                 "first_ms": int(groups.first_ms[g]),
                 "last_ms": int(groups.last_ms[g]),
                 "line": int(groups.first_line[g]),

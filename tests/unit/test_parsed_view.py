@@ -140,6 +140,25 @@ def test_mlperf_runs_and_a_result_that_is_not_scored() -> None:
     ]
 
 
+def test_telemetry_means_are_of_the_values_that_are_numbers() -> None:
+    """`dcgmi dmon` prints N/A: GPU 1's first SMACT sample has no value, so the metric's mean is (0.9 + 0.8 + 0.7)
+    / 3 = 0.8 over its 3 values, not over its 4 samples (a mean weighted by samples read 0.775)."""
+    series = [{"metric": "SMACT", "gpu": "0", "host": None, "count": 2, "values": 2, "min": 0.8, "max": 0.9,
+               "mean": 0.85, "first_ms": 0, "last_ms": 1000},
+              {"metric": "SMACT", "gpu": "1", "host": None, "count": 2, "values": 1, "min": 0.7, "max": 0.7,
+               "mean": 0.7, "first_ms": 0, "last_ms": 1000},
+              {"metric": "POWER", "gpu": "1", "host": None, "count": 2, "values": 0, "min": None, "max": None,
+               "mean": None, "first_ms": 0, "last_ms": 1000}]
+    assert parsed_lines({"format": "dcgm", "source": "dmon", "samples": 6, "series": series}, 80) == [
+        "  6 samples (dmon) in 3 series: 2 GPUs",
+        "  from 1970-01-01T00:00:00Z to 1970-01-01T00:00:01Z (1 s)",
+        "  per metric: samples, min, mean, max (values that are not numbers left out):",
+        "    SMACT: 4, 0.7, 0.8, 0.9",
+        "    POWER: 2, no numbers",
+        END,
+    ]
+
+
 def test_every_parser_has_its_view() -> None:
     """A parser added without a view of its own fails here, not at a user's `evidence parse`."""
     from clustercert.cli.parsed_view import _BY_FORMAT

@@ -390,7 +390,7 @@ def _old_to_json(t: Telemetry) -> dict[str, object]:
     summary = []
     for (metric, gpu, host), items in series.items():
         values = [s.value for s in items if s.value is not None]
-        summary.append({"metric": metric, "gpu": gpu, "host": host, "count": len(items),
+        summary.append({"metric": metric, "gpu": gpu, "host": host, "count": len(items), "values": len(values),
                         "first_ms": items[0].time_ms, "last_ms": items[-1].time_ms, "line": items[0].line,
                         "last_line": items[-1].line, "min": min(values) if values else None,
                         "max": max(values) if values else None,
@@ -408,14 +408,15 @@ def test_to_json_by_hand(tmp_path: Path) -> None:
     assert json.dumps(got) == json.dumps(_old_to_json(parse_dcgm(path, "t.prom")))
     series = {(s["metric"][12:], s["gpu"], s["host"]): s for s in got["series"]}  # type: ignore[attr-defined]
     assert got["samples"] == 8 and len(series) == 6
-    assert series[("GPU_UTIL", "0", "n1")] == {**series[("GPU_UTIL", "0", "n1")], "count": 1, "min": None,
-                                               "mean": None}
-    assert {k: series[("GPU_UTIL", "1", "n1")][k] for k in ("count", "min", "max", "mean", "line", "last_line",
-                                                              "first_ms", "last_ms")} == {
-        "count": 2, "min": None, "max": None, "mean": None, "line": 4, "last_line": 8,
+    assert series[("GPU_UTIL", "0", "n1")] == {**series[("GPU_UTIL", "0", "n1")], "count": 1, "values": 0,
+                                               "min": None, "mean": None}
+    assert {k: series[("GPU_UTIL", "1", "n1")][k] for k in ("count", "values", "min", "max", "mean", "line",
+                                                              "last_line", "first_ms", "last_ms")} == {
+        "count": 2, "values": 0, "min": None, "max": None, "mean": None, "line": 4, "last_line": 8,
         "first_ms": 1700000000000, "last_ms": 1700000001000}
     power = series[("POWER_USAGE", "0", "n1")]
-    assert (power["count"], power["min"], power["max"], power["mean"]) == (2, 612.25, 613.5, (612.25 + 613.5) / 2)
+    assert (power["count"], power["values"], power["min"], power["max"], power["mean"]) == (
+        2, 2, 612.25, 613.5, (612.25 + 613.5) / 2)
     # a mean is a left-to-right sum: 0.1 + 0.2 + 0.3 is not 0.6 in floating point, and must stay so
     path.write_text("".join(f'M{{gpu="0"}} {v} {1700000000000 + i}\n' for i, v in enumerate(["0.1", "0.2", "0.3"])))
     (one,) = parse_dcgm(path, "t.prom").to_json()["series"]  # type: ignore[misc]
