@@ -93,8 +93,8 @@ def _training(result: dict[str, Any]) -> list[str]:
                 out.append(f"{name}: {_spread(values)} over {_n(len(values), 'step')}")
         losses = [(s["iteration"], s["loss"]) for s in steps if s.get("loss") is not None]
         if losses:
-            out.append(f"loss: {_num(losses[0][1])} at iteration {losses[0][0]}, {_num(losses[-1][1])} at "
-                       f"iteration {losses[-1][0]}")
+            out.append(f"loss: {_num(losses[0][1])} at iteration {losses[0][0]}" + (
+                f", {_num(losses[-1][1])} at iteration {losses[-1][0]}" if len(losses) > 1 else ""))
         paused = [s for s in steps if s.get("pause_s") or s.get("untimed_pause")]
         if paused:
             seconds = sum(float(s.get("pause_s") or 0.0) for s in paused)

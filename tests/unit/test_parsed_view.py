@@ -65,6 +65,9 @@ def test_a_nemo_logs_resilience_events_and_straggler_reports() -> None:
         END,
     ]
     assert lines[:2] == ["  1 step read of 30 lines: iterations 0..0, line 3", "  step time (s): 1.5 over 1 step"]
+    one_loss = [_step(1, 1.25, 1), _step(2, 1.2, 2, loss=7.2)]  # the first step's loss printed nan: none read
+    assert parsed_lines({"format": "megatron", "steps": one_loss, "nan": [{"line": 1, "field": "loss"}],
+                         "lines": 2, "warnings": []}, 80)[2] == "  loss: 7.2 at iteration 2"
 
 
 def test_a_log_without_steps_says_so_and_its_warnings_wrap_under_it() -> None:
