@@ -144,7 +144,9 @@ def _nccl(result: dict[str, Any]) -> list[str]:
             out.append(f"{head}: no rows")
             continue
         top = max(rows, key=lambda r: r["size_bytes"])
-        sizes = f"{_n(len(rows), 'size')} {amount(min(r['size_bytes'] for r in rows))}..{amount(top['size_bytes'])}"
+        least = min(r["size_bytes"] for r in rows)
+        sizes = f"{_n(len(rows), 'size')} {amount(least)}" + (
+            f"..{amount(top['size_bytes'])}" if top["size_bytes"] != least else "")
         average = f"{_opt(t.get('reported_avg_busbw'))} / {_opt(t.get('computed_avg_busbw'))}"
         out.append(f"{head}, {sizes}: busbw {_num(top['busbw_oop'])} / {_num(top['busbw_ip'])} "
                    f"(line {top['line']}); average {average}")
@@ -234,8 +236,9 @@ def _dcgm(result: dict[str, Any]) -> list[str]:
 def _events(result: dict[str, Any]) -> list[str]:
     events: list[dict[str, Any]] = result.get("events") or []
     kinds = Counter(str(e.get("type")) for e in events)
-    out = [f"{_n(len(events), 'event')}" + (f" from {events[0].get('ts')} to {events[-1].get('ts')}" if events
-                                            else "")]
+    first, last = (events[0].get("ts"), events[-1].get("ts")) if events else (None, None)
+    out = [f"{_n(len(events), 'event')}" + ("" if first is None else f" at {first}" if first == last
+                                            else f" from {first} to {last}")]
     if kinds:
         out.append("by type: " + ", ".join(f"{kind} {count:,}" for kind, count in kinds.items()))
     return out

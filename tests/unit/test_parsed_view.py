@@ -162,6 +162,17 @@ def test_telemetry_means_are_of_the_values_that_are_numbers() -> None:
     ]
 
 
+def test_one_size_and_one_event_are_not_ranges() -> None:
+    rows = [{"size_bytes": 1024, "busbw_oop": 1.5, "busbw_ip": 2.5, "line": 1}]
+    test = {"collective": "all_gather", "ranks": 4, "hosts": [], "rows": rows, "line": 1, "last_line": 1,
+            "reported_avg_busbw": 2.0, "computed_avg_busbw": 2.0, "error": None}
+    assert parsed_lines({"format": "nccl-tests", "tests": [test]}, 200)[1] == (
+        "  all_gather: 4 ranks, line 1, 1 size 1.0 KiB: busbw 1.5 / 2.5 (line 1); average 2 / 2")
+    event = {"ts": "2026-11-02T09:00:00+00:00", "type": "job_started"}
+    assert parsed_lines({"format": "events", "events": [event]}, 80)[:2] == [
+        "  1 event at 2026-11-02T09:00:00+00:00", "  by type: job_started 1"]
+
+
 def test_every_parser_has_its_view() -> None:
     """A parser added without a view of its own fails here, not at a user's `evidence parse`."""
     from clustercert.cli.parsed_view import _BY_FORMAT
