@@ -40,20 +40,32 @@ def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None 
     """The reasons as a person reads them: `STATUS phase: finding [where it is]`, wrapped (never cut) to `width`
     under a hanging indent (`wrap`). With `per_phase`, a phase shows at most that many, each on a file none of the
     phase's reasons before it named first (one bad file fails many checks: a collapsed run, every collective it
-    ran), and a last line counts the rest."""
+    ran), and a finding on no file that the phase shows word for word (absent evidence: every check that needed
+    it) is shown once with its count; a last line counts the rest."""
     import re
 
     shown: dict[str, set[str]] = {}
     hidden: Counter[str] = Counter()
     again = 0  # hidden reasons on a file shown above
     others: set[str] = set()  # the files of the other hidden reasons
+    unfiled = 0  # hidden reasons on no file
     lines: list[str] = []
+    # the same finding on no file, by phase: shown once, "(4 checks)"
+    alike = Counter((r["phase"], r["status"], r["severity"], r["summary"]) for r in found if not r["where"])
     for r in found:
         phase = r["phase"]
-        # the file the finding is on, without its lines; a reason that names none is its own
-        on = re.sub(r":\d+(-\d+)?$", "", r["where"][0]) if r["where"] else f"check {r['check']}"
+        same = (phase, r["status"], r["severity"], r["summary"])
+        # the file the finding is on, without its lines; a reason that names none is its finding's
+        on = re.sub(r":\d+(-\d+)?$", "", r["where"][0]) if r["where"] else f"finding {same}"
         seen = shown.setdefault(phase, set())
+        if per_phase is not None and not r["where"] and on in seen:
+            continue  # counted on its line, shown or hidden
         if per_phase is not None and (len(seen) >= per_phase or on in seen):
+            if not r["where"]:
+                hidden[phase] += alike[same]
+                unfiled += alike[same]
+                seen.add(on)  # its like are counted here
+                continue
             hidden[phase] += 1
             if on in seen:
                 again += 1
@@ -62,7 +74,8 @@ def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None 
             continue
         seen.add(on)
         advisory = " (advisory)" if r["severity"] != "required" else ""
-        text = f"{r['status']} {phase}{advisory}: {r['summary']}"
+        counted = f" ({alike[same]} checks)" if per_phase is not None and not r["where"] and alike[same] > 1 else ""
+        text = f"{r['status']} {phase}{advisory}: {r['summary']}{counted}"
         where = r["where"][0] if r["where"] else ""
         if where and not r["summary"].startswith(where.split(":")[0]) and where not in r["summary"]:
             text += f" [{where}]"  # unless the finding names it already
@@ -70,8 +83,10 @@ def reason_lines(found: list[dict[str, Any]], width: int, per_phase: int | None 
     if hidden:
         total = sum(hidden.values())
         places = [f"{again} on the files above"] if again else []
-        if total > again:
-            places.append(f"{total - again} on {len(others)} other file{'s' if len(others) != 1 else ''}")
+        if total > again + unfiled:
+            places.append(f"{total - again - unfiled} on {len(others)} other file{'s' if len(others) != 1 else ''}")
+        if unfiled:
+            places.append(f"{unfiled} on no file")
         counts = ", ".join(f"{phase} {n}" for phase, n in hidden.items())
         lines += wrap(f"and {total} more, {' and '.join(places)} ({counts}): --verbose lists every one, report.html "
                       "explains each", width)

@@ -150,11 +150,13 @@ def _weak_scaling(
         if len(chosen) < 2:
             status = Status.ERROR if problems else _absent(severity is Severity.REQUIRED)
             shown = f" ({'; '.join(problems)})" if problems else ""
-            counts = sorted(by_gpus)
+            counts = ", ".join(map(str, sorted(by_gpus)))
+            # the workload first: a reason shows this message's first clause, one line per workload
             checks.append(_check(
                 check_id, title, severity, status,
-                f"weak scaling needs usable training runs at 2 or more GPU counts, got {counts}{shown}: "
-                "the cluster did not show it. Add runs of this workload at smaller GPU counts (phase scaling)",
+                f"{workload} {precision.upper()}: weak scaling needs usable training runs at 2 or more GPU counts, "
+                f"got {f'{counts} GPUs only' if counts else 'none'}{shown}: the cluster did not show it. Add runs of "
+                "this workload at smaller GPU counts (phase scaling)",
                 target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
             ))
             continue

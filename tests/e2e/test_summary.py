@@ -187,6 +187,32 @@ def test_reason_lines_wrap_whole_and_count_what_the_same_files_fail_again() -> N
     assert " more" not in every
 
 
+def test_one_absent_file_failing_many_checks_is_one_line_with_its_count() -> None:
+    """A bundle without its resilience log fails four checks with the same finding on no file: one line says it
+    with "(4 checks)", and a finding repeated past the three per phase is counted once per check, "on no file"."""
+    def reason(phase: str, summary: str, check: str) -> dict[str, Any]:
+        return {"check": f"{phase}.{check}", "status": "FAIL", "severity": "required", "phase": phase,
+                "summary": summary, "where": []}
+
+    absent = "the bundle has no resilience training log: the cluster did not show a long run"
+    found = [reason("resilience", "the bundle has no run of phase resilience", "evidence_present"),
+             *(reason("resilience", absent, name) for name in ("goodput", "stalls", "lost_work", "restarts")),
+             reason("resilience", "the bundle has no job event log", "no_admin_action"),
+             reason("resilience", "the bundle has no per-rank step timings", "stragglers"),
+             reason("scaling", "no target", "pair-a"), reason("scaling", "b", "b"), reason("scaling", "c", "c"),
+             reason("scaling", "d", "d"), reason("scaling", "d", "e")]  # "d" twice, past the three shown
+    lines = reason_lines(found, 200, per_phase=3)
+    assert lines == [
+        "  FAIL resilience: the bundle has no run of phase resilience",
+        f"  FAIL resilience: {absent} (4 checks)",
+        "  FAIL resilience: the bundle has no job event log",
+        "  FAIL scaling: no target", "  FAIL scaling: b", "  FAIL scaling: c",
+        "  and 3 more, 3 on no file (resilience 1, scaling 2): --verbose lists every one, report.html explains each",
+    ]
+    # --verbose: every check on its own line, none counted together
+    assert sum(absent in line for line in reason_lines(found, 200)) == 4
+
+
 def _runs(seed_certified: dict[str, Any], columns: int) -> tuple[list[str], str]:
     """`runs` of the seed's reports folder at a terminal of `columns` columns: its lines and its whole output."""
     proc = run_cli("runs", "--reports-dir", str(seed_certified["run_dir"].parent), env={"COLUMNS": str(columns)})

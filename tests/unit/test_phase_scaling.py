@@ -62,6 +62,13 @@ def test_suite_workload_without_scaling_runs_fails_as_absent(tmp_path: Path) -> 
     checks = _weak(tmp_path, {128: 7.0, 512: 7.0})["checks"]
     grok = checks["scaling.grok1-314b-bf16_weak_scaling_efficiency"]
     assert grok.status is Status.FAIL and "the cluster did not show it" in grok.message
+    # the workload first: the reasons of several absent workloads are told apart by their first clause
+    assert grok.message.startswith("grok1-314b BF16: weak scaling needs usable training runs at 2 or more GPU "
+                                   "counts, got none: the cluster did not show it")
+    one = _weak(tmp_path / "one", {512: 7.0})["checks"]["scaling.llama3-70b-fp8_weak_scaling_efficiency"]
+    assert one.status is Status.FAIL
+    assert one.message.startswith("llama3-70b FP8: weak scaling needs usable training runs at 2 or more GPU counts, "
+                                  "got 512 GPUs only: ")
     assert checks["scaling.cross-rack-all_reduce_busbw_meets_target"].status is Status.FAIL
 
 
