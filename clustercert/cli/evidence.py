@@ -67,7 +67,7 @@ def init(
     else:
         out.print(f"nothing to fill in: run `clustercert evidence seal {folder}` and `clustercert certify {folder}`",
                   markup=False)
-    if "\n  # interconnect: " in draft.text:
+    if "system.interconnect" in draft.optional:
         out.print("optional: the network between the nodes (system.interconnect, commented out in the draft): "
                   "with it, busbw between nodes is judged against targets", markup=False)
 

@@ -50,12 +50,14 @@ class _Run:
 
 @dataclass
 class Draft:
-    """The drafted bundle.yaml text, what it still needs, and every file it did not use (with why)."""
+    """The drafted bundle.yaml text, what it still needs, every file it did not use (with why), and the keys it
+    left commented out for the user to fill in if they will (`system.interconnect`)."""
 
     text: str
     runs: int
     placeholders: list[str]
     unused: list[tuple[str, str]] = field(default_factory=list)
+    optional: list[str] = field(default_factory=list)
 
 
 def _scan(folder: Path, unused: list[tuple[str, str]]) -> Iterator[tuple[str, Path]]:
@@ -351,7 +353,8 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     ]
     text = _emit(top, runs, unused)
     placeholders = [line.split("#", 1)[0].strip() for line in text.splitlines() if PLACEHOLDER in line.split("#")[0]]
-    return Draft(text, len(runs), placeholders, unused)
+    optional = [f"system.{f.key[2:]}" for f in system_fields if f.key.startswith("# ")]
+    return Draft(text, len(runs), placeholders, unused, optional)
 
 
 def _sacct_width(path: Path) -> int:

@@ -198,6 +198,21 @@ def test_a_collectives_only_folder_needs_no_placeholder(real_samples: Path, tmp_
                                             "against targets")
 
 
+def test_a_one_host_folder_needs_no_network(real_samples: Path, tmp_path: Path) -> None:
+    """nccl_N1_G8_cnode3-002.log ran on one host (its rank lines): no test crosses nodes, so no hint."""
+    from clustercert.evidence.init import draft_bundle
+
+    root = tmp_path / "one"
+    root.mkdir()
+    shutil.copyfile(real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log", root / "nccl_N1_G8_cnode3-002.log")
+    draft = draft_bundle(root, Path(__file__).resolve().parents[2] / "references")
+    assert draft.optional == [] and "interconnect" not in draft.text
+    two = tmp_path / "two"
+    shutil.copytree(root, two)
+    shutil.copyfile(real_samples / "nccl-tests" / "nccl_N10_G8.log", two / "nccl_N10_G8.log")  # 10 hosts
+    assert draft_bundle(two, Path(__file__).resolve().parents[2] / "references").optional == ["system.interconnect"]
+
+
 def test_the_drafts_interconnect_hint_filled_in_makes_the_pairs_judged(real_samples: Path, tmp_path: Path) -> None:
     """cluster01's SOURCES.md: 8 NDR NICs per node. The draft's commented-out line, uncommented and filled in as
     its pattern says, is a bundle whose pair busbw is judged against targets (without it: no target, ERROR)."""
