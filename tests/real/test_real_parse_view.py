@@ -92,6 +92,45 @@ def test_a_training_log_its_steps_step_times_and_first_and_last_rows(real_sample
         assert shown == (iteration, float(f"{seconds:.6g}"), "-", number)  # six significant digits shown
 
 
+_NEMO_STEP = re.compile(r"Training epoch (\d+), iteration (\d+)/\d+ \|.*global_step: (\d+) \|.*"
+                        r"train_step_timing in s: (-?[\d.]+)")
+
+
+def _nemo_steps(path: Path) -> list[tuple[int, int, int, float]]:
+    """(line, iteration, global step, step time) of each step line of a NeMo log, from its text."""
+    return [(number, int(m.group(2)), int(m.group(3)), float(m.group(4)))
+            for number, line in enumerate(path.read_text().splitlines(), start=1)
+            if (m := _NEMO_STEP.search(line))]
+
+
+def test_nemo_logs_count_global_steps_and_show_a_restart_and_a_timer_glitch(real_samples: Path) -> None:
+    logs = real_samples / "training-logs"
+    # The tp2 run's last step starts epoch 1 (iteration 0/19, global_step 19): the counter is the global step
+    tp2 = logs / "nemo2-nemorun-llama-54m-8gpu-tp2-20steps.log"
+    found = _nemo_steps(tp2)
+    assert [f[1] for f in found[-2:]] == [18, 0] and [f[2] for f in found] == list(range(20))
+    text = _joined(_parse(tp2))
+    assert f"global steps 0..19, lines {found[0][0]}-{found[-1][0]}" in text
+    assert f"    19  {found[-1][3]:.6g}  -  11.03  {found[-1][0]}" in text.splitlines()
+    # The restart: steps 0..15, then from the checkpoint at step 10 again to 19 (each stretch from the text)
+    restart = logs / "nemo2-nemorun-llama-54m-8gpu-crash-and-in-job-restart.log"
+    found = _nemo_steps(restart)
+    back = next(i for i in range(1, len(found)) if found[i][2] <= found[i - 1][2])
+    stretches = f"{found[0][2]}..{found[back - 1][2]}, {found[back][2]}..{found[-1][2]}"
+    assert stretches == "0..15, 10..19"
+    restart_text = _joined(_parse(restart))
+    assert f"  {len(found)} steps read of" in restart_text and f"global steps {stretches}, lines" in restart_text
+    # The toy log's timer prints a negative step time at one step (SOURCES.md): shown, with its line
+    toy = logs / "nemo2-llama3-toy-1gpu-bf16-20steps.log"
+    found = _nemo_steps(toy)
+    glitches = [(number, seconds) for number, _, _, seconds in found if seconds <= 0]
+    assert glitches == [(488, -12.71)]
+    toy_text = _joined(_parse(toy)).splitlines()
+    assert "  step time zero or negative: 1 step (-12.71 s at line 488)" in toy_text
+    assert (f"  step time (s): median {statistics.median(f[3] for f in found):.6g} "
+            f"(min {min(f[3] for f in found):.6g}, max {max(f[3] for f in found):.6g}) over 20 steps") in toy_text
+
+
 def test_a_sacct_dump_its_jobs_states_and_times(real_samples: Path) -> None:
     path = real_samples / "slurm" / "sacct-multi-node.txt"
     lines = _parse(path, "--fields", ",".join(SACCT_FIELDS))

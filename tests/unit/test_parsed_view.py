@@ -52,6 +52,14 @@ def test_a_training_log_with_pauses_nan_values_and_many_steps() -> None:
     ]
 
 
+def test_a_zero_or_negative_step_time_is_named_with_its_line() -> None:
+    steps = [_step(i, t, 5 + i) for i, t in enumerate([1.0, 0.0, -2.5, 1.0, -1.0, -0.5])]  # sorted: -2.5 -1 -0.5 0 1 1
+    lines = parsed_lines({"format": "megatron", "steps": steps, "nan": [], "lines": 10, "warnings": []}, 120)
+    assert lines[1:3] == ["  step time (s): median -0.25 (min -2.5, max 1) over 6 steps",
+                          "  step time zero or negative: 4 steps (0 s at line 6, -2.5 s at line 7, -1 s at line 9, "
+                          "...)"]
+
+
 def test_a_nemo_logs_resilience_events_and_straggler_reports() -> None:
     events = [{"kind": kind, "line": line} for kind, line in (("checkpoint_saved", 5), ("worker_failed", 9),
                                                               ("checkpoint_saved", 12), ("restart", 14))]
@@ -64,10 +72,27 @@ def test_a_nemo_logs_resilience_events_and_straggler_reports() -> None:
         "ranks), ...",
         END,
     ]
-    assert lines[:2] == ["  1 step read of 30 lines: iterations 0..0, line 3", "  step time (s): 1.5 over 1 step"]
+    assert lines[:2] == ["  1 step read of 30 lines: iteration 0, line 3", "  step time (s): 1.5 over 1 step"]
     one_loss = [_step(1, 1.25, 1), _step(2, 1.2, 2, loss=7.2)]  # the first step's loss printed nan: none read
     assert parsed_lines({"format": "megatron", "steps": one_loss, "nan": [{"line": 1, "field": "loss"}],
                          "lines": 2, "warnings": []}, 80)[2] == "  loss: 7.2 at iteration 2"
+
+
+def test_a_counter_that_goes_back_is_shown_stretch_by_stretch() -> None:
+    """A restart from a checkpoint (or a repeated step) starts a new stretch; past three, how many more. NeMo's
+    global step is the counter where every step has one; a megatron log has none: its iteration."""
+    counters = [1, 2, 3, 1, 2, 1, 5, 6, 6]  # stretches 1..3, 1..2, 1..6, 6
+    steps = [_step(0, 1.0, 10 + i, global_step=c) for i, c in enumerate(counters)]
+    lines = parsed_lines({"format": "nemo", "steps": steps, "nan": [], "lines": 20, "warnings": []}, 120)
+    assert lines[0] == "  9 steps read of 20 lines: global steps 1..3, 1..2, 1..6 and 1 stretch more, lines 10-18"
+    assert lines[1:4] == ["  step time (s): median 1 (min 1, max 1) over 9 steps",
+                          "  steps (global step, step time s, TFLOPS per GPU, loss, line):", "    1  1  -  -  10"]
+    steps = [_step(c, 1.0, 10 + i) for i, c in enumerate(counters[:4])]  # no global step: the iteration
+    lines = parsed_lines({"format": "megatron", "steps": steps, "nan": [], "lines": 20, "warnings": []}, 120)
+    assert lines[0] == "  4 steps read of 20 lines: iterations 1..3, 1, lines 10-13"
+    mixed = [_step(0, 1.0, 3, global_step=0), _step(0, 1.0, 4)]  # one without: the iteration for all
+    assert parsed_lines({"format": "nemo", "steps": mixed, "nan": [], "lines": 4, "warnings": []},
+                        120)[0] == "  2 steps read of 4 lines: iterations 0, 0, lines 3-4"
 
 
 def test_a_log_without_steps_says_so_and_its_warnings_wrap_under_it() -> None:
