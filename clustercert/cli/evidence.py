@@ -35,6 +35,11 @@ class EvidenceUnusable(ClusterCertError):
     exit_code = 3
 
 
+def _count(count: int, noun: str) -> str:
+    """'1 run', '2 runs'."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def _bundle_path(bundle: Path) -> Path:
     if not bundle.exists():
         raise UsageError(f"{bundle}: no such bundle. Give a bundle folder or its bundle.yaml.")
@@ -59,10 +64,11 @@ def init(
     settings = load_settings()
     path, draft = write_draft(folder, settings.references_dir, system=system, catalog=catalog, force=force,
                               limit=settings.max_evidence_bytes)
-    out.print(f"drafted {path}: {draft.runs} runs, {len(draft.unused)} files not used (listed at its end)",
-              markup=False)
+    unused = len(draft.unused)
+    out.print(f"drafted {path}: {_count(draft.runs, 'run')}, {_count(unused, 'file')} not used"
+              + (" (listed at its end)" if unused else ""), markup=False)
     if draft.placeholders:
-        out.print(f"{len(draft.placeholders)} values to fill in (FILL_IN), first: {draft.placeholders[0]}; then run "
+        out.print(f"{_count(len(draft.placeholders), 'value')} to fill in (FILL_IN), first: {draft.placeholders[0]}; then run "
                   f"`clustercert evidence seal {folder}` and `clustercert certify {folder}`", markup=False)
     else:
         out.print(f"nothing to fill in: run `clustercert evidence seal {folder}` and `clustercert certify {folder}`",
@@ -110,7 +116,7 @@ def _found(pf: ParsedFile) -> str:
         return f"{len(r.events):,} events"
     if isinstance(r, MlperfResult):
         score = "invalid" if r.score_minutes is None else f"score {r.score_minutes:.2f} min"
-        return f"{len(r.runs)} runs, {score}"
+        return f"{_count(len(r.runs), 'run')}, {score}"
     return "parsed"
 
 

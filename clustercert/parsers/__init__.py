@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.guards import open_regular
-from clustercert.parsers.common import DEFAULT_LIMIT, without_escapes
+from clustercert.parsers.common import DEFAULT_LIMIT, refuse_binary, without_escapes
 from clustercert.parsers.dcgm import parse_dcgm
 from clustercert.parsers.dllogger import parse_dllogger
 from clustercert.parsers.events import parse_events
@@ -187,6 +187,7 @@ def detect_format(path: Path, display: str | None = None) -> str:
         raise EvidenceError(shown, "expected a known evidence format, got an empty file")
     if data[:4] == b"PAR1":
         return "rank-timings"
+    refuse_binary(data, shown)  # compressed, or not text: told as such, not as an unknown format
     text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # told by its plain text
     if "\r" in text:  # lines ended by a lone CR (an old Mac's, a progress bar's) are lines to the detectors too
         text = "\n".join(text.splitlines())

@@ -12,8 +12,19 @@ from pathlib import Path
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import check_regular, read_regular
 
-__all__ = ["DEFAULT_LIMIT", "check_size", "finite", "json_of", "plain_chunks", "read_json", "to_float", "to_int",
-           "without_escapes", "without_escapes_bytes"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "check_size",
+    "finite",
+    "json_of",
+    "plain_chunks",
+    "read_json",
+    "refuse_binary",
+    "to_float",
+    "to_int",
+    "without_escapes",
+    "without_escapes_bytes",
+]
 
 DEFAULT_LIMIT = 2 * 1024**3
 
@@ -29,6 +40,30 @@ def check_size(path: Path, display: str, limit: int) -> int:
     return size
 
 
+# The first bytes of a file an archive compressed (gzip, xz, zstd, lz4, zip, bzip2), and the command that gives back
+# the text the tool wrote; the evidence is read as written, never unpacked here
+_COMPRESSED = (
+    (re.compile(rb"\x1f\x8b"), "gzip", "gunzip -k"),
+    (re.compile(rb"\xfd7zXZ\x00"), "xz", "unxz -k"),
+    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", "unzstd"),
+    (re.compile(rb"\x04\x22\x4d\x18"), "lz4", "unlz4"),
+    (re.compile(rb"PK\x03\x04"), "zip", "unzip"),
+    (re.compile(rb"BZh[1-9]1AY&SY"), "bzip2", "bunzip2 -k"),
+)
+
+
+def refuse_binary(head: bytes, display: str) -> None:
+    """An EvidenceError when a file's first bytes `head` (its first 64 KiB) are not text: compressed data, named with
+    the command that restores the file, or NUL bytes."""
+    for magic, kind, command in _COMPRESSED:
+        if magic.match(head) is not None:
+            name = display.rsplit("/", 1)[-1]
+            raise EvidenceError(display, f"expected text as the tool wrote it, got {kind}-compressed data: "
+                                         f"decompress it first (`{command} {name}`) and give the decompressed file")
+    if b"\x00" in head[:65536]:
+        raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
+
+
 def read_json(path: Path, display: str, *, limit: int) -> object:
     """A whole JSON document; any decoding problem is a located EvidenceError."""
     return json_of(read_regular(path, display, limit=limit), display)
@@ -38,6 +73,7 @@ def json_of(data: bytes, display: str) -> object:
     """read_json()'s document of a file's bytes `data` (for a parser that has looked at the bytes first)."""
     if not data.strip():
         raise EvidenceError(display, "expected a JSON document, got an empty file")
+    refuse_binary(data[:65536], display)
     try:
         return json.loads(data.decode("utf-8-sig"))  # a leading byte order mark is no text
     except UnicodeDecodeError:

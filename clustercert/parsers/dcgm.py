@@ -50,7 +50,7 @@ import numpy.typing as npt
 
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.guards import read_chunks
-from clustercert.parsers.common import DEFAULT_LIMIT, plain_chunks, to_float
+from clustercert.parsers.common import DEFAULT_LIMIT, plain_chunks, refuse_binary, to_float
 from clustercert.settings import TABLE_PATH_VARIABLE, TELEMETRY_MEMORY_VARIABLE, table_path, telemetry_memory_bytes
 
 __all__ = ["CHUNK_BYTES", "TABLE_PATH_VARIABLE", "DcgmSample", "Telemetry", "parse_dcgm", "table_path"]
@@ -560,8 +560,7 @@ def parse_dcgm(
             if kind is not None and seen >= 65536:
                 break
         head = b"".join(ahead)[:65536]
-        if b"\x00" in head:
-            raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
+        refuse_binary(head, display)
         if kind == "dmon":
             data = b"".join([*ahead, *chunks])
             del ahead

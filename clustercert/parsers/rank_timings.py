@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import check_parquet_bounds
-from clustercert.parsers.common import DEFAULT_LIMIT, check_size
+from clustercert.parsers.common import DEFAULT_LIMIT, check_size, refuse_binary
 
 __all__ = ["COLUMNS", "RankTimings", "parse_rank_timings"]
 
@@ -185,7 +185,7 @@ def parse_rank_timings(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) 
     value is checked, and the checks' first failure, in the order below, is the error: as one table read whole."""
     if check_size(path, display, limit) == 0:  # said as the text parsers say it (Arrow: "Empty CSV file")
         raise EvidenceError(display, f"expected a Parquet or CSV table, got an empty file. {_HINT}")
-    source = _Source(path, display) if _is_parquet(path) else None  # what is read now, and later again
+    source = _Source(path, display) if _is_parquet(path, display) else None  # what is read now, and later again
     parquet = _parquet_file(source.path, display) if source is not None else None
     table = None if parquet is not None else _read(path, display)
     names = tuple(parquet.schema_arrow.names if parquet is not None else table.column_names)  # type: ignore[union-attr]
@@ -267,9 +267,15 @@ def parse_rank_timings(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) 
     )
 
 
-def _is_parquet(path: Path) -> bool:
+def _is_parquet(path: Path, display: str) -> bool:
+    """True for a Parquet file; False for text (a CSV table); an EvidenceError for compressed or other binary data
+    (Arrow would unpack a `.gz` CSV by its name, not as the file reads)."""
     with path.open("rb") as handle:
-        return handle.read(4) == b"PAR1"
+        head = handle.read(65536)
+    if head[:4] == b"PAR1":
+        return True
+    refuse_binary(head, display)
+    return False
 
 
 def _parquet_file(path: Path, display: str) -> pq.ParquetFile:

@@ -16,7 +16,7 @@ import orjson
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
-from clustercert.parsers.common import without_escapes
+from clustercert.parsers.common import refuse_binary, without_escapes
 
 __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
@@ -277,8 +277,7 @@ def text_of(data: bytes, display: str) -> str:
     """read_text()'s text of a file's bytes `data` (for a parser that has looked at the bytes first)."""
     if not data or data.isspace():  # what `not data.strip()` says, without copying the file
         raise EvidenceError(display, "expected log text, got an empty file")
-    if b"\x00" in data[:65536]:
-        raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
+    refuse_binary(data[:65536], display)
     text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
     if not any(mark in text for mark in _OTHER_BREAKS):
         return text
@@ -418,7 +417,6 @@ def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
     data = read_regular(path, display, limit=limit)
     if not data.strip():
         raise EvidenceError(display, "expected log text, got an empty file")
-    if b"\x00" in data[:65536]:
-        raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
+    refuse_binary(data[:65536], display)
     text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
     return text.splitlines()
