@@ -68,8 +68,8 @@ def init(
     out.print(f"drafted {path}: {_count(draft.runs, 'run')}, {_count(unused, 'file')} not used"
               + (" (listed at its end)" if unused else ""), markup=False)
     if draft.placeholders:
-        out.print(f"{_count(len(draft.placeholders), 'value')} to fill in (FILL_IN), first: {draft.placeholders[0]}; then run "
-                  f"`clustercert evidence seal {folder}` and `clustercert certify {folder}`", markup=False)
+        out.print(f"{_count(len(draft.placeholders), 'value')} to fill in (FILL_IN), first: {draft.placeholders[0]}; "
+                  f"then run `clustercert evidence seal {folder}` and `clustercert certify {folder}`", markup=False)
     else:
         out.print(f"nothing to fill in: run `clustercert evidence seal {folder}` and `clustercert certify {folder}`",
                   markup=False)

@@ -100,8 +100,9 @@ def test_init_lists_a_compressed_file_as_not_used_with_the_command(real_samples:
     _packed("gzip", log.read_bytes(), tmp_path / "train.log.gz")
     proc = run_cli("evidence", "init", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0] == f"drafted {tmp_path / 'bundle.yaml'}: 1 run, 1 file not used (listed at its end)"
+    assert proc.stdout.splitlines()[0] == (f"drafted {tmp_path / 'bundle.yaml'}: 1 run, 1 file not used (listed "
+                                           "at its end)")
     draft = (tmp_path / "bundle.yaml").read_text()
-    assert draft.endswith("# Files not used (each with why):\n#   train.log.gz: expected text as the tool wrote it, got "
-                          "gzip-compressed data: decompress it first (`gunzip -k train.log.gz`) and give the "
+    assert draft.endswith("# Files not used (each with why):\n#   train.log.gz: expected text as the tool wrote it, "
+                          "got gzip-compressed data: decompress it first (`gunzip -k train.log.gz`) and give the "
                           "decompressed file\n")
