@@ -263,14 +263,14 @@ def _cli_env(args: tuple[str, ...], env: dict[str, str]) -> dict[str, str]:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
-            prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """Run `python -m clustercert ARGS` as a user would, from the project root (a flow command against the
+            prefix: tuple[str, ...] = (), cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m clustercert ARGS` as a user would, from the project root or `cwd` (a flow command against the
     session's Prefect server unless `env` names another), under the command `prefix` if given (`taskset -c 0`)."""
     full_env = _cli_env(args, {"COLUMNS": "200", **(env or {})})
     before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     proc = subprocess.run(
-        [*prefix, sys.executable, "-m", "clustercert", *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
-        timeout=timeout, check=False,
+        [*prefix, sys.executable, "-m", "clustercert", *args], cwd=cwd or ROOT, env=full_env, capture_output=True,
+        text=True, timeout=timeout, check=False,
     )
     if census := os.environ.get("CLUSTERCERT_TEST_CPU_CENSUS"):
         _count_cpu(Path(census), args, before, started)

@@ -248,9 +248,9 @@ _MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 def _real_path(path: str, folders: dict[str, str]) -> str:
     """os.path.realpath(path), its folder's real path remembered in `folders`: realpath looks at every part of a
     path (an lstat each), and a cluster's bundle lists 8,000 files in a few folders (147,000 lstat calls in its
-    load). `path` is absolute or relative to the working folder, without '.' or '..' parts (a Path's text)."""
+    load). `path` is absolute or relative to the working folder (a Path's text: '.' only as the whole path)."""
     folder, name = os.path.split(path)
-    if not name:  # the root of the file system
+    if name in ("", ".", ".."):  # the file system's root, or a path ending in '.' or '..' (a bundle given as '.')
         return os.path.realpath(path)
     real_folder = folders.get(folder)
     if real_folder is None:

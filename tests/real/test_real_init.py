@@ -80,11 +80,11 @@ def certified(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     """init, fill in, seal, certify, verify: once for the module (a whole certify costs about a minute)."""
     root = _collect(real_samples, tmp_path_factory.mktemp("collected") / "cluster01")
     before = _hashes(root)
-    init = run_cli("evidence", "init", str(root))
+    init = run_cli("evidence", "init", ".", cwd=root)  # in the folder of the files, as init's own advice runs
     draft = (root / "bundle.yaml").read_text()
     refused = run_cli("evidence", "seal", str(root))
     filled = _fill(root)
-    seal = run_cli("evidence", "seal", str(root))
+    seal = run_cli("evidence", "seal", ".", cwd=root)  # the command init printed, where it said to run it
     reports = tmp_path_factory.mktemp("reports")
     proc = run_cli("certify", str(root), "--json", "--reports-dir", str(reports), timeout=900)
     run_dir = next(reports.iterdir(), None)
@@ -131,6 +131,7 @@ def test_init_derives_the_system_and_every_run_from_the_files(certified: dict[st
         assert rel in listed or rel.startswith("mlperf/llama2_70b_lora/") or f"#   {rel}: " in certified["draft"], rel
     assert "#   notes.txt: expected a known evidence format" in certified["draft"]
     assert "13 values to fill in (FILL_IN), first: recipe_version" in init.stdout
+    assert init.stdout.splitlines()[1].endswith("then run `clustercert evidence seal .` and `clustercert certify .`")
     assert _hashes(root) == certified["before"]  # nothing the user gave was modified
 
 
@@ -145,7 +146,10 @@ def test_a_draft_with_a_placeholder_is_refused_naming_it(certified: dict[str, An
 
 
 def test_the_filled_in_draft_certifies_to_a_verifiable_report(certified: dict[str, Any]) -> None:
-    assert certified["seal"].returncode == 0, certified["seal"].stderr
+    assert certified["seal"].returncode == 0, certified["seal"].stderr  # `seal .` in the folder (it said the bundle
+    # was outside itself when the folder was given as '.': the root's real path ended in '/.')
+    assert certified["seal"].stdout.startswith("sealed ") and certified["seal"].stdout.endswith(
+        " files: MANIFEST.sha256\n")
     proc: subprocess.CompletedProcess[str] = certified["certify"]
     # toy models on 1 to 8 GPUs cannot meet 512-GPU baselines: NOT CERTIFIED, never an internal error
     assert proc.returncode == 1, proc.stderr[-2000:]

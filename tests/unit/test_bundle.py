@@ -139,7 +139,8 @@ def test_seal_lists_every_file_in_sha256sum_format(tmp_path: Path) -> None:
     }
 
 
-def test_a_folders_real_path_remembered_gives_what_realpath_gives(tmp_path: Path) -> None:
+def test_a_folders_real_path_remembered_gives_what_realpath_gives(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """load_bundle checks each file's real path with its folder's remembered (one lstat per file, not one per part):
     for files, folders, links to files and folders, inside and out, chains of links, dangling links and missing
     files, relative and absolute, the same path as os.path.realpath."""
@@ -169,3 +170,10 @@ def test_a_folders_real_path_remembered_gives_what_realpath_gives(tmp_path: Path
         for rel in rels * 2:  # the second time from the remembered folders
             path = str(base / rel)
             assert _real_path(path, folders) == os.path.realpath(path), rel
+    # the bundle given as '.' or '..' from inside it (`evidence seal .`): the root itself, then its files
+    monkeypatch.chdir(root / "a")
+    folders = {}  # one load's, from this working folder
+    for base in (Path("."), Path(".."), Path("../a"), Path("b/..")):
+        for rel in ["", *rels, *(f"../{r}" for r in rels if r.startswith("a/"))]:
+            path = str(base / rel) if rel else str(base)
+            assert _real_path(path, folders) == os.path.realpath(path), path
