@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -267,6 +268,21 @@ class LoadedCatalog:
 
     def peak_tflops(self, precision: str) -> float:
         return self.spec.peaks_tflops[Precision(precision)]
+
+
+def typed_catalog(value: str | None, bundle: Path) -> str | None:
+    """`--catalog` as a command reads it: an id as typed; a relative path to a file where the command runs, made
+    absolute (a run records it, and its report's command repeats it from any folder); a path that names a file of
+    the bundle `bundle` (a folder or its bundle.yaml) as typed, read as bundle.yaml's `catalog:` reads it."""
+    if value is None:
+        return None
+    typed = Path(value)
+    if typed.suffix not in (".yaml", ".yml") or typed.is_absolute():
+        return value
+    root = bundle if bundle.is_dir() else bundle.parent
+    if (root / typed).is_file() or not typed.is_file():
+        return value  # the bundle's, or nowhere: load_catalog says where it looked
+    return os.path.abspath(typed)
 
 
 def load_catalog(

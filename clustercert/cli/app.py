@@ -116,7 +116,10 @@ def certify(
         raise UsageError(f"{bundle}: no such bundle. Give a bundle folder (default: {DEFAULT_BUNDLE}).")
     safety.check_reports_dir(reports)  # an unusable output folder or key directory is refused before any work
     safety.check_key_dir(settings.key_dir)
+    from clustercert.catalog import typed_catalog
     from clustercert.runs.folder import check_seal, load_inputs
+
+    catalog = typed_catalog(catalog, bundle)  # a path typed here: absolute, as the run records it
 
     spawned: list[TemporaryServer | None] = []
 

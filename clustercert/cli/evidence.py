@@ -209,7 +209,10 @@ def check(
     # stdout and stderr stay what a script reads
     with Progress(err, enabled=not as_json and err.is_terminal) as progress:
         progress("load", str(bundle))
-        inputs = load_inputs(_bundle_path(bundle), settings.references_dir, catalog, progress=progress)
+        from clustercert.catalog import typed_catalog
+
+        inputs = load_inputs(_bundle_path(bundle), settings.references_dir, typed_catalog(catalog, bundle),
+                             progress=progress)
         loaded = inputs.bundle
         problems: list[str] = []
         sealed = (loaded.root / "MANIFEST.sha256").is_file()

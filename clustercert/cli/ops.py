@@ -259,7 +259,10 @@ def schedule(
     deployment = name or f"certify-{source.resolve().name}"
     err.print(f"serving deployment scheduled-certify/{deployment} ({cron}) on {PREFECT_API_URL.value()}; "
               "Ctrl-C stops it", markup=False)
-    serve_schedule(str(source.resolve()), cron, deployment, catalog)
+    from clustercert.catalog import typed_catalog
+
+    # a catalog path typed here is made absolute: the deployment certifies later, wherever its worker runs
+    serve_schedule(str(source.resolve()), cron, deployment, typed_catalog(catalog, source))
 
 
 def server(

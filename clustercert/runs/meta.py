@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -31,5 +32,7 @@ def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: str, dev_key: b
     started_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{sha256_file(bundle.root / BUNDLE_FILE)[:8]}-{nonce or new_nonce()}"
     previous = previous_summary(index_runs(reports_dir, key_dir=key_dir), bundle.spec.cluster.name, started_at)
-    return {"run_id": run_id, "started_at": started_at, "bundle_path": str(bundle.root), "signer": signer,
+    # the bundle's absolute path (links as the user named them): `verify`, `rerun` and the report's command find it
+    # from any folder (`certify .` recorded '.', which named another folder, or none, once the user had moved on)
+    return {"run_id": run_id, "started_at": started_at, "bundle_path": os.path.abspath(bundle.root), "signer": signer,
             "dev_key": dev_key, "previous_run": previous, "catalog_arg": catalog_arg}

@@ -38,7 +38,7 @@ class RunMeta:
 
     run_id: str
     started_at: str  # ISO-8601 UTC, e.g. 2026-11-29T17:00:00Z
-    bundle_path: str  # as the user gave it
+    bundle_path: str  # absolute, as the user's path named it (runs before 2026-12-06: as the user gave it)
     signer: str  # key fingerprint
     dev_key: bool
     previous_run: dict[str, Any] | None = None  # history.RunRecord.summary() of the cluster's previous run

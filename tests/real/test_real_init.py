@@ -20,7 +20,7 @@ from clustercert.phases.evidence import parse_run
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import load_inputs
 from clustercert.verdicts import Status
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 # SOURCES.md: the sacct sample's documented `--format` list (it was dumped with --noheader)
 SACCT_FIELDS = (
@@ -86,9 +86,14 @@ def certified(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     filled = _fill(root)
     seal = run_cli("evidence", "seal", ".", cwd=root)  # the command init printed, where it said to run it
     reports = tmp_path_factory.mktemp("reports")
-    proc = run_cli("certify", str(root), "--json", "--reports-dir", str(reports), timeout=900)
+    # as a user runs it from the folder of their own catalog, both paths typed relative to it
+    catalogs = root.parent / "catalogs"
+    catalogs.mkdir()
+    shutil.copyfile(ROOT / "references" / "exemplar-h100.yaml", catalogs / "h100.yaml")
+    proc = run_cli("certify", "../cluster01", "--catalog", "h100.yaml", "--json", "--reports-dir", str(reports),
+                   timeout=900, cwd=catalogs)
     run_dir = next(reports.iterdir(), None)
-    verify = run_cli("verify", str(run_dir)) if run_dir is not None else None
+    verify = run_cli("verify", str(run_dir)) if run_dir is not None else None  # from another folder
     return {"root": root, "before": before, "init": init, "draft": draft, "refused": refused, "filled": filled,
             "seal": seal, "certify": proc, "run_dir": run_dir, "verify": verify}
 
@@ -162,7 +167,15 @@ def test_the_filled_in_draft_certifies_to_a_verifiable_report(certified: dict[st
     verify: subprocess.CompletedProcess[str] = certified["verify"]
     assert verify.returncode == 0 and verify.stdout.startswith("valid: "), verify.stdout + verify.stderr
     html = (certified["run_dir"] / "report.html").read_text()
-    assert f"The original command: <code>clustercert certify {certified['root']}</code>" in html
+    # the command and the recorded bundle name the folders absolutely (they were recorded as typed: '../cluster01'
+    # named another folder, or none, from where verify ran, and `certify . --catalog mine.yaml` looked for the
+    # catalog in the bundle)
+    root: Path = certified["root"]
+    assert (f"The original command: <code>clustercert certify {root} --catalog {root.parent}/catalogs/h100.yaml"
+            "</code>") in html
+    predicate = json.loads((certified["run_dir"] / "manifest.json").read_text())["predicate"]
+    assert (predicate["run"]["bundle_path"], predicate["run"]["catalog_arg"]) == (
+        str(root), str(root.parent / "catalogs" / "h100.yaml"))
 
 
 def test_the_real_clusters_report_reads_in_a_browser_and_on_paper(certified: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from clustercert.evidence.bundle import load_bundle, seal_bundle
 from clustercert.evidence.parse import parse_run as parse_files
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.phases.evidence import parse_run
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 MLPERF = "mlperf-training/dell-xe9680-h100-llama2_70b_lora"
 
@@ -156,3 +156,30 @@ def test_a_duplicates_dump_keeps_each_incarnation_of_a_requeued_job(tmp_path: Pa
     jobs = result.jobs  # type: ignore[attr-defined]
     assert [(j.job_id, j.incarnation, j.state, j.line, [s.line for s in j.steps]) for j in jobs] == [
         ("845", 1, "REQUEUED", 4, [5]), ("845", 2, "OUT_OF_MEMORY", 6, [7])]
+
+
+def test_check_from_inside_the_bundle_and_with_a_catalog_typed_from_its_folder(tmp_path: Path,
+                                                                              real_samples: Path) -> None:
+    """`evidence seal .` and `evidence check .` in the bundle's folder; `--catalog mine.yaml` in the folder of the
+    user's own catalog, outside the bundle: each path read where the user typed it ('.' sealed as a bundle whose
+    every file linked outside it, and the catalog was looked for in the bundle)."""
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _sacct_bundle(root, (real_samples / SACCT).read_text(), SACCT_FIELDS)
+    sealed = run_cli("evidence", "seal", ".", cwd=root)
+    assert (sealed.returncode, sealed.stdout) == (0, "sealed 2 files: MANIFEST.sha256\n"), sealed.stderr
+    checked = run_cli("evidence", "check", ".", "--json", cwd=root)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["usable"] is True, checked.stderr
+    mine = tmp_path / "catalogs" / "mine.yaml"
+    mine.parent.mkdir()
+    shutil.copyfile(ROOT / "references" / "exemplar-gb200.yaml", mine)  # another system: named with its path
+    other = run_cli("evidence", "check", "../bundle", "--catalog", "mine.yaml", cwd=mine.parent)
+    assert other.returncode == 3, other.stderr
+    assert (f"expected the system the catalog exemplar-gb200 ({mine}) certifies, 'gb200-nvl72', got 'h100-sxm'"
+            in other.stderr)
+    shutil.copyfile(ROOT / "references" / "exemplar-h100.yaml", mine)
+    proc = run_cli("evidence", "check", "../bundle", "--catalog", "mine.yaml", "--json", cwd=mine.parent)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["usable"] is True, proc.stderr
+    (root / "mine.yaml").write_text("not: a catalog\n")  # a file of that name in the bundle: bundle.yaml's reading
+    inside = run_cli("evidence", "check", "../bundle", "--catalog", "mine.yaml", cwd=mine.parent)
+    assert inside.returncode == 2 and inside.stderr.startswith("error: ../bundle/mine.yaml"), inside.stderr

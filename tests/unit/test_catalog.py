@@ -53,3 +53,27 @@ def test_malformed_catalog_names_file_line_and_key(tmp_path: Path) -> None:
 def test_missing_catalog(tmp_path: Path) -> None:
     with pytest.raises(CatalogError, match="expected a catalog file"):
         load_catalog("no-such-catalog", tmp_path)
+
+
+def test_a_catalog_path_typed_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--catalog`: an id as typed; a path to a file where the command runs, made absolute; a path the bundle
+    holds as typed (bundle.yaml's reading); a path that is nowhere as typed (load_catalog names where it looked)."""
+    from clustercert.catalog import typed_catalog
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "bundle.yaml").write_text("schema_version: 1\n")
+    (bundle / "inside.yaml").write_text("id: x\n")
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "mine.yaml").write_text("id: y\n")
+    (here / "inside.yaml").write_text("id: z\n")  # the bundle's file of this name wins, as bundle.yaml's would
+    monkeypatch.chdir(here)
+    assert typed_catalog(None, bundle) is None
+    assert typed_catalog("exemplar-gb200", bundle) == "exemplar-gb200"
+    assert typed_catalog("mine.yaml", bundle) == str(here / "mine.yaml")
+    assert typed_catalog("mine.yaml", bundle / "bundle.yaml") == str(here / "mine.yaml")  # the bundle by its file
+    assert typed_catalog("./mine.yaml", Path("../bundle")) == str(here / "mine.yaml")
+    assert typed_catalog("inside.yaml", bundle) == "inside.yaml"
+    assert typed_catalog("nowhere.yaml", bundle) == "nowhere.yaml"
+    assert typed_catalog(str(here / "mine.yaml"), bundle) == str(here / "mine.yaml")
