@@ -208,6 +208,16 @@ def verify_run(
         out.problems.append(f"{run_dir / MANIFEST}: not a manifest (expected an in-toto Statement in JSON)")
         return out
     root = bundle if bundle is not None else Path(str(out.predicate.get("bundle_path", "")))
+    if evidence and not (root / "bundle.yaml").exists():  # no bundle there: one problem, not one per file
+        count = sum(1 for s in subjects if isinstance(s, dict) and str(s.get("name", "")).startswith(EVIDENCE_PREFIX))
+        if count:
+            recorded = str(out.predicate.get("bundle_path", ""))
+            said = ("the folder --bundle gave" if bundle is not None else "where the run recorded its bundle"
+                    if Path(recorded).is_absolute() else  # a run before 2026-12-06 recorded the path as typed
+                    f"the run recorded its bundle as '{recorded}', a path from the folder certify ran in")
+            out.problems.append(f"{root / 'bundle.yaml'}: missing ({said}), so the {count} evidence file(s) the "
+                                "manifest lists cannot be checked. Give --bundle DIR where the bundle is now")
+            evidence = False
     listed: set[str] = set()
     for subject in subjects:
         try:

@@ -183,6 +183,30 @@ def _append_incremental_update(pdf: Path) -> None:
     pdf.write_bytes(out.getvalue())
 
 
+def test_verify_of_a_run_whose_bundle_moved_says_so_once_and_how_to_point_at_it(certified: dict[str, Any],
+                                                                                tmp_path: Path) -> None:
+    """The run records its bundle's absolute path; where no bundle.yaml is there (moved, or a folder --bundle gave
+    that holds none) one problem says so, with the count of evidence files not checked, not one per file."""
+    run_dir, bundle = _copy(certified, tmp_path)
+    statement = json.loads((run_dir / "manifest.json").read_text())
+    recorded = statement["predicate"]["run"]["bundle_path"]
+    assert Path(recorded).is_absolute() and Path(recorded).resolve() == Path(certified["bundle"]).resolve()
+    evidence = sum(1 for s in statement["subject"] if s["name"].startswith("evidence/"))
+    assert evidence > 50  # the seed's logs, bundle.yaml and its seal
+    signer = statement["predicate"]["run"]["signer"]
+    gone = tmp_path / "elsewhere"
+    gone.mkdir()
+    proc = run_cli("verify", str(run_dir), "--bundle", str(gone))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"invalid: {gone / 'bundle.yaml'}: missing (the folder --bundle gave), so the {evidence} evidence file(s) the "
+        "manifest lists cannot be checked. Give --bundle DIR where the bundle is now",
+        f"warning: {_dev_warning(signer)}",
+    ]
+    moved = run_cli("verify", str(run_dir), "--bundle", str(bundle))  # where it is now: valid
+    assert moved.returncode == 0 and moved.stdout.startswith("valid: "), moved.stderr
+
+
 def test_pdf_with_an_appended_update_is_invalid_even_in_a_re_signed_manifest(
     certified: dict[str, Any], tmp_path: Path
 ) -> None:
