@@ -20,6 +20,7 @@ from clustercert.parsers.megatron import parse_megatron
 from clustercert.parsers.megatron_deepspeed import parse_megatron_deepspeed
 from clustercert.parsers.megatron_golden import parse_megatron_golden
 from clustercert.parsers.mlperf import parse_mlperf
+from clustercert.parsers.nccl_tests import JSON_HEAD as NCCL_JSON_HEAD
 from clustercert.parsers.nccl_tests import parse_nccl_tests
 from clustercert.parsers.nemo import parse_nemo
 from clustercert.parsers.nemo_resilience import parse_nemo_resilience
@@ -194,7 +195,7 @@ def detect_format(path: Path, display: str | None = None) -> str:
     stripped = text.lstrip()
     if stripped.startswith("{") and '"iteration-time"' in text:
         return "megatron-golden"
-    if stripped.startswith(("{", "[")) and '"results"' in text and "busbw" in text:
+    if NCCL_JSON_HEAD.match(stripped) is not None:  # nccl-tests' `-J FILE.json`
         return "nccl-tests"
     if is_sacct_json(text):
         return "sacct"

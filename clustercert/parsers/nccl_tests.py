@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from clustercert.errors import EvidenceError
-from clustercert.evidence.guards import read_regular
+from clustercert.evidence.guards import read_regular, short_repr
 from clustercert.parsers.common import DEFAULT_LIMIT, json_of, to_float, to_int
 from clustercert.parsers.training import line_total, text_of
 
-__all__ = ["CollectiveTest", "NcclRow", "NcclTestsResult", "parse_nccl_tests"]
+__all__ = ["JSON_HEAD", "CollectiveTest", "NcclRow", "NcclTestsResult", "parse_nccl_tests"]
 
 FORMAT = "nccl-tests"
 _HINT = "Check that the file is nccl-tests output as the tool wrote it; re-run nccl-tests if it was cut short."
@@ -537,94 +537,123 @@ def _checked_row(tokens: list[str], number: int, display: str) -> NcclRow:
     )
 
 
+# nccl-tests' `-J FILE.json` output (src/util.cu, JSON_FILE_VERSION 1), one object per run of a test binary, written
+# on one line without spaces: {"version":1,"start_time":"...","args":["<path>/all_reduce_perf",...],"env":[...],
+# "nccl_version":N,"config":{"nthreads":T,"ngpus":G,...,"devices":[{"rank":R,"hostname":H,...}, one per process]},
+# "results":[{"size":B,"count":C,"type":...,"redop":...,"root":...,"out_of_place":{"time"|"cpu_time":us,"alg_bw":x,
+# "bus_bw":x,"nwrong":x|null}|null,"in_place":{...},"actual_iterations":N,"experiment_name":...}],
+# "out_of_bounds":{...},"average_bus_bandwidth":{"bandwidth":x,"okay":...},"errors":[...],"end_time":"..."}.
+# A number it could not print is the string "nan". A run that aborts leaves the document unfinished.
+JSON_HEAD = re.compile(r'\{\s*"version"\s*:\s*\d+\s*,\s*"start_time"\s*:\s*"[^"]*"\s*,\s*"args"\s*:\s*\[')
+_JSON_VERSION = 1
+_ARGV0 = re.compile(r'"args"\s*:\s*\[\s*"([^"]*)"')
+
+
 def _parse_json(data: bytes, display: str) -> NcclTestsResult:
-    """nccl-tests `-J` output: an object (or list of objects) with `collective`/`name`,
-    `nranks` and `results`, each result holding `size` and `out_of_place`/`in_place` objects
-    with `time`, `algbw`, `busbw`, `wrong`."""
-    doc = json_of(data, display)
-    items = doc if isinstance(doc, list) else doc.get("tests", [doc]) if isinstance(doc, dict) else None
-    if not isinstance(items, list) or not items:
-        raise EvidenceError(
-            display,
-            f"expected nccl-tests JSON (an object with 'results'), got {type(doc).__name__}. {_HINT}",
-            field="results",
-        )
-    tests: list[CollectiveTest] = []
-    for index, item in enumerate(items, start=1):
-        if not isinstance(item, dict) or not isinstance(item.get("results"), list):
-            raise EvidenceError(
-                display, f"expected test {index} to hold a 'results' list, got none. {_HINT}", field="results"
-            )
-        name = str(item.get("collective") or item.get("name") or item.get("test") or "unknown")
-        match = re.search(_COLLECTIVES, name)
-        rows: list[NcclRow] = []
-        for row_index, res in enumerate(item["results"], start=1):
-            if not isinstance(res, dict):
-                raise EvidenceError(
-                    display,
-                    f"expected result {row_index} to be an object. {_HINT}",
-                    line=row_index,
-                    field="results",
-                )
-            sides: list[tuple[float, float, float, int | None]] = []
-            for key in ("out_of_place", "in_place"):
-                side = res.get(key)
-                if not isinstance(side, dict):
-                    raise EvidenceError(
-                        display,
-                        f"expected '{key}' object in result {row_index}, got none. {_HINT}",
-                        line=row_index,
-                        field=key,
-                    )
-                t, a, b = (
-                    to_float(side.get(k), file=display, line=row_index, field=f"{key}.{k}", hint=_HINT)
-                    for k in ("time", "algbw", "busbw")
-                )
-                wrong = side.get("wrong")
-                whole = isinstance(wrong, int) and not isinstance(wrong, bool)
-                sides.append((t, a, b, wrong if whole else None))
-            o, i = sides
-            rows.append(
-                NcclRow(
-                    size_bytes=to_int(
-                        res.get("size"), file=display, line=row_index, field="size", hint=_HINT
-                    ),
-                    time_us_oop=o[0],
-                    algbw_oop=o[1],
-                    busbw_oop=o[2],
-                    wrong_oop=o[3],
-                    time_us_ip=i[0],
-                    algbw_ip=i[1],
-                    busbw_ip=i[2],
-                    wrong_ip=i[3],
-                    line=row_index,
-                )
-            )
-        avg_raw = item.get("avg_bus_bandwidth", item.get("avg_busbw"))
-        avg = (
-            to_float(avg_raw, file=display, line=None, field="avg_bus_bandwidth", hint=_HINT)
-            if avg_raw is not None
-            else None
-        )
-        ranks = item.get("nranks", item.get("ranks"))
-        tests.append(
-            CollectiveTest(
-                collective=match.group(0) if match else name,
-                ranks=ranks if isinstance(ranks, int) else None,
-                rows=rows,
-                reported_avg_busbw=avg,
-                error=None if rows else "aborted: no results",
-                line=1,
-                last_line=len(rows),
-            )
-        )
-    return NcclTestsResult(file=display, tests=tests)
-
-
-def looks_like_json(text: str) -> bool:
-    """True when the text is nccl-tests JSON (used by format detection)."""
+    """A `-J` JSON output's one test (above): its rows numbered by their place in `results` (the file is one line),
+    its ranks (each process's devices entry names its first rank: processes x threads x GPUs per thread) and hosts,
+    its average as printed. An unfinished document (the run aborted) is an aborted test, as text without its
+    average is; any other JSON is a located error."""
     try:
-        doc = json.loads(text)
+        doc = json_of(data, display)
+    except EvidenceError as exc:
+        text = data.decode("utf-8", errors="replace").rstrip()
+        if "expected valid JSON" not in str(exc) or JSON_HEAD.match(text) is None or not _ends_unfinished(text):
+            raise
+        argv0 = _ARGV0.search(text)
+        collective = _collective_of(None if argv0 is None else _BINARY.search(argv0.group(1)), display)
+        return NcclTestsResult(file=display, tests=[CollectiveTest(
+            collective=collective, ranks=None, rows=[], reported_avg_busbw=None, line=1, last_line=1,
+            error="aborted: the JSON output ends before its average_bus_bandwidth (the run was cut short)")])
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        got = "an object without a 'results' list" if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
+        raise EvidenceError(display, f"expected nccl-tests `-J` JSON (an object with 'version', 'args', 'config' and "
+                                     f"'results'), got {got}. {_HINT}", field="results")
+    if doc.get("version") != _JSON_VERSION:
+        raise EvidenceError(display, f"expected nccl-tests JSON version {_JSON_VERSION} (nccl-tests' util.cu), got "
+                                     f"{short_repr(doc.get('version'))}. {_HINT}", field="version")
+    args = doc.get("args")
+    program = args[0] if isinstance(args, list) and args and isinstance(args[0], str) else ""
+    collective = _collective_of(_BINARY.search(program), display)
+    ranks, hosts = _json_ranks(doc.get("config"), display)
+    rows = [_json_row(result, index, display) for index, result in enumerate(doc["results"], start=1)]
+    average = doc.get("average_bus_bandwidth")
+    reported = (to_float(average.get("bandwidth"), file=display, line=None, field="average_bus_bandwidth.bandwidth",
+                         hint=_HINT) if isinstance(average, dict) and "bandwidth" in average else None)
+    errors = [e for e in doc.get("errors") or [] if isinstance(e, str) and e.strip()]
+    error = (None if rows and reported is not None else
+             "aborted: no results" if not rows else "aborted: no average_bus_bandwidth")
+    return NcclTestsResult(file=display, tests=[CollectiveTest(
+        collective=collective, ranks=ranks, rows=rows if error is None else [], reported_avg_busbw=reported,
+        error=error, line=1, last_line=max(len(rows), 1), hosts=hosts,
+        cause=errors[0][:200] if errors and error is not None else None)])
+
+
+def _ends_unfinished(text: str) -> bool:
+    """True when `text` is a JSON document cut short: it fails only where it ends."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Unterminated string"):  # told where the string starts: it runs to the end
+            return text.find('"', exc.pos + 1) < 0
+        return exc.pos >= len(text)
     except ValueError:
         return False
-    return isinstance(doc, dict | list) and "results" in text
+    return False
+
+
+def _collective_of(found: re.Match[str] | None, display: str) -> str:
+    """The collective a test binary's name (`.../all_reduce_perf`) says; else the file name's; else 'unknown'."""
+    if found is None:
+        found = _BINARY.search(display.rsplit("/", 1)[-1])
+    return found.group(1) if found is not None else "unknown"
+
+
+def _json_ranks(config: object, display: str) -> tuple[int | None, tuple[str, ...]]:
+    """The ranks and the host of each (in rank order) of a `-J` output's config: a devices entry per process."""
+    if not isinstance(config, dict):
+        return None, ()
+    devices = config.get("devices")
+    per = [config.get(key) for key in ("nthreads", "ngpus")]
+    if not isinstance(devices, list) or not devices or not all(isinstance(n, int) and n > 0 for n in per):
+        return None, ()
+    each = per[0] * per[1]  # type: ignore[operator]
+    found: list[tuple[int, str]] = []
+    for device in devices:
+        rank, host = (device.get("rank"), device.get("hostname")) if isinstance(device, dict) else (None, None)
+        if not isinstance(rank, int) or not isinstance(host, str):
+            raise EvidenceError(display, f"expected each config.devices entry to hold a rank and a hostname, got "
+                                         f"{short_repr(device)}. {_HINT}", field="config.devices")
+        found.append((rank, host))
+    return len(devices) * each, tuple(host for _, host in sorted(found) for _ in range(each))
+
+
+def _json_row(result: object, index: int, display: str) -> NcclRow:
+    """One entry of `results` as a row (numbered `index`); a missing or bad value is a located error."""
+    where = f"results[{index - 1}]"
+    if not isinstance(result, dict):
+        raise EvidenceError(display, f"expected {where} to be an object, got {short_repr(result)}. {_HINT}",
+                            field="results")
+    sides: list[tuple[float, float, float, int | None]] = []
+    for key in ("out_of_place", "in_place"):
+        side = result.get(key)
+        if not isinstance(side, dict):
+            raise EvidenceError(display, f"expected {where}.{key} to be an object (time, alg_bw, bus_bw, nwrong), got "
+                                         f"{short_repr(side)}. {_HINT}", field=f"{where}.{key}")
+        timed = "cpu_time" if "cpu_time" in side and "time" not in side else "time"
+        values = []
+        for name in (timed, "alg_bw", "bus_bw"):
+            value = to_float(side.get(name), file=display, line=None, field=f"{where}.{key}.{name}", hint=_HINT)
+            if value < 0:
+                raise EvidenceError(display, f"expected a non-negative {name}, got {value}. {_HINT}",
+                                    field=f"{where}.{key}.{name}")
+            values.append(value)
+        wrong = side.get("nwrong")
+        count = None if wrong is None else to_float(wrong, file=display, line=None, field=f"{where}.{key}.nwrong",
+                                                    hint=_HINT)
+        sides.append((values[0], values[1], values[2], None if count is None else int(count)))
+    (t_o, a_o, b_o, w_o), (t_i, a_i, b_i, w_i) = sides
+    size = to_int(result.get("size"), file=display, line=None, field=f"{where}.size", hint=_HINT)
+    return NcclRow(size, t_o, a_o, b_o, t_i, a_i, b_i, w_o, w_i, index)
+
+

@@ -110,28 +110,27 @@ def test_inspect_contract_and_detection(tmp_path: Path) -> None:
     assert test["computed_avg_busbw"] == pytest.approx(321.09)
 
 
+# nccl-tests' `-J` JSON (src/util.cu, version 1), as it writes a 4-process all_gather (the real logs written this
+# way are compared with their text in tests/real/test_real_nccl_json.py)
+_JSON_RUN = {
+    "version": 1, "start_time": "2025-11-20 10:00:00", "args": ["./build/all_gather_perf", "-J", "n.json"],
+    "env": [], "nccl_version": 22807,
+    "config": {"nthreads": 1, "ngpus": 1, "devices": [{"rank": r, "hostname": f"h{r // 2}"} for r in range(4)]},
+    "results": [{"size": 1024, "count": 256, "type": "float", "redop": "none", "root": "    -1",
+                 "out_of_place": {"time": 1.0, "alg_bw": 1.0, "bus_bw": 1.5, "nwrong": 0.0},
+                 "in_place": {"time": 1.0, "alg_bw": 1.0, "bus_bw": 2.5, "nwrong": 0.0},
+                 "actual_iterations": 20, "experiment_name": ""}],
+    "out_of_bounds": {"count": 0, "okay": "true"}, "average_bus_bandwidth": {"bandwidth": 2.0, "okay": "unchecked"},
+    "errors": [""], "end_time": "2025-11-20 10:00:01"}
+
+
 def test_json_output(tmp_path: Path) -> None:
-    doc = {
-        "collective": "all_gather",
-        "nranks": 4,
-        "avg_bus_bandwidth": 2.0,
-        "results": [
-            {
-                "size": 1024,
-                "out_of_place": {"time": 1.0, "algbw": 1.0, "busbw": 1.5, "wrong": 0},
-                "in_place": {"time": 1.0, "algbw": 1.0, "busbw": 2.5, "wrong": 0},
-            }
-        ],
-    }
-    path = write(tmp_path, json.dumps(doc), "n.json")
+    path = write(tmp_path, json.dumps(_JSON_RUN, separators=(",", ":")), "n.json")
     assert detect_format(path) == "nccl-tests"
     (test,) = parse_nccl_tests(path, "n.json").tests
-    assert (test.collective, test.ranks, test.computed_avg_busbw, test.rows[0].size_bytes) == (
-        "all_gather",
-        4,
-        2.0,
-        1024,
-    )
+    assert (test.collective, test.ranks, test.hosts, test.computed_avg_busbw, test.reported_avg_busbw) == (
+        "all_gather", 4, ("h0", "h0", "h1", "h1"), 2.0, 2.0)
+    assert test.rows[0] == (1024, 1.0, 1.0, 1.5, 1.0, 1.0, 2.5, 0, 0, 1)
 
 
 def test_a_file_is_opened_once_text_or_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -147,10 +146,7 @@ def test_a_file_is_opened_once_text_or_json(tmp_path: Path, monkeypatch: pytest.
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(guards, "open_regular", counting)
-    doc = {"collective": "all_gather", "nranks": 4, "results": [
-        {"size": 1024, "out_of_place": {"time": 1.0, "algbw": 1.0, "busbw": 1.5, "wrong": 0},
-         "in_place": {"time": 1.0, "algbw": 1.0, "busbw": 2.5, "wrong": 0}}]}
-    assert parse_nccl_tests(write(tmp_path, json.dumps(doc), "n.json"), "n.json").tests[0].rows[0].busbw_ip == 2.5
+    assert parse_nccl_tests(write(tmp_path, json.dumps(_JSON_RUN), "n.json"), "n.json").tests[0].rows[0].busbw_ip == 2.5
     text = HEADER + "  8  2  float  sum  -1  1.0  1.0  4.2  0  1.0  1.0  2.5  0\n# Avg bus bandwidth : 3.35\n"
     assert parse_nccl_tests(write(tmp_path, text), "n.log").tests[0].rows[0].busbw_oop == 4.2
     with pytest.raises(EvidenceError, match=r"n2.json.*expected valid JSON"):
