@@ -47,6 +47,8 @@ _ERROR = re.compile(
     re.IGNORECASE,
 )
 _ROW_START = re.compile(r"^\s*\d[\d.eE+]*\s+\d")
+# nccl-tests `-S 1` (report_timestamps) prints the local time after each row's in-place columns (`%21s`)
+_STAMP_TAIL = re.compile(r"\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
 _ROW_MIN = 11  # size count type [redop] [root] + 4 out-of-place + 4 in-place; old versions lack root
 
 
@@ -278,6 +280,8 @@ class _Reader:
         if cleaned.lstrip().startswith("#"):
             return
         if _ROW_START.match(cleaned):
+            if cleaned[-3:-2] == ":" and (stamp := _STAMP_TAIL.search(cleaned)) is not None:
+                cleaned = cleaned[:stamp.start()]  # `-S 1`: the time the row was printed, after its in-place part
             tokens = cleaned.split()
             if len(tokens) < _ROW_MIN:
                 self.pending = (cleaned, number)

@@ -71,6 +71,26 @@ def test_nccl_output_a_launcher_prefixed_reads_as_written(real_samples: Path, tm
     assert result.to_json() == parse_nccl_tests(real_samples / "nccl-tests" / name, name).to_json()
 
 
+@pytest.mark.parametrize("name", ["nccl_N10_G8.log", "nccl_N2_G1_cnode2-001_cnode2-002.log"])
+def test_nccl_output_with_row_timestamps_reads_as_without(real_samples: Path, tmp_path: Path, name: str) -> None:
+    """nccl-tests `-S 1` prints the local time after each row's in-place columns (`%21s`, src/util.cu): each row
+    reads as the same row without it (it was "expected at most 13 columns in a result row, got 15")."""
+    text = (real_samples / "nccl-tests" / name).read_text()
+    rows = 0
+    lines = []
+    for line in text.splitlines(keepends=True):
+        cells = line.split()
+        if len(cells) == 13 and cells[0].isdigit():
+            rows += 1
+            line = line.rstrip("\n") + f"{f'2025-11-20 10:{rows // 60:02d}:{rows % 60:02d}':>21}\n"
+        lines.append(line)
+    stamped = tmp_path / name
+    stamped.write_text("".join(lines))
+    assert rows > 0 and text.count("\n") == stamped.read_text().count("\n")
+    assert parse_nccl_tests(stamped, name).to_json() == parse_nccl_tests(real_samples / "nccl-tests" / name,
+                                                                         name).to_json()
+
+
 def test_nccl_first_row_read_by_hand(real_samples: Path) -> None:
     result = parse_nccl_tests(real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log", "n")
     row = result.tests[0].rows[0]
