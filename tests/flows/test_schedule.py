@@ -145,8 +145,10 @@ def scheduled(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFa
     started = time.monotonic()
     with (work / "serve.log").open("wb") as log:
         serve = subprocess.Popen(
-            [sys.executable, "-m", "clustercert", "schedule", str(bundles), "--cron", "0 3 * * 1"], cwd=ROOT, env=env,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            # the catalog as a path typed from where the command runs (the bundle's own catalog, by its file)
+            [sys.executable, "-m", "clustercert", "schedule", str(bundles), "--cron", "0 3 * * 1", "--catalog",
+             "references/exemplar-gb200.yaml"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
         try:
             api = asyncio.run(_api(prefect_server, "certify-bundles"))
         finally:
@@ -168,6 +170,8 @@ def test_the_scheduled_run_certifies_the_newest_sealed_bundle(scheduled: dict[st
     run_dir = _run_dir(scheduled)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["predicate"]["run"]["bundle_path"] == str(scheduled["bundles"] / "a-new")
+    # read where it was typed and recorded whole: the deployment certifies later, from its worker's folder
+    assert manifest["predicate"]["run"]["catalog_arg"] == str(ROOT / "references" / "exemplar-gb200.yaml")
     assert manifest["predicate"]["outcome"] == "CERTIFIED"
     proc = run_cli("verify", str(run_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
