@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -236,11 +237,13 @@ def check(
         for run in loaded.spec.runs
     ]
     if as_json:
-        print(json.dumps({"bundle": str(loaded.root), "sealed": sealed, "usable": not problems, "runs": runs,
-                          "problems": problems, "warnings": warnings, "validation": report.to_json()},
+        print(json.dumps({"bundle": os.path.abspath(loaded.root), "sealed": sealed, "usable": not problems,
+                          "runs": runs, "problems": problems, "warnings": warnings, "validation": report.to_json()},
                          indent=2, allow_nan=False))
     else:
-        _print_check(loaded.root, sealed, runs, parsed, problems, warnings, report, data_docs, verbose=verbose)
+        # the folder named whole ('.' says nothing in a log or a scrollback)
+        _print_check(Path(os.path.abspath(loaded.root)), sealed, runs, parsed, problems, warnings, report, data_docs,
+                     verbose=verbose)
     if problems:
         raise EvidenceUnusable(f"{loaded.root}: {len(problems)} problem(s); the evidence cannot be used as it is")
 

@@ -170,6 +170,8 @@ def test_check_from_inside_the_bundle_and_with_a_catalog_typed_from_its_folder(t
     assert (sealed.returncode, sealed.stdout) == (0, "sealed 2 files: MANIFEST.sha256\n"), sealed.stderr
     checked = run_cli("evidence", "check", ".", "--json", cwd=root)
     assert checked.returncode == 0 and json.loads(checked.stdout)["usable"] is True, checked.stderr
+    assert json.loads(checked.stdout)["bundle"] == str(root)  # named whole, not '.'
+    assert run_cli("evidence", "check", ".", cwd=root).stdout.splitlines()[0] == f"{root}: sealed"
     mine = tmp_path / "catalogs" / "mine.yaml"
     mine.parent.mkdir()
     shutil.copyfile(ROOT / "references" / "exemplar-gb200.yaml", mine)  # another system: named with its path
