@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from clustercert.cli.summary import counted
 from clustercert.errors import ClusterCertError, UsageError
 
 if TYPE_CHECKING:
@@ -34,11 +35,6 @@ class EvidenceUnusable(ClusterCertError):
     """Some evidence of a bundle cannot be used (the details were printed before)."""
 
     exit_code = 3
-
-
-def _count(count: int, noun: str) -> str:
-    """'1 run', '2 runs'."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _bundle_path(bundle: Path) -> Path:
@@ -66,10 +62,10 @@ def init(
     path, draft = write_draft(folder, settings.references_dir, system=system, catalog=catalog, force=force,
                               limit=settings.max_evidence_bytes)
     unused = len(draft.unused)
-    out.print(f"drafted {path}: {_count(draft.runs, 'run')}, {_count(unused, 'file')} not used"
+    out.print(f"drafted {path}: {counted(draft.runs, 'run')}, {counted(unused, 'file')} not used"
               + (" (listed at its end)" if unused else ""), markup=False)
     if draft.placeholders:
-        out.print(f"{_count(len(draft.placeholders), 'value')} to fill in (FILL_IN), first: {draft.placeholders[0]}; "
+        out.print(f"{counted(len(draft.placeholders), 'value')} to fill in (FILL_IN), first: {draft.placeholders[0]}; "
                   f"then run `clustercert evidence seal {folder}` and `clustercert certify {folder}`", markup=False)
     else:
         out.print(f"nothing to fill in: run `clustercert evidence seal {folder}` and `clustercert certify {folder}`",
@@ -117,7 +113,7 @@ def _found(pf: ParsedFile) -> str:
         return f"{len(r.events):,} events"
     if isinstance(r, MlperfResult):
         score = "invalid" if r.score_minutes is None else f"score {r.score_minutes:.2f} min"
-        return f"{_count(len(r.runs), 'run')}, {score}"
+        return f"{counted(len(r.runs), 'run')}, {score}"
     return "parsed"
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from clustercert.cli.summary import counted, wrap
 from clustercert.evidence.guards import amount
 
 __all__ = ["parsed_lines"]
@@ -21,7 +22,6 @@ def parsed_lines(result: dict[str, Any], width: int) -> list[str]:
     """The lines after `PATH: format NAME`, each wrapped to `width` (never cut; a continuation indented four
     columns deeper than its line), from the object `evidence parse --json` prints
     (`clustercert.parsers.inspect_evidence`)."""
-    from clustercert.cli.summary import wrap
     from clustercert.parsers import TRAINING_FORMATS
 
     fmt = str(result["format"])
@@ -37,11 +37,6 @@ def parsed_lines(result: dict[str, Any], width: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-
-def _n(count: int, noun: str, plural: str | None = None) -> str:
-    """'1 step', '1,347 steps'."""
-    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
-
 
 def _num(value: float) -> str:
     """A figure as a person compares it with the file: an integer grouped (1,961), else six significant digits
@@ -84,7 +79,7 @@ def _stretches(counters: list[int]) -> str:
         else:
             stretches.append([counter, counter])
     text = ", ".join(f"{first}..{last}" if last != first else f"{first}" for first, last in stretches[:SHOWN_ROWS])
-    return text + (f" and {_n(len(stretches) - SHOWN_ROWS, 'stretch', 'stretches')} more"
+    return text + (f" and {counted(len(stretches) - SHOWN_ROWS, 'stretch', 'stretches')} more"
                    if len(stretches) > SHOWN_ROWS else "")
 
 
@@ -96,7 +91,7 @@ def _ms_time(ms: int | float) -> str:
 
 def _training(result: dict[str, Any]) -> list[str]:
     steps: list[dict[str, Any]] = result.get("steps") or []
-    out = [f"{_n(len(steps), 'step')} read of {_n(int(result.get('lines') or 0), 'line')}"]
+    out = [f"{counted(len(steps), 'step')} read of {counted(int(result.get('lines') or 0), 'line')}"]
     if steps:
         # the step counter a judge reads: NeMo's global step where every step has one (its iteration starts again
         # at 0 with each epoch), else the iteration
@@ -108,10 +103,10 @@ def _training(result: dict[str, Any]) -> list[str]:
                              ("samples_per_s", "samples per second")):
             values = [float(s[field]) for s in steps if s.get(field) is not None]
             if values:
-                out.append(f"{label}: {_spread(values)} over {_n(len(values), 'step')}")
+                out.append(f"{label}: {_spread(values)} over {counted(len(values), 'step')}")
         timeless = [s for s in steps if s.get("step_time_s") is not None and float(s["step_time_s"]) <= 0.0]
         if timeless:  # a timer's glitch (NeMo's around a checkpoint save): read as printed, validation reports it
-            out.append(f"step time zero or negative: {_n(len(timeless), 'step')} ("
+            out.append(f"step time zero or negative: {counted(len(timeless), 'step')} ("
                        + ", ".join(f"{_num(float(s['step_time_s']))} s at line {s['line']}"
                                    for s in timeless[:SHOWN_ROWS]) + (", ..." if len(timeless) > SHOWN_ROWS else "")
                        + ")")
@@ -122,7 +117,7 @@ def _training(result: dict[str, Any]) -> list[str]:
         paused = [s for s in steps if s.get("pause_s") or s.get("untimed_pause")]
         if paused:
             seconds = sum(float(s.get("pause_s") or 0.0) for s in paused)
-            out.append(f"paused before {_n(len(paused), 'step')} (checkpoint saves, evaluations): "
+            out.append(f"paused before {counted(len(paused), 'step')} (checkpoint saves, evaluations): "
                        f"{_num(seconds)} s timed")
         out.append(f"steps ({name}, step time s, TFLOPS per GPU, loss, line):")
         shown = [(i, (f"{s[key]}", _opt(s.get("step_time_s")), _opt(s.get("tflops_per_gpu")),
@@ -130,18 +125,19 @@ def _training(result: dict[str, Any]) -> list[str]:
         out += _table(shown, len(steps), "step", "rrrrr")
     nan = result.get("nan") or []
     if nan:
-        out.append(f"not a number: {_n(len(nan), 'value')} ("
+        out.append(f"not a number: {counted(len(nan), 'value')} ("
                    + ", ".join(f"{m.get('field')} at line {m.get('line')}" for m in nan[:SHOWN_ROWS])
                    + (", ..." if len(nan) > SHOWN_ROWS else "") + ")")
     events: list[dict[str, Any]] = result.get("events") or []
     if events:
         kinds = Counter(str(e.get("kind")) for e in events)
-        out.append(f"resilience events: {_n(len(events), 'event')} ("
+        out.append(f"resilience events: {counted(len(events), 'event')} ("
                    + ", ".join(f"{kind} {count:,}" for kind, count in kinds.items()) + ")")
     reports = result.get("straggler_reports") or []
     if reports:
         out.append(f"straggler reports: {len(reports):,}, "
-                   + ", ".join(f"{r.get('kind')} at line {r.get('line')} ({_n(len(r.get('scores') or []), 'rank')})"
+                   + ", ".join(f"{r.get('kind')} at line {r.get('line')} "
+                               f"({counted(len(r.get('scores') or []), 'rank')})"
                                for r in reports[:SHOWN_ROWS]) + (", ..." if len(reports) > SHOWN_ROWS else ""))
     return out
 
@@ -153,13 +149,13 @@ def _opt(value: float | None) -> str:
 def _nccl(result: dict[str, Any]) -> list[str]:
     tests: list[dict[str, Any]] = result.get("tests") or []
     aborted = sum(1 for t in tests if t.get("error"))
-    out = [f"{_n(len(tests), 'test')}" + (f", {aborted:,} aborted" if aborted else "")
+    out = [f"{counted(len(tests), 'test')}" + (f", {aborted:,} aborted" if aborted else "")
            + "; busbw in GB/s at the largest size, out of place / in place; the average as printed / as computed"]
     for t in tests:
         rows: list[dict[str, Any]] = t.get("rows") or []
         hosts = len(set(t.get("hosts") or []))
-        head = (f"{t.get('collective') or 'unknown collective'}: {_n(int(t.get('ranks') or 0), 'rank')}"
-                + (f" on {_n(hosts, 'host')}" if hosts else "") + f", {_lines(t.get('line'), t.get('last_line'))}")
+        head = (f"{t.get('collective') or 'unknown collective'}: {counted(int(t.get('ranks') or 0), 'rank')}"
+                + (f" on {counted(hosts, 'host')}" if hosts else "") + f", {_lines(t.get('line'), t.get('last_line'))}")
         if t.get("error"):
             cause = f" (cause at line {t['cause_line']}: {t['cause']})" if t.get("cause") else ""
             out.append(f"{head}: ABORTED, {t['error']}{cause}")
@@ -169,7 +165,7 @@ def _nccl(result: dict[str, Any]) -> list[str]:
             continue
         top = max(rows, key=lambda r: r["size_bytes"])
         least = min(r["size_bytes"] for r in rows)
-        sizes = f"{_n(len(rows), 'size')} {amount(least)}" + (
+        sizes = f"{counted(len(rows), 'size')} {amount(least)}" + (
             f"..{amount(top['size_bytes'])}" if top["size_bytes"] != least else "")
         average = f"{_opt(t.get('reported_avg_busbw'))} / {_opt(t.get('computed_avg_busbw'))}"
         out.append(f"{head}, {sizes}: busbw {_num(top['busbw_oop'])} / {_num(top['busbw_ip'])} "
@@ -182,9 +178,9 @@ def _sacct(result: dict[str, Any]) -> list[str]:
     steps = sum(len(j.get("steps") or []) for j in jobs)
     states = Counter(str(j.get("state")) for j in jobs)
     fields = result.get("fields") or []
-    out = [f"{_n(len(jobs), 'job')} ({', '.join(f'{s} {c:,}' for s, c in states.most_common())}), "
-           f"{_n(steps, 'step')}; times in {result.get('timezone')}"
-           + (f"; {_n(len(fields), 'field')}" if fields else "")]
+    out = [f"{counted(len(jobs), 'job')} ({', '.join(f'{s} {c:,}' for s, c in states.most_common())}), "
+           f"{counted(steps, 'step')}; times in {result.get('timezone')}"
+           + (f"; {counted(len(fields), 'field')}" if fields else "")]
     out.append("jobs (id, state, elapsed, start to end, steps, line):")
     shown = []
     for index, job in _ends(jobs):
@@ -211,7 +207,7 @@ def _table(rows: Sequence[tuple[int, tuple[str, ...]]], total: int, noun: str, a
     out = []
     for index, cells in rows:
         if total > 2 * SHOWN_ROWS and index == total - SHOWN_ROWS:
-            out.append(f"  ... {_n(total - 2 * SHOWN_ROWS, noun)} more")
+            out.append(f"  ... {counted(total - 2 * SHOWN_ROWS, noun)} more")
         out.append("  " + "  ".join(cell.rjust(w) if side == "r" else cell.ljust(w)
                                     for cell, w, side in zip(cells, widths, align, strict=True)).rstrip())
     return out
@@ -231,9 +227,9 @@ def _dcgm(result: dict[str, Any]) -> list[str]:
     series: list[dict[str, Any]] = result.get("series") or []
     gpus = {(s.get("host"), s.get("gpu")) for s in series}
     hosts = {s.get("host") for s in series if s.get("host") is not None}
-    out = [f"{_n(int(result.get('samples') or 0), 'sample')} ({result.get('source')}) in "
-           f"{_n(len(series), 'series', 'series')}: {_n(len(gpus), 'GPU')}"
-           + (f" on {_n(len(hosts), 'host')}" if hosts else "")]
+    out = [f"{counted(int(result.get('samples') or 0), 'sample')} ({result.get('source')}) in "
+           f"{counted(len(series), 'series', 'series')}: {counted(len(gpus), 'GPU')}"
+           + (f" on {counted(len(hosts), 'host')}" if hosts else "")]
     if series:
         first = min(s["first_ms"] for s in series)
         last = max(s["last_ms"] for s in series)
@@ -244,13 +240,13 @@ def _dcgm(result: dict[str, Any]) -> list[str]:
     if by_metric:
         out.append("per metric: samples, min, mean, max (values that are not numbers left out):")
     for metric, parts in by_metric.items():
-        counted = [p for p in parts if p.get("values")]  # each series' mean is of its `values` finite values
+        finite = [p for p in parts if p.get("values")]  # each series' mean is of its `values` finite values
         count = sum(int(p["count"]) for p in parts)
-        if counted:
-            weight = sum(int(p["values"]) for p in counted)
-            mean = sum(float(p["mean"]) * int(p["values"]) for p in counted) / weight
-            figures = (f"{_num(min(float(p['min']) for p in counted))}, {_num(mean)}, "
-                       f"{_num(max(float(p['max']) for p in counted))}")
+        if finite:
+            weight = sum(int(p["values"]) for p in finite)
+            mean = sum(float(p["mean"]) * int(p["values"]) for p in finite) / weight
+            figures = (f"{_num(min(float(p['min']) for p in finite))}, {_num(mean)}, "
+                       f"{_num(max(float(p['max']) for p in finite))}")
         else:
             figures = "no numbers"
         out.append(f"  {metric}: {count:,}, {figures}")
@@ -261,7 +257,7 @@ def _events(result: dict[str, Any]) -> list[str]:
     events: list[dict[str, Any]] = result.get("events") or []
     kinds = Counter(str(e.get("type")) for e in events)
     first, last = (events[0].get("ts"), events[-1].get("ts")) if events else (None, None)
-    out = [f"{_n(len(events), 'event')}" + ("" if first is None else f" at {first}" if first == last
+    out = [f"{counted(len(events), 'event')}" + ("" if first is None else f" at {first}" if first == last
                                             else f" from {first} to {last}")]
     if kinds:
         out.append("by type: " + ", ".join(f"{kind} {count:,}" for kind, count in kinds.items()))
@@ -269,15 +265,16 @@ def _events(result: dict[str, Any]) -> list[str]:
 
 
 def _rank_timings(result: dict[str, Any]) -> list[str]:
-    return [f"{_n(int(result.get('rows') or 0), 'row')}: {_n(int(result.get('ranks') or 0), 'rank')} on "
-            f"{_n(int(result.get('nodes') or 0), 'node')}, steps {result.get('first_step')}..{result.get('last_step')}",
+    return [f"{counted(int(result.get('rows') or 0), 'row')}: {counted(int(result.get('ranks') or 0), 'rank')} on "
+            f"{counted(int(result.get('nodes') or 0), 'node')}, "
+            f"steps {result.get('first_step')}..{result.get('last_step')}",
             f"columns: {', '.join(str(c) for c in result.get('columns') or [])}"]
 
 
 def _mlperf(result: dict[str, Any]) -> list[str]:
     runs: list[dict[str, Any]] = result.get("runs") or []
     out = [f"{result.get('benchmark')} on {result.get('system_name') or 'an unnamed system'}, ruleset "
-           f"{result.get('ruleset') or 'not given'}: {_n(len(runs), 'run')}"]
+           f"{result.get('ruleset') or 'not given'}: {counted(len(runs), 'run')}"]
     for run in runs:
         minutes = "-" if run.get("minutes") is None else f"{run['minutes']:.2f} min"
         seed = f", seed {run['seed']}" if run.get("seed") is not None else ""

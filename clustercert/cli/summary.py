@@ -8,13 +8,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "notices", "reason_lines", "reasons", "summary_lines",
-           "wrap"]
+__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "reason_lines", "reasons",
+           "summary_lines", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
 # collective that crosses it), and the next phase's findings must not scroll out of sight behind them
 PER_PHASE = 3
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 step', '1,347 steps', '2 stretches' (with `plural`)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
 def wrap(text: str, width: int, indent: int = 2, hang: int = 5) -> list[str]:
