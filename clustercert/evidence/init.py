@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from clustercert.attest.atomic import write_atomic
-from clustercert.catalog import LoadedCatalog, load_catalog
+from clustercert.catalog import LoadedCatalog, load_catalog, typed_catalog
 from clustercert.errors import ClusterCertError, EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME, PLACEHOLDER
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, detect_format
@@ -267,11 +267,9 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     loaded: LoadedCatalog | None = None
     if catalog is not None:
         written = catalog
-        typed = Path(catalog)
-        if typed.suffix in (".yaml", ".yml") and not typed.is_absolute() and not (folder / typed).is_file() \
-                and typed.is_file():
-            # typed relative to where the command ran; bundle.yaml names it relative to the bundle
-            written = os.path.relpath(typed.resolve(), folder.resolve())
+        typed = typed_catalog(catalog, folder)
+        if typed is not None and typed != catalog:  # typed relative to where the command ran; bundle.yaml names it
+            written = os.path.relpath(str(Path(typed).resolve()), str(folder.resolve()))  # relative to the bundle
         loaded = load_catalog(written, references_dir, relative_to=folder)
         catalog_field = _Field("catalog", written, f"given with --catalog {catalog}")
         if system_fields[0].value == "":
