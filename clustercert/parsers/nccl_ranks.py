@@ -9,7 +9,7 @@ from pathlib import Path
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
 from clustercert.parsers.common import DEFAULT_LIMIT, json_of
-from clustercert.parsers.nccl_tests import JSON_HEAD
+from clustercert.parsers.nccl_tests import JSON_HEAD, json_devices
 from clustercert.parsers.training import text_of
 
 __all__ = ["RankLine", "read_rank_lines"]
@@ -45,24 +45,11 @@ def read_rank_lines(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> 
 
 
 def _json_ranks(data: bytes, display: str) -> list[RankLine]:
-    """The ranks of nccl-tests' JSON: each process's devices entry is its first rank's line (nccl-tests parses one
-    line of the process's lines); the process's other threads x GPUs ranks follow it on its host's next devices,
-    the name of the first's GPU taken for theirs. All at line 1 (the file is one line); none from a run cut short."""
+    """The ranks of nccl-tests' JSON (`json_devices`), all at line 1 (the file is one line); none from a run cut
+    short, which the parser reads as an aborted test."""
     try:
         doc = json_of(data, display)
     except EvidenceError:
-        return []  # unfinished: the parser reads it as an aborted test, without ranks
-    config = doc.get("config") if isinstance(doc, dict) else None
-    if not isinstance(config, dict) or not isinstance(config.get("devices"), list):
         return []
-    each = 1
-    for key in ("nthreads", "ngpus"):
-        each *= config[key] if isinstance(config.get(key), int) and config[key] > 0 else 1
-    out: list[RankLine] = []
-    for device in config["devices"]:
-        if not isinstance(device, dict):
-            continue
-        rank, host, local, gpu = (device.get(k) for k in ("rank", "hostname", "device", "device_info"))
-        if isinstance(rank, int) and isinstance(host, str) and isinstance(local, int):
-            out += [RankLine(rank + i, host, local + i, gpu if isinstance(gpu, str) else "", 1) for i in range(each)]
-    return out
+    config = doc.get("config") if isinstance(doc, dict) else None
+    return [RankLine(rank, host, device, gpu, 1) for rank, host, device, gpu in json_devices(config, display)]

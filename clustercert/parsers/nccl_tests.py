@@ -17,7 +17,7 @@ from clustercert.evidence.guards import read_regular, short_repr
 from clustercert.parsers.common import DEFAULT_LIMIT, json_of, to_float, to_int
 from clustercert.parsers.training import line_total, text_of
 
-__all__ = ["JSON_HEAD", "CollectiveTest", "NcclRow", "NcclTestsResult", "parse_nccl_tests"]
+__all__ = ["JSON_HEAD", "CollectiveTest", "NcclRow", "NcclTestsResult", "json_devices", "parse_nccl_tests"]
 
 FORMAT = "nccl-tests"
 _HINT = "Check that the file is nccl-tests output as the tool wrote it; re-run nccl-tests if it was cut short."
@@ -579,7 +579,8 @@ def _parse_json(data: bytes, display: str) -> NcclTestsResult:
     args = doc.get("args")
     program = args[0] if isinstance(args, list) and args and isinstance(args[0], str) else ""
     collective = _collective_of(_BINARY.search(program), display)
-    ranks, hosts = _json_ranks(doc.get("config"), display)
+    devices = json_devices(doc.get("config"), display)
+    ranks, hosts = (len(devices) or None), tuple(host for _, host, _, _ in devices)
     rows = [_json_row(result, index, display) for index, result in enumerate(doc["results"], start=1)]
     average = doc.get("average_bus_bandwidth")
     reported = (to_float(average.get("bandwidth"), file=display, line=None, field="average_bus_bandwidth.bandwidth",
@@ -613,23 +614,26 @@ def _collective_of(found: re.Match[str] | None, display: str) -> str:
     return found.group(1) if found is not None else "unknown"
 
 
-def _json_ranks(config: object, display: str) -> tuple[int | None, tuple[str, ...]]:
-    """The ranks and the host of each (in rank order) of a `-J` output's config: a devices entry per process."""
-    if not isinstance(config, dict):
-        return None, ()
-    devices = config.get("devices")
-    per = [config.get(key) for key in ("nthreads", "ngpus")]
-    if not isinstance(devices, list) or not devices or not all(isinstance(n, int) and n > 0 for n in per):
-        return None, ()
-    each = per[0] * per[1]  # type: ignore[operator]
-    found: list[tuple[int, str]] = []
-    for device in devices:
-        rank, host = (device.get("rank"), device.get("hostname")) if isinstance(device, dict) else (None, None)
+def json_devices(config: object, display: str) -> list[tuple[int, str, int, str]]:
+    """(rank, host, local device, GPU name) of every rank of a `-J` output's config, in rank order: each process's
+    devices entry is its first rank's (nccl-tests parses one line of the process's lines), its other threads x GPUs
+    ranks follow on its host's next devices, the first one's GPU name taken for theirs. Empty without devices."""
+    if not isinstance(config, dict) or not isinstance(config.get("devices"), list):
+        return []
+    each = 1
+    for key in ("nthreads", "ngpus"):
+        value = config.get(key)
+        each *= value if isinstance(value, int) and value > 0 else 1
+    out: list[tuple[int, str, int, str]] = []
+    for device in config["devices"]:
+        rank, host, local, gpu = ((device.get(k) for k in ("rank", "hostname", "device", "device_info"))
+                                  if isinstance(device, dict) else (None, None, None, None))
         if not isinstance(rank, int) or not isinstance(host, str):
             raise EvidenceError(display, f"expected each config.devices entry to hold a rank and a hostname, got "
                                          f"{short_repr(device)}. {_HINT}", field="config.devices")
-        found.append((rank, host))
-    return len(devices) * each, tuple(host for _, host in sorted(found) for _ in range(each))
+        first = local if isinstance(local, int) else 0
+        out += [(rank + i, host, first + i, gpu if isinstance(gpu, str) else "") for i in range(each)]
+    return sorted(out)
 
 
 def _json_row(result: object, index: int, display: str) -> NcclRow:
