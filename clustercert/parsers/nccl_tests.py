@@ -585,7 +585,8 @@ def _parse_json(data: bytes, display: str) -> NcclTestsResult:
     average = doc.get("average_bus_bandwidth")
     reported = (to_float(average.get("bandwidth"), file=display, line=None, field="average_bus_bandwidth.bandwidth",
                          hint=_HINT) if isinstance(average, dict) and "bandwidth" in average else None)
-    errors = [e for e in doc.get("errors") or [] if isinstance(e, str) and e.strip()]
+    said = doc.get("errors")  # ncclGetLastError()'s text, "" when none
+    errors = [e for e in said if isinstance(e, str) and e.strip()] if isinstance(said, list) else []
     error = (None if rows and reported is not None else
              "aborted: no results" if not rows else "aborted: no average_bus_bandwidth")
     return NcclTestsResult(file=display, tests=[CollectiveTest(
