@@ -114,6 +114,9 @@ def certify(
     reports = reports_dir or settings.reports_dir
     if not bundle.exists():
         raise UsageError(f"{bundle}: no such bundle. Give a bundle folder (default: {DEFAULT_BUNDLE}).")
+    # the bundle by its whole path, as the run records it: each evidence file is named so in the report and its
+    # results, and `rerun`, which reads the bundle where the run recorded it, names them alike from any folder
+    bundle = Path(os.path.abspath(bundle))
     safety.check_reports_dir(reports)  # an unusable output folder or key directory is refused before any work
     safety.check_key_dir(settings.key_dir)
     from clustercert.catalog import typed_catalog

@@ -94,8 +94,9 @@ def certified(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> d
                    timeout=900, cwd=catalogs)
     run_dir = next(reports.iterdir(), None)
     verify = run_cli("verify", str(run_dir)) if run_dir is not None else None  # from another folder
+    rerun = run_cli("rerun", str(run_dir), timeout=900) if run_dir is not None else None  # likewise
     return {"root": root, "before": before, "init": init, "draft": draft, "refused": refused, "filled": filled,
-            "seal": seal, "certify": proc, "run_dir": run_dir, "verify": verify}
+            "seal": seal, "certify": proc, "run_dir": run_dir, "verify": verify, "rerun": rerun}
 
 
 def test_init_derives_the_system_and_every_run_from_the_files(certified: dict[str, Any]) -> None:
@@ -173,6 +174,12 @@ def test_the_filled_in_draft_certifies_to_a_verifiable_report(certified: dict[st
     root: Path = certified["root"]
     assert (f"The original command: <code>clustercert certify {root} --catalog {root.parent}/catalogs/h100.yaml"
             "</code>") in html
+    # re-run from another folder, the bundle read where the run recorded it: the same report, the files named alike
+    # (the run named them as typed, '../cluster01/...', and the re-run by the recorded whole path: reports differed)
+    rerun: subprocess.CompletedProcess[str] = certified["rerun"]
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr[-3000:]
+    assert rerun.stdout.startswith("identical: results.json, report.html and the unsigned report.pdf of ")
+    assert f"{root}/" in (certified["run_dir"] / "results.json").read_text()  # evidence named by its whole path
     predicate = json.loads((certified["run_dir"] / "manifest.json").read_text())["predicate"]
     assert (predicate["run"]["bundle_path"], predicate["run"]["catalog_arg"]) == (
         str(root), str(root.parent / "catalogs" / "h100.yaml"))
