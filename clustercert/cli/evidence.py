@@ -199,6 +199,7 @@ def check(
     from clustercert.validation.suites import validate_bundle
 
     settings = load_settings()
+    bundle = Path(os.path.abspath(bundle))  # named whole, as certify names it ('.: sealed' said nothing in a log)
     if data_docs is not None and any((d / "manifest.json").is_file() for d in (data_docs, *data_docs.parents)):
         raise UsageError(f"{data_docs}: Data Docs load remote scripts and never go inside a signed run folder; "
                          "choose a folder outside it")
@@ -233,13 +234,11 @@ def check(
         for run in loaded.spec.runs
     ]
     if as_json:
-        print(json.dumps({"bundle": os.path.abspath(loaded.root), "sealed": sealed, "usable": not problems,
+        print(json.dumps({"bundle": str(loaded.root), "sealed": sealed, "usable": not problems,
                           "runs": runs, "problems": problems, "warnings": warnings, "validation": report.to_json()},
                          indent=2, allow_nan=False))
     else:
-        # the folder named whole ('.' says nothing in a log or a scrollback)
-        _print_check(Path(os.path.abspath(loaded.root)), sealed, runs, parsed, problems, warnings, report, data_docs,
-                     verbose=verbose)
+        _print_check(loaded.root, sealed, runs, parsed, problems, warnings, report, data_docs, verbose=verbose)
     if problems:
         raise EvidenceUnusable(f"{loaded.root}: {len(problems)} problem(s); the evidence cannot be used as it is")
 
