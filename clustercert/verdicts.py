@@ -121,29 +121,25 @@ def _first_clause(message: str) -> str:
     return text if len(text) <= _SUMMARY_MAX else text[: _SUMMARY_MAX - 3].rstrip() + "..."
 
 
-def _where(span: Span, root: str | None) -> str:
-    file = span.file[len(root):].lstrip("/") if root and span.file.startswith(root) else span.file
+def _where(span: Span) -> str:
     if span.first <= 0:
-        return file
-    return f"{file}:{span.first}" + (f"-{span.last}" if span.last > span.first else "")
+        return span.file
+    return f"{span.file}:{span.first}" + (f"-{span.last}" if span.last > span.first else "")
 
 
-def outcome_reasons(checks: Iterable[Check], root: str | None = None) -> list[Reason]:
+def outcome_reasons(checks: Iterable[Check]) -> list[Reason]:
     """Every FAIL or ERROR check, required ones first (FAILs, then ERRORs), then advisory ones, in check order.
 
     These are the reasons for an outcome other than CERTIFIED (an advisory one never decides it); a
-    CERTIFIED run has none unless an advisory check failed. Evidence paths under `root` (the bundle) are shown
-    relative to it.
+    CERTIFIED run has none unless an advisory check failed. Evidence is named as the checks name it (in a
+    certification, by its path in the bundle: `LoadedBundle.shown`).
     """
     def rank(c: Check) -> int:
         return (0 if c.severity is Severity.REQUIRED else 2) + (0 if c.status is Status.FAIL else 1)
 
-    def relative(text: str) -> str:
-        return text.replace(root.rstrip("/") + "/", "") if root else text
-
     bad = [c for c in checks if c.status in (Status.FAIL, Status.ERROR)]
     ordered = sorted(enumerate(bad), key=lambda ic: (rank(ic[1]), ic[0]))
     return [Reason(check=c.id, status=c.status, severity=c.severity, phase=c.phase, title=c.title,
-                   summary=_first_clause(relative(c.summary or c.message)),
-                   where=tuple(_where(s, root) for s in c.evidence[:3]))
+                   summary=_first_clause(c.summary or c.message),
+                   where=tuple(_where(s) for s in c.evidence[:3]))
             for _, c in ordered]

@@ -114,8 +114,8 @@ def certify(
     reports = reports_dir or settings.reports_dir
     if not bundle.exists():
         raise UsageError(f"{bundle}: no such bundle. Give a bundle folder (default: {DEFAULT_BUNDLE}).")
-    # the bundle by its whole path, as the run records it: each evidence file is named so in the report and its
-    # results, and `rerun`, which reads the bundle where the run recorded it, names them alike from any folder
+    # the bundle by its whole path, as the run records it (`rerun` and `verify` read it there from any folder); the
+    # results and reports name each evidence file by its path in the bundle, wherever the bundle lies
     bundle = Path(os.path.abspath(bundle))
     safety.check_reports_dir(reports)  # an unusable output folder or key directory is refused before any work
     safety.check_key_dir(settings.key_dir)
@@ -174,7 +174,8 @@ def certify(
             log = safety.write_crash_log(traceback.format_exc(), reports, run_id)  # beside the run folder, never in it
             raise InternalError(f"internal error ({exc.__class__.__name__}); traceback written to "
                                 f"{log or 'nowhere (no writable folder)'}") from exc
-    _print_certify(summary, run_dir, as_json, dev_key=key.dev_key, redacted=redact, verbose=verbose)
+    _print_certify(summary, run_dir, as_json, dev_key=key.dev_key, redacted=redact, verbose=verbose,
+                   bundle=loaded.root)
     from clustercert.verdicts import Outcome, exit_code_for
 
     raise Exit(exit_code_for(Outcome(summary["outcome"])))
@@ -184,7 +185,17 @@ class InternalError(ClusterCertError):
     exit_code = 4
 
 
-def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool, *, dev_key: bool = False,
+def _named_whole(check: dict[str, Any], bundle: Path) -> str:
+    """A check's message with the bundle file it starts with named by its whole path, for the error lines a person
+    opens the file from (results and reports name it by its path in the bundle)."""
+    message: str = check["message"]
+    for name in [*(e["file"] for e in check.get("evidence") or []), "bundle.yaml"]:
+        if message.startswith(name) and message[len(name):len(name) + 1] in (" ", ":", ""):
+            return str(bundle / name) + message[len(name):]
+    return message
+
+
+def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool, *, bundle: Path, dev_key: bool = False,
                    redacted: bool = False, verbose: bool = False) -> None:
     results = summary["results"]
     errors = [c for c in results["checks"] if c["status"] == "ERROR" and c["severity"] == "required"]
@@ -211,7 +222,7 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool, *, dev
                               verbose=verbose):
         out.print(line, markup=False, highlight=False)
     for e in errors[:5]:
-        err.print(f"error: {e['message']}", markup=False)
+        err.print(f"error: {_named_whole(e, bundle)}", markup=False)
 
 
 @app.command(short_help="Verify a run folder: its signatures and every file's hash.")

@@ -210,7 +210,7 @@ def check(
         from clustercert.catalog import typed_catalog
 
         inputs = load_inputs(_bundle_path(bundle), settings.references_dir, typed_catalog(catalog, bundle),
-                             progress=progress)
+                             progress=progress, in_bundle_names=False)  # each file named whole, to be opened
         loaded = inputs.bundle
         problems: list[str] = []
         sealed = (loaded.root / "MANIFEST.sha256").is_file()

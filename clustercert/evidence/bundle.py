@@ -175,6 +175,14 @@ class LoadedBundle:
 
     root: Path
     spec: Bundle
+    in_bundle_names: bool = False  # a certification's: `shown` names a file by its path in the bundle
+
+    def shown(self, rel: str) -> str:
+        """The name results and messages give the bundle's file `rel`: in a certification (`in_bundle_names`) its
+        path in the bundle, as bundle.yaml and the manifest list it, so that a run's results and reports do not
+        depend on where the bundle lay (a re-run of a copied or moved bundle reproduces them); elsewhere (evidence
+        check, seal) its path as the command was given it, for the person fixing the file."""
+        return rel if self.in_bundle_names else str(self.root / rel)
 
     def resolve(self, rel: str, *, entry: str = "files") -> Path:
         """The path of a bundle file, refusing anything that leaves the bundle."""
@@ -259,8 +267,9 @@ def _real_path(path: str, folders: dict[str, str]) -> str:
     return os.path.realpath(joined) if os.path.islink(joined) else joined
 
 
-def load_bundle(path: Path) -> LoadedBundle:
-    """Load `path` (a bundle folder or its bundle.yaml) strictly."""
+def load_bundle(path: Path, *, in_bundle_names: bool = False) -> LoadedBundle:
+    """Load `path` (a bundle folder or its bundle.yaml) strictly; `in_bundle_names` for a certification
+    (`LoadedBundle.shown`). A problem found while loading is named by the path the command was given."""
     root = path if path.is_dir() else path.parent
     yaml_path = root / BUNDLE_FILE
     if not root.exists():
@@ -274,7 +283,7 @@ def load_bundle(path: Path) -> LoadedBundle:
                             f"Draft one from the folder's files: clustercert evidence init {root}")
     _refuse_placeholder(yaml_path)
     spec = load_yaml_model(yaml_path, Bundle, EvidenceError, hint=_HINT)
-    bundle = LoadedBundle(root=root, spec=spec)
+    bundle = LoadedBundle(root=root, spec=spec, in_bundle_names=in_bundle_names)
     folders: dict[str, str] = {}  # the real path of each folder, for this load's checks only
     for run in spec.runs:
         listed: set[str] = set()

@@ -147,11 +147,11 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) ->
     if run.format == "mlperf" and len(run.files) > 1:
         return [_parse_mlperf_listed(bundle, run, limit)]
     for rel in run.files:
-        display = str(bundle.root / rel)
+        display = bundle.shown(rel)
         parser = FORMATS.get(run.format)
         if parser is None:
             error = EvidenceError(
-                f"{bundle.root / 'bundle.yaml'} run '{run.id}'",
+                f"{bundle.shown('bundle.yaml')} run '{run.id}'",
                 f"expected a format in ({', '.join(sorted(FORMATS))}), got '{run.format}'. Fix bundle.yaml",
                 field="format",
             )
@@ -182,9 +182,9 @@ def _parse_mlperf_listed(bundle: LoadedBundle, run: RunSpec, limit: int) -> Pars
     """An MLPerf result listed file by file is one result: every run scored together (named by its folder)."""
     parents = {str(PurePosixPath(f).parent) for f in run.files}
     rel = parents.pop() if len(parents) == 1 else run.files[0]
-    display = str(bundle.root / rel)
+    display = bundle.shown(rel)
     try:
-        listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), str(bundle.root / f)) for f in run.files]
+        listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), bundle.shown(f)) for f in run.files]
         result = parse_mlperf_files(listed, display, ruleset=run.ruleset, limit=limit)
     except EvidenceError as exc:
         return ParsedFile(run.id, run.kind, rel, display, None, exc)

@@ -41,11 +41,11 @@ class ResilienceRunLog:
 def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | EvidenceError:
     """The parsed first file of `run` (an MLPerf run: all its files), or the error that stops it."""
     rel = run.files[0]
-    display = str(bundle.root / rel)
+    display = bundle.shown(rel)
     allowed = _KIND_FORMATS[run.kind]
     if run.format not in allowed:
         return EvidenceError(
-            f"{bundle.root / 'bundle.yaml'} run '{run.id}'",
+            f"{bundle.shown('bundle.yaml')} run '{run.id}'",
             f"expected a format for kind {run.kind.value} ({', '.join(sorted(allowed))}), got '{run.format}'. "
             "Fix bundle.yaml",
             field="format",
@@ -67,7 +67,7 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
             parsed = read_evidence(parser, path, display, limit=limit, timezone=bundle.spec.timezone,
                                    fields=run.fields)
         elif run.kind is RunKind.MLPERF and len(run.files) > 1:
-            listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), str(bundle.root / f)) for f in run.files]
+            listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), bundle.shown(f)) for f in run.files]
             parsed = parse_mlperf_files(listed, _common_folder(bundle, run), ruleset=run.ruleset, limit=limit)
         elif run.kind is RunKind.MLPERF:
             options: dict[str, object] = {"limit": limit}
@@ -84,4 +84,4 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
 def _common_folder(bundle: LoadedBundle, run: RunSpec) -> str:
     """The folder that holds every file of a run listed file by file (how an MLPerf result is named)."""
     parents = {str(PurePosixPath(f).parent) for f in run.files}
-    return str(bundle.root / parents.pop()) if len(parents) == 1 else f"run '{run.id}' files"
+    return bundle.shown(parents.pop()) if len(parents) == 1 else f"run '{run.id}' files"

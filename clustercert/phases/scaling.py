@@ -168,7 +168,7 @@ def _weak_scaling(
             shape = [(p.gpus, p.gbs, p.seq_len) for p in points]
             checks.append(_check(
                 check_id, title, severity, Status.ERROR,
-                f"{bundle.root / 'bundle.yaml'}: expected GBS proportional to GPUs at one sequence length for weak "
+                f"{bundle.shown('bundle.yaml')}: expected GBS proportional to GPUs at one sequence length for weak "
                 f"scaling, got (gpus, gbs, seq_len) {shape}. Re-run at GBS = k x GPUs",
                 target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
             ))
@@ -229,12 +229,12 @@ def _link_rates(bundle: LoadedBundle, catalog: LoadedCatalog) -> tuple[LinkRates
     nvl = catalog.spec.nvlink_gbps_per_direction
     net = system.interconnect
     if net is None:
-        return LinkRates(nvl, None), (f"{bundle.root / 'bundle.yaml'} field 'system.interconnect': expected the "
+        return LinkRates(nvl, None), (f"{bundle.shown('bundle.yaml')} field 'system.interconnect': expected the "
                                       "scale-out network (scale_out, nics_per_node), got none")
     rate = catalog.spec.scale_out_gbps.get(net.scale_out)
     if rate is None:
         known = ", ".join(sorted(catalog.spec.scale_out_gbps)) or "none"
-        return LinkRates(nvl, None), (f"{bundle.root / 'bundle.yaml'} field 'system.interconnect.scale_out': "
+        return LinkRates(nvl, None), (f"{bundle.shown('bundle.yaml')} field 'system.interconnect.scale_out': "
                                       f"expected one of the catalog's scale_out_gbps ({known}), got {net.scale_out!r}")
     return LinkRates(nvl, rate * net.nics_per_node / system.gpus_per_node), None
 
@@ -269,7 +269,7 @@ def _collective_runs(
     domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
     checks: list[Check] = []
     out: list[_Measured] = []
-    yaml = bundle.root / "bundle.yaml"
+    yaml = bundle.shown("bundle.yaml")
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     for run in bundle.spec.runs:
         if run.kind is not RunKind.COLLECTIVE:

@@ -98,19 +98,21 @@ def file_digest(path: Path) -> str:
     return _digest(_signature(path))
 
 
-_LOADED: dict[tuple[str, str, str | None], tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
+_LOADED: dict[tuple[str, str, str | None, bool], tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
 
 
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None, *,
                 described: Callable[[], object] | None = None,
-                progress: Callable[[str, str], None] | None = None) -> Inputs:
+                progress: Callable[[str, str], None] | None = None, in_bundle_names: bool = True) -> Inputs:
     """The bundle and catalog, loaded once per process: a certification's flow and its phase subflows share one
     load (it is repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
 
     `described` is called once bundle.yaml and the catalog are read and agree, before the evidence files are
     hashed (the load's longest part at cluster scale: 3 GB at 512 GPUs, 23.5 GB at 4,096): certify starts
-    Prefect's server then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is."""
-    key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override)
+    Prefect's server then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
+    `in_bundle_names`: a certification's naming of the evidence files, by their paths in the bundle (`evidence
+    check` names them as the command was given them: `LoadedBundle.shown`)."""
+    key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names)
     known = _LOADED.get(key)
     if known is not None:
         signatures, inputs = known
@@ -119,7 +121,7 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
                 described()
             return inputs
     mark = read_mark()
-    bundle = load_bundle(bundle_path)
+    bundle = load_bundle(bundle_path, in_bundle_names=in_bundle_names)
     catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
     check_bundle_ids(bundle.spec, catalog, str(bundle.root / BUNDLE_FILE))
     if described is not None:

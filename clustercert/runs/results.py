@@ -110,7 +110,7 @@ def build_results(
         "catalog": {"id": catalog.spec.id, "version": catalog.spec.version, "sha256": catalog.sha256,
                     "title": catalog.spec.title},
         "outcome": outcome.value,
-        "reasons": [r.to_json() for r in outcome_reasons(checks, str(bundle.root))],
+        "reasons": [r.to_json() for r in outcome_reasons(checks)],
         "pass_rule": pass_rule(catalog),
         "evidence_window": window.to_json() if window is not None else None,
         "valid_until": until.isoformat() if outcome is Outcome.CERTIFIED else None,

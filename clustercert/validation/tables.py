@@ -488,7 +488,7 @@ def gpu_counts_table(bundle: LoadedBundle, facts: BundleFacts | None, parsed: Pa
     TFLOPS per GPU (model FLOPs x GBS / (step time x TFLOPS per GPU), a median over the steps).
     """
     rows: list[dict[str, Any]] = []
-    yaml_path = str(bundle.root / "bundle.yaml")
+    yaml_path = bundle.shown("bundle.yaml")
     specs = {r.id: r for r in bundle.spec.runs}
 
     def add(run: RunSpec, source: str, observed: float, file: str, line: int | None) -> None:
@@ -542,7 +542,7 @@ def training_files_table(bundle: LoadedBundle) -> TableInput:
 
     Only files that share their size with another are hashed (a file of unique size cannot be a copy); the
     others get a placeholder digest unique to their path."""
-    yaml_path = str(bundle.root / "bundle.yaml")
+    yaml_path = bundle.shown("bundle.yaml")
     entries = [(run, rel) for run in bundle.spec.runs if run.kind is RunKind.TRAINING for rel in run.files]
     sizes: dict[int, int] = {}
     for _, rel in entries:
@@ -609,7 +609,7 @@ def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInp
     frame = _frame({c: [r[c] for r in rows] for c in columns},
                    {"run": "str", "training_s": "float64", "scheduler_elapsed_s": "float64", "_file": "str",
                     "_line": "float64", "_run": "str"})
-    return TableInput(CROSS_SOURCE, "scheduler_span", "bundle", str(bundle.root / "bundle.yaml"), len(frame),
+    return TableInput(CROSS_SOURCE, "scheduler_span", "bundle", bundle.shown("bundle.yaml"), len(frame),
                       _single(frame))
 
 
@@ -651,7 +651,7 @@ def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
     """hosts: each host the evidence names (a run's nodes in bundle.yaml, nccl-tests rank lines, per-rank timings,
     telemetry), once per run, source and file, at its first line; `system_nodes` is bundle.yaml's node list."""
     rows: list[dict[str, Any]] = []
-    yaml_path = str(bundle.root / "bundle.yaml")
+    yaml_path = bundle.shown("bundle.yaml")
     known = set(bundle.spec.system.nodes)
     seen: set[tuple[str, str, str]] = set()
 
@@ -667,7 +667,7 @@ def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
             result = pf.result
             if isinstance(result, NcclTestsResult):
                 try:
-                    ranks = read_rank_lines(Path(pf.display), pf.display)
+                    ranks = read_rank_lines(bundle.resolve(pf.rel), pf.display)
                 except EvidenceError:
                     ranks = []  # the parser read it; a file that cannot be re-read is named by the parser's table
                 for rank in ranks:

@@ -498,20 +498,32 @@ def test_a_rerun_stopped_as_its_temporary_folder_is_made_leaves_nothing(certifie
     assert list(temporary.iterdir()) == []
 
 
-def test_rerun_on_one_core_reproduces_both_copies_byte_for_byte(certified: dict[str, Any]) -> None:
+def test_rerun_on_one_core_of_a_copied_bundle_reproduces_both_copies_byte_for_byte(certified: dict[str, Any],
+                                                                                   tmp_path: Path) -> None:
     """Same inputs + the run metadata recorded in the manifest => the same results, the same HTML bytes and the same
     unsigned PDF (the signed PDF's first revision), for the auditor's report and its redacted copy. The
     certification rendered the redacted copy's PDF in a second process (its progress says so); the re-run, held to
     one core as a user's job on one core is, renders both in one process, one after the other: the bytes are the
-    same."""
+    same. The auditor re-runs it from a copy of the evidence in a folder of their own (`--bundle`): results and
+    reports name each evidence file by its path in the bundle, so where the bundle lies changes nothing (they named
+    it by its whole path: every name differed, 689 differences, and no re-run of a copied bundle was identical)."""
     assert "report: report.redacted.pdf: rendered by a second process meanwhile" in certified["stderr"]
     one_core = ("taskset", "-c", "0")
     held = subprocess.run([*one_core, sys.executable, "-c", "from clustercert.report.ahead import usable_cores; "
                            "print(usable_cores())"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert held.stdout == "1\n", held.stdout + held.stderr  # so: no second process for the PDF, nor the charts
     run_dir = certified["run_dir"]
+    results = (run_dir / "results.json").read_text()
+    html = (run_dir / "report.html").read_text()
+    assert str(certified["bundle"]) not in results  # the report names the bundle once: in the command it re-runs
+    assert html.count(str(certified["bundle"])) == 1
+    assert f"<code>clustercert certify {certified['bundle']}</code>" in html
+    named = {e["file"] for c in json.loads(results)["checks"] for e in c["evidence"]}
+    assert "training/llama3-70b/fp8/512/r1.log" in named and all((certified["bundle"] / f).is_file() for f in named)
+    copy = tmp_path / "auditor" / "evidence"
+    shutil.copytree(certified["bundle"], copy)
     # at a terminal, as an auditor runs it: a live line shows the re-run's stages, the clock running
-    proc, shown = run_cli_on_terminal("rerun", str(run_dir), prefix=one_core, timeout=600)
+    proc, shown = run_cli_on_terminal("rerun", str(run_dir), "--bundle", str(copy), prefix=one_core, timeout=600)
     assert proc.returncode == 0, proc.stdout + shown
     assert proc.stdout == (f"identical: results.json, report.html and the unsigned report.pdf, report.redacted.html "
                            f"and the unsigned report.redacted.pdf of {run_dir} reproduced\n")

@@ -74,13 +74,6 @@ def test_reasons_list_every_failing_or_erroring_check_required_first() -> None:
     assert outcome_reasons([checks[1], checks[3]]) == []
 
 
-def test_reasons_show_evidence_relative_to_the_bundle() -> None:
-    check = Check(id="scaling.p", title="p", phase="scaling", severity=Severity.REQUIRED, status=Status.FAIL,
-                  measured=None, target=None, unit="", message="low", evidence=(Span("/data/b/pair/x.log", 9, 9, 1),))
-    assert outcome_reasons([check], "/data/b")[0].where == ("pair/x.log:9",)
-    assert outcome_reasons([check])[0].where == ("/data/b/pair/x.log:9",)
-
-
 def test_runs_printing_different_software_are_flagged(tmp_path: Path) -> None:
     from clustercert.evidence.system import describe_system
 
