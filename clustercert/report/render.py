@@ -257,6 +257,9 @@ def build_context(
         "validation": validation,
         "validation_tables": validation_tables,
         "validation_folded": validation_folded,
+        # the validation's own checks (a failed required expectation, parse warnings), shown in its section: the
+        # reasons link to every check that is not PASS
+        "validation_checks": [c for c in results["checks"] if c["phase"] == "validation"],
         "window_text": ", ".join(windows) or "of each baseline's window",
         "appendix": appendix,
         "appendix_omitted": omitted,

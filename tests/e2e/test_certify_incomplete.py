@@ -6,7 +6,9 @@ A file of its own so that it runs beside the others on the second pytest-xdist w
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +76,24 @@ def test_nan_grad_norm_is_incomplete_with_file_and_line(broken: dict[str, Any]) 
     assert named[0]["evidence"][0]["line"] == line
     assert any(e.startswith(f"error: {log} line {line} field 'grad_norm': ") for e in proc.stderr.splitlines())
 
+
+def test_the_report_shows_the_validation_checks_its_reasons_link_to(broken: dict[str, Any]) -> None:
+    """The validation's own ERROR check (the window gap, as a required expectation) is a reason for INCOMPLETE: the
+    report lists it among the reasons with a link to the check, and shows the check's row there (the link led
+    nowhere: validation checks had no row in any table, and WeasyPrint logged "No anchor #check-validation...")."""
+    run_dir = broken["run_dir"]
+    assert run_dir is not None, broken["proc"].stderr
+    html = (run_dir / "report.html").read_text()
+    ids = set(re.findall(r'\sid="([^"]+)"', html))
+    targets = set(re.findall(r'href="#([^"]+)"', html))
+    check = "check-validation.llama3-70b-fp8-512-r1_window_complete"
+    assert check in targets and targets - ids == set()
+    row = html[html.index(f'<tr id="{check}">'):]
+    row = unescape(row[:row.index("</tr>")].replace("<wbr>", ""))
+    assert "ERROR" in row and "window_complete" in row and "missing [40]" in row
+    assert "No anchor" not in broken["proc"].stderr
+    # the expectation's sample names the missing iteration, which no line holds (it read "r1.log line None: [40]")
+    assert "line None" not in html and "r1.log</code>: <code>[40]</code>" in html.replace("<wbr>", "")
+    # results and report name the log by its path in the bundle; the error lines above by its whole path
+    assert "training/llama3-70b/fp8/512/r1.log: required expectation 'window_complete'" in row
+    assert str(broken["gap"].parent) not in html.replace("<wbr>", "")
