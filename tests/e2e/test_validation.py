@@ -136,7 +136,7 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(tmp / "reports"), env=SLOW_START)
     out = json.loads(proc.stdout) if proc.returncode == 3 else {}
     run_dir = Path(out["run_dir"]) if out else None
-    return {"bundle": bundle, "proc": proc, "out": out,
+    return {"bundle": bundle, "proc": proc, "out": out, "run_dir": run_dir,
             "results": json.loads((run_dir / "results.json").read_text()) if run_dir else {},
             "validation": json.loads((run_dir / "validation.json").read_text()) if run_dir else {}}
 
@@ -176,6 +176,30 @@ def test_a_failed_required_expectation_is_named_with_its_file_and_line(gated: di
     mine = [r for r in _failed(gated["validation"])
             if r["expectation"] == expectation and r["sample"][0]["file"] == str(rel)]
     assert len(mine) == 1 and mine[0]["sample"][0]["line"] == line
+
+
+def test_the_report_lists_every_expectation_that_did_not_pass_cross_source_ones_too(gated: dict[str, Any]) -> None:
+    """The cross-source expectations (the evidence against each other and bundle.yaml) were printed as raw
+    key-value lists, and one that failed was missing from "Expectations that did not pass" (only the per-table
+    results were): the auditor saw a FAIL counted and could not find it. Each failed expectation has its row
+    there, the cross-source ones as "cross_source on bundle", and the cross-source section is a table."""
+    from html import unescape
+
+    assert gated["run_dir"] is not None, gated["proc"].stderr
+    html = unescape((gated["run_dir"] / "report.html").read_text().replace("<wbr>", ""))
+    failed = html[html.index("<caption>Expectations that did not pass</caption>"):]
+    failed = failed[:failed.index("</table>")]
+    rows = failed.split("<tr>")[2:]  # after the header's row
+    validation = gated["validation"]
+    not_passed = [r for t in validation["tables"] for r in t["results"] if r["status"] != "PASS"] + [
+        r for r in validation["cross_source"] if r["status"] != "PASS"]
+    assert len(rows) == len(not_passed) and any(r in validation["cross_source"] for r in not_passed)
+    implied = next(r for r in rows if "<code>gpu_count_implied_by_log</code>" in r)
+    assert "cross_source on bundle" in implied and "FAIL" in implied
+    cross = html[html.index("<h3>Cross-source consistency</h3>"):]
+    cross = cross[:cross.index("</table>")]
+    assert cross.count("<tr><td><code>") == len(gated["validation"]["cross_source"])
+    assert "<strong>expectation</strong>" not in html
 
 
 def test_gated_check_names_the_expectation_when_its_run_is_used(gated: dict[str, Any]) -> None:
