@@ -174,6 +174,24 @@ def heading(key: str) -> str:
 _LIST_SHOWN = 4
 
 
+_ARGUMENT_ITEMS = 12  # a longer list in an expectation's arguments is shortened in the report
+
+
+def _arguments(kwargs: Any) -> markupsafe.Markup:
+    """An expectation's arguments as JSON (as Jinja's `tojson` writes it), each list longer than a cell holds (the
+    value set of every host of a cluster, hundreds of names) shortened to its first and last items and a count:
+    every argument is in validation.json."""
+    def short(value: Any) -> Any:
+        if isinstance(value, list) and len(value) > _ARGUMENT_ITEMS:
+            return [*map(short, value[:_ARGUMENT_ITEMS - 2]),
+                    f"... {len(value) - _ARGUMENT_ITEMS + 1} more in validation.json ...", short(value[-1])]
+        if isinstance(value, dict):
+            return {key: short(item) for key, item in value.items()}
+        return value
+
+    return jinja2.utils.htmlsafe_json_dumps(short(kwargs), sort_keys=True)
+
+
 def _cell(value: Any) -> str:
     """A value as a reader reads it: yes/no, numbers to 4 significant digits, lists as counted items."""
     if value is None:
@@ -333,6 +351,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
     env.filters["breakable_words"] = breakable_words
     env.filters["num"] = number
     env.filters["cell"] = _cell
+    env.filters["arguments"] = _arguments
     try:
         css = (templates_dir / CSS).read_text(encoding="utf-8")
         return env.get_template(TEMPLATE).render(css=css, **context)

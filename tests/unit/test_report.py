@@ -507,6 +507,30 @@ def test_a_cluster_scale_run_folds_the_per_file_tables() -> None:
     assert f"{APPENDIX_CAP - 1:064x}" in section and f"{APPENDIX_CAP:064x}" not in section
 
 
+def test_a_failed_cross_source_expectation_of_a_cluster_shows_its_host_list_shortened() -> None:
+    """A cluster's host_in_system failure carries the value set of every host (512 at 4,096 GPUs) in its
+    arguments: the report lists it with the findings, its first and last hosts and how many more are in
+    validation.json, not a page of names."""
+    import copy
+    from html import unescape
+
+    data = _input()
+    hosts = [f"gb-r{i // 18:02d}-n{i % 18:02d}" for i in range(512)]
+    failed = copy.deepcopy(next(x for x in data["validation"]["cross_source"] if x["expectation"] == "host_in_system"))
+    failed.update(status="FAIL", unexpected_count=1, unexpected_percent=0.2, message="1 of 513 rows",
+                  kwargs={**failed["kwargs"], "value_set": hosts},
+                  sample=[{"file": "nccl/pair/x.log", "line": 4, "value": "gb-spare-01"}])
+    data["validation"]["cross_source"] = [failed]
+    html = unescape(render_html(_context(data), TEMPLATES).replace("<wbr>", ""))
+    findings = html[html.index("<caption>Expectations that did not pass</caption>"):]
+    row = findings[findings.index("<code>host_in_system</code>"):]
+    row = row[:row.index("</tr>")]
+    assert "cross_source on bundle" in row and "nccl/pair/x.log</code> line 4: <code>gb-spare-01</code>" in row
+    shown = [h for h in hosts if f'"{h}"' in row]
+    assert shown == [*hosts[:10], hosts[-1]]
+    assert '"... 501 more in validation.json ..."' in row
+
+
 def test_a_bus_bandwidth_charts_message_sizes_read_in_binary_units() -> None:
     """The x axis ticks at powers of two and prints them as nccl-tests users read sizes (64 MiB, not 2^26); plain
     text, so no label goes through mathtext (whose parse per distinct label was a fifth of the charts' drawing)."""
