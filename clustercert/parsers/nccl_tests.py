@@ -554,10 +554,11 @@ _ARGV0 = re.compile(r'"args"\s*:\s*\[\s*"([^"]*)"')
 
 
 def _parse_json(data: bytes, display: str) -> NcclTestsResult:
-    """A `-J` JSON output's one test (above): its rows numbered by their place in `results` (the file is one line),
-    its ranks (each process's devices entry names its first rank: processes x threads x GPUs per thread) and hosts,
-    its average as printed. An unfinished document (the run aborted) is an aborted test, as text without its
-    average is; any other JSON is a located error."""
+    """A `-J` JSON output's one test (above): each row at the line its entry of `results` starts on (line 1 for all
+    in the one line nccl-tests writes, each its own in a document pretty-printed since), its ranks (each process's
+    devices entry names its first rank: processes x threads x GPUs per thread) and hosts, its average as printed.
+    An unfinished document (the run aborted) is an aborted test, as text without its average is; any other JSON is
+    a located error."""
     try:
         doc = json_of(data, display)
     except EvidenceError as exc:
@@ -581,7 +582,10 @@ def _parse_json(data: bytes, display: str) -> NcclTestsResult:
     collective = _collective_of(_BINARY.search(program), display)
     devices = json_devices(doc.get("config"), display)
     ranks, hosts = (len(devices) or None), tuple(host for _, host, _, _ in devices)
-    rows = [_json_row(result, index, display) for index, result in enumerate(doc["results"], start=1)]
+    text = data.decode("utf-8-sig")  # as json_of() read it
+    at = _result_lines(text, doc["results"])
+    rows = [_json_row(result, index, display, line)
+            for index, (result, line) in enumerate(zip(doc["results"], at, strict=True), start=1)]
     average = doc.get("average_bus_bandwidth")
     reported = (to_float(average.get("bandwidth"), file=display, line=None, field="average_bus_bandwidth.bandwidth",
                          hint=_HINT) if isinstance(average, dict) and "bandwidth" in average else None)
@@ -591,8 +595,34 @@ def _parse_json(data: bytes, display: str) -> NcclTestsResult:
              "aborted: no results" if not rows else "aborted: no average_bus_bandwidth")
     return NcclTestsResult(file=display, tests=[CollectiveTest(
         collective=collective, ranks=ranks, rows=rows if error is None else [], reported_avg_busbw=reported,
-        error=error, line=1, last_line=max(len(rows), 1), hosts=hosts,
+        error=error, line=1, last_line=line_total(text.rstrip()) or 1, hosts=hosts,
         cause=errors[0][:200] if errors and error is not None else None)])
+
+
+_RESULTS_KEY = re.compile(r'"results"\s*:\s*\[')
+
+
+def _result_lines(text: str, results: list[object]) -> list[int]:
+    """The line each entry of `results` starts on in `text`, walked entry by entry from the "results" key whose
+    entries are those (a string value "results" cannot be followed by ':'); 1 for each where no key's are."""
+    decoder = json.JSONDecoder()
+    for key in _RESULTS_KEY.finditer(text):
+        pos, line, counted_to, lines = key.end(), 1 + text.count("\n", 0, key.end()), key.end(), []
+        for expected in results:
+            while pos < len(text) and text[pos] in " \t\r\n,":
+                pos += 1
+            try:
+                value, end = decoder.raw_decode(text, pos)
+            except ValueError:
+                break
+            if value != expected:
+                break
+            line += text.count("\n", counted_to, pos)
+            lines.append(line)
+            counted_to, pos = pos, end
+        else:
+            return lines
+    return [1] * len(results)
 
 
 def _ends_unfinished(text: str) -> bool:
@@ -637,8 +667,8 @@ def json_devices(config: object, display: str) -> list[tuple[int, str, int, str]
     return sorted(out)
 
 
-def _json_row(result: object, index: int, display: str) -> NcclRow:
-    """One entry of `results` as a row (numbered `index`); a missing or bad value is a located error."""
+def _json_row(result: object, index: int, display: str, line: int) -> NcclRow:
+    """One entry of `results` as a row (the `index`th, at `line`); a missing or bad value is a located error."""
     where = f"results[{index - 1}]"
     if not isinstance(result, dict):
         raise EvidenceError(display, f"expected {where} to be an object, got {short_repr(result)}. {_HINT}",
@@ -663,6 +693,6 @@ def _json_row(result: object, index: int, display: str) -> NcclRow:
         sides.append((values[0], values[1], values[2], None if count is None else int(count)))
     (t_o, a_o, b_o, w_o), (t_i, a_i, b_i, w_i) = sides
     size = to_int(result.get("size"), file=display, line=None, field=f"{where}.size", hint=_HINT)
-    return NcclRow(size, t_o, a_o, b_o, t_i, a_i, b_i, w_o, w_i, index)
+    return NcclRow(size, t_o, a_o, b_o, t_i, a_i, b_i, w_o, w_i, line)
 
 

@@ -98,9 +98,20 @@ def test_each_real_test_as_json_reads_as_its_text(real_samples: Path, tmp_path: 
             (int(c[0]), float(c[7]), float(c[11])) for c in raw]
         assert len(read.rows) == len(text.rows) > 0
         for mine, theirs in zip(read.rows, text.rows, strict=True):
-            assert mine._replace(line=0) == theirs._replace(line=0)  # every value; a JSON row's line is its place
-        assert [r.line for r in read.rows] == list(range(1, len(read.rows) + 1))
+            assert mine._replace(line=0) == theirs._replace(line=0)  # every value
+        assert {r.line for r in read.rows} == {1} and (read.line, read.last_line) == (1, 1)  # the one line written
         assert read.computed_avg_busbw == pytest.approx(text.computed_avg_busbw)
+        # pretty-printed since (`jq . FILE`, here Python's indent): each row at the line its result starts on,
+        # found by hand as the line before its "size" key's
+        pretty = tmp_path / f"{collective}-pretty.json"
+        pretty.write_text(json.dumps(json.loads(path.read_text()), indent=2) + "\n")
+        (spread,) = FORMATS["nccl-tests"](pretty, pretty.name).tests
+        lines = pretty.read_text().splitlines()
+        starts = [n - 1 for n, line in enumerate(lines, 1) if line.lstrip().startswith('"size": ')]
+        assert [lines[n - 1].strip() for n in starts] == ["{"] * len(read.rows)
+        assert [r.line for r in spread.rows] == starts and spread.rows[0].line > 1
+        assert [r._replace(line=0) for r in spread.rows] == [r._replace(line=0) for r in read.rows]
+        assert spread.last_line == len(lines)
 
 
 def test_a_cut_short_json_run_is_an_aborted_test(real_samples: Path, tmp_path: Path) -> None:
@@ -166,9 +177,9 @@ def test_evidence_parse_shows_a_json_run_as_its_text(real_samples: Path, tmp_pat
     proc = run_cli("evidence", "parse", str(path), env={"COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     text = run_cli("evidence", "parse", str(source), env={"COLUMNS": "200"})
-    # the text's test line, its line numbers as the JSON's places (10 rows: results 1-10, the largest the tenth)
+    # the text's test line, at the JSON's one line (the test and its largest size's row all on line 1)
     shown = next(line for line in text.stdout.splitlines() if line.startswith("  alltoall:"))
-    expected = re.sub(r"lines \d+-\d+", "lines 1-10", re.sub(r"\(line \d+\)", "(line 10)", shown))
+    expected = re.sub(r"lines \d+-\d+", "line 1", re.sub(r"\(line \d+\)", "(line 1)", shown))
     assert text.stdout.splitlines()[1].startswith("  2 tests; ")  # alltoall and sendrecv: the JSON holds one run
     assert proc.stdout.splitlines()[:3] == [
         f"{path}: format nccl-tests (detected)",
