@@ -541,7 +541,9 @@ def _checked_row(tokens: list[str], number: int, display: str) -> NcclRow:
     )
 
 
-# nccl-tests' `-J FILE.json` output (src/util.cu, JSON_FILE_VERSION 1), one object per run of a test binary, written
+# nccl-tests' `-J FILE.json` output (src/util.cu, JSON_FILE_VERSION 1, and 2 since its per-iteration timing: the
+# config's "per_iter_timing" and "parallel_init", and with that timing "out_of_place_per_iter" and
+# "in_place_per_iter" objects in each result, which are not read), one object per run of a test binary, written
 # on one line without spaces: {"version":1,"start_time":"...","args":["<path>/all_reduce_perf",...],"env":[...],
 # "nccl_version":N,"config":{"nthreads":T,"ngpus":G,...,"devices":[{"rank":R,"hostname":H,...}, one per process]},
 # "results":[{"size":B,"count":C,"type":...,"redop":...,"root":...,"out_of_place":{"time"|"cpu_time":us,"alg_bw":x,
@@ -549,7 +551,7 @@ def _checked_row(tokens: list[str], number: int, display: str) -> NcclRow:
 # "out_of_bounds":{...},"average_bus_bandwidth":{"bandwidth":x,"okay":...},"errors":[...],"end_time":"..."}.
 # A number it could not print is the string "nan". A run that aborts leaves the document unfinished.
 JSON_HEAD = re.compile(r'\{\s*"version"\s*:\s*\d+\s*,\s*"start_time"\s*:\s*"[^"]*"\s*,\s*"args"\s*:\s*\[')
-_JSON_VERSION = 1
+_JSON_VERSIONS = (1, 2)
 _ARGV0 = re.compile(r'"args"\s*:\s*\[\s*"([^"]*)"')
 
 
@@ -574,8 +576,8 @@ def _parse_json(data: bytes, display: str) -> NcclTestsResult:
         got = "an object without a 'results' list" if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
         raise EvidenceError(display, f"expected nccl-tests `-J` JSON (an object with 'version', 'args', 'config' and "
                                      f"'results'), got {got}. {_HINT}", field="results")
-    if doc.get("version") != _JSON_VERSION:
-        raise EvidenceError(display, f"expected nccl-tests JSON version {_JSON_VERSION} (nccl-tests' util.cu), got "
+    if doc.get("version") not in _JSON_VERSIONS or isinstance(doc.get("version"), bool):
+        raise EvidenceError(display, "expected nccl-tests JSON version 1 or 2 (nccl-tests' util.cu), got "
                                      f"{short_repr(doc.get('version'))}. {_HINT}", field="version")
     args = doc.get("args")
     program = args[0] if isinstance(args, list) and args and isinstance(args[0], str) else ""

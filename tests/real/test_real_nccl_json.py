@@ -143,6 +143,33 @@ def _doc(**changes: Any) -> dict[str, Any]:
     return doc
 
 
+def test_version_2_with_per_iteration_timing_reads_as_version_1(real_samples: Path, tmp_path: Path) -> None:
+    """nccl-tests' current util.cu writes JSON_FILE_VERSION 2: its config adds "per_iter_timing" and
+    "parallel_init" (booleans written as strings), and with per-iteration timing each result holds
+    "out_of_place_per_iter" and "in_place_per_iter" objects after its out-of-place body. A real test written so
+    reads as the same test written as version 1 (it was refused: "expected nccl-tests JSON version 1, got 2")."""
+    source = real_samples / "nccl-tests" / "nccl_N2_G1_cnode2-001_cnode2-002.log"
+    collective, block = _tests_of(source)[0]
+    one = json.loads(_as_json(collective, block))
+    two = json.loads(_as_json(collective, block))
+    two["version"] = 2
+    two["config"] = {**two["config"], "per_iter_timing": "true", "parallel_init": "false"}
+    stats = {"min_us": 1.0, "max_us": 2.0, "avg_us": 1.5, "p50_us": 1.5, "p95_us": 2.0, "p99_us": 2.0,
+             "stdev_us": 0.5, "cv_pct": 33.3, "times_us": [1.0, 2.0]}
+    two["results"] = [{**{k: v for k, v in r.items() if k not in ("in_place", "actual_iterations",
+                                                                  "experiment_name")},
+                       "out_of_place_per_iter": stats, "in_place": r["in_place"], "in_place_per_iter": stats,
+                       "actual_iterations": r["actual_iterations"], "experiment_name": r["experiment_name"]}
+                      for r in one["results"]]
+    read = []
+    for name, doc in (("v1.json", one), ("v2.json", two)):
+        path = tmp_path / name
+        path.write_text(json.dumps(doc, separators=(",", ":")))
+        (test,) = FORMATS["nccl-tests"](path, "x.json").tests
+        read.append(test)
+    assert read[0] == read[1] and read[1].error is None and len(read[1].rows) == len(one["results"]) > 0
+
+
 def test_one_process_driving_eight_gpus_and_what_is_refused(tmp_path: Path) -> None:
     """`-g 8` in one process: its one devices entry names rank 0, and the run has 8 ranks on its host. A value that
     is not a number (nccl-tests prints an undefined one as "nan"), another version or no results: a located error."""
@@ -155,7 +182,7 @@ def test_one_process_driving_eight_gpus_and_what_is_refused(tmp_path: Path) -> N
     nan["results"][0]["in_place"]["bus_bw"] = "nan"
     cases = {
         "results[0].in_place.bus_bw": nan,
-        "version": _doc(version=2),
+        "version": _doc(version=3),
         "results": {"results": 5},
         "config.devices": _doc(config={"nthreads": 1, "ngpus": 1, "devices": [{"rank": 0}]}),
     }
