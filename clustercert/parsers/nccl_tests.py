@@ -50,6 +50,10 @@ _ROW_START = re.compile(r"^\s*\d[\d.eE+]*\s+\d")
 # nccl-tests `-S 1` (report_timestamps) prints the local time after each row's in-place columns (`%21s`)
 _STAMP_TAIL = re.compile(r"\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
 _ROW_MIN = 11  # size count type [redop] [root] + 4 out-of-place + 4 in-place; old versions lack root
+# nccl-tests' per-iteration timing (`# Per-Iteration Report` in the header, src/util.cu writeResultHeader) prints
+# i_min i_max i_p99 i_cv% after each side's #wrong: 5 + 2 x (4 + 4) columns
+_PER_ITERATION_ROW = 21
+_PER_ITERATION = ("i_min", "i_max", "i_p99", "i_cv%")
 
 
 class NcclRow(NamedTuple):
@@ -283,6 +287,8 @@ class _Reader:
             if cleaned[-3:-2] == ":" and (stamp := _STAMP_TAIL.search(cleaned)) is not None:
                 cleaned = cleaned[:stamp.start()]  # `-S 1`: the time the row was printed, after its in-place part
             tokens = cleaned.split()
+            if len(tokens) == _PER_ITERATION_ROW:
+                tokens = _without_per_iteration(tokens, number, self.display)
             if len(tokens) < _ROW_MIN:
                 self.pending = (cleaned, number)
                 return
@@ -502,6 +508,15 @@ def _read_stretch(found: list[tuple[str, ...]], number: int, reader: _Reader, wr
     if done < len(rows):
         reader.add_rows(rows[done:])
     return lines[-1] + after[-1] + 1
+
+
+def _without_per_iteration(tokens: list[str], number: int, display: str) -> list[str]:
+    """A per-iteration row's 13 columns of a plain one, its i_* statistics checked as numbers and set aside."""
+    for at, name in zip((9, 10, 11, 12, 17, 18, 19, 20), _PER_ITERATION * 2, strict=True):
+        if not to_float(tokens[at], file=display, line=number, field=name, hint=_HINT) >= 0:
+            raise EvidenceError(display, f"expected a non-negative {name}, got {tokens[at]}. {_HINT}", line=number,
+                                field=name)
+    return tokens[:9] + tokens[13:17]
 
 
 def _checked_row(tokens: list[str], number: int, display: str) -> NcclRow:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from clustercert.errors import EvidenceError
 from clustercert.parsers import detect_format, inspect_evidence
 from clustercert.parsers.megatron import parse_megatron
 from clustercert.parsers.megatron_golden import parse_megatron_golden
@@ -89,6 +90,41 @@ def test_nccl_output_with_row_timestamps_reads_as_without(real_samples: Path, tm
     assert rows > 0 and text.count("\n") == stamped.read_text().count("\n")
     assert parse_nccl_tests(stamped, name).to_json() == parse_nccl_tests(real_samples / "nccl-tests" / name,
                                                                          name).to_json()
+
+
+@pytest.mark.parametrize("name", ["nccl_N10_G8.log", "nccl_N2_G1_cnode2-001_cnode2-002.log"])
+def test_nccl_output_with_per_iteration_timing_reads_as_without(real_samples: Path, tmp_path: Path,
+                                                                name: str) -> None:
+    """nccl-tests' per-iteration timing prints i_min i_max i_p99 i_cv% after each side's #wrong (each `%7s`, its
+    header says so: src/util.cu writeResultHeader): each row reads as the same row without them (it was "expected at
+    most 13 columns in a result row, got 21"); a statistic that is not a number is a located error."""
+    text = (real_samples / "nccl-tests" / name).read_text()
+    lines, rows = [], 0
+    for line in text.splitlines(keepends=True):
+        cells = line.split()
+        if line.startswith("# nThread "):  # the header line util.cu adds with per-iteration timing
+            line += "# Per-Iteration Report: CUDA event timing; i_* uses max over process rows \n"
+        elif len(cells) == 13 and cells[0].isdigit():
+            rows += 1
+            stats = "".join(f"  {v:>7}" for v in (cells[5], f"{float(cells[5]) * 1.5:.1f}", cells[5], "12.50"))
+            line = ("  ".join(f"{c:>12}" for c in cells[:5]) + "".join(f"  {c:>7}" for c in cells[5:9]) + stats
+                    + "".join(f"  {c:>7}" for c in cells[9:13]) + stats + "\n")
+        lines.append(line)
+    timed = tmp_path / name
+    timed.write_text("".join(lines))
+    assert rows > 0 and all(len(ln.split()) == 21 for ln in lines if ln[:1] == " " and ln.split()[0].isdigit())
+    plain = parse_nccl_tests(real_samples / "nccl-tests" / name, name)
+    read = parse_nccl_tests(timed, name)
+    # the same rows and averages; each row one line later for each header line added above it
+    assert [[r._replace(line=0) for r in t.rows] for t in read.tests] == [
+        [r._replace(line=0) for r in t.rows] for t in plain.tests]
+    assert [t.reported_avg_busbw for t in read.tests] == [t.reported_avg_busbw for t in plain.tests]
+    bad = [ln.replace("12.50", "n/a", 1) if ln.split()[-1:] == ["12.50"] else ln for ln in lines]
+    written = "".join(bad)
+    at = written[:written.index("n/a")].count("\n") + 1  # its line in the file (a header line was added above)
+    timed.write_text(written)
+    with pytest.raises(EvidenceError, match=rf"{name} line {at} field 'i_cv%': expected a number"):
+        parse_nccl_tests(timed, name)
 
 
 def test_nccl_first_row_read_by_hand(real_samples: Path) -> None:
