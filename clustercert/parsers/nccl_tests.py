@@ -685,31 +685,32 @@ def json_devices(config: object, display: str) -> list[tuple[int, str, int, str]
 
 
 def _json_row(result: object, index: int, display: str, line: int) -> NcclRow:
-    """One entry of `results` as a row (the `index`th, at `line`); a missing or bad value is a located error."""
+    """One entry of `results` as a row (the `index`th, at `line`); a missing or bad value is an error naming its line
+    and field."""
     where = f"results[{index - 1}]"
     if not isinstance(result, dict):
         raise EvidenceError(display, f"expected {where} to be an object, got {short_repr(result)}. {_HINT}",
-                            field="results")
+                            line=line, field="results")
     sides: list[tuple[float, float, float, int | None]] = []
     for key in ("out_of_place", "in_place"):
         side = result.get(key)
         if not isinstance(side, dict):
             raise EvidenceError(display, f"expected {where}.{key} to be an object (time, alg_bw, bus_bw, nwrong), got "
-                                         f"{short_repr(side)}. {_HINT}", field=f"{where}.{key}")
+                                         f"{short_repr(side)}. {_HINT}", line=line, field=f"{where}.{key}")
         timed = "cpu_time" if "cpu_time" in side and "time" not in side else "time"
         values = []
         for name in (timed, "alg_bw", "bus_bw"):
-            value = to_float(side.get(name), file=display, line=None, field=f"{where}.{key}.{name}", hint=_HINT)
+            value = to_float(side.get(name), file=display, line=line, field=f"{where}.{key}.{name}", hint=_HINT)
             if value < 0:
-                raise EvidenceError(display, f"expected a non-negative {name}, got {value}. {_HINT}",
+                raise EvidenceError(display, f"expected a non-negative {name}, got {value}. {_HINT}", line=line,
                                     field=f"{where}.{key}.{name}")
             values.append(value)
         wrong = side.get("nwrong")
-        count = None if wrong is None else to_float(wrong, file=display, line=None, field=f"{where}.{key}.nwrong",
+        count = None if wrong is None else to_float(wrong, file=display, line=line, field=f"{where}.{key}.nwrong",
                                                     hint=_HINT)
         sides.append((values[0], values[1], values[2], None if count is None else int(count)))
     (t_o, a_o, b_o, w_o), (t_i, a_i, b_i, w_i) = sides
-    size = to_int(result.get("size"), file=display, line=None, field=f"{where}.size", hint=_HINT)
+    size = to_int(result.get("size"), file=display, line=line, field=f"{where}.size", hint=_HINT)
     return NcclRow(size, t_o, a_o, b_o, t_i, a_i, b_i, w_o, w_i, line)
 
 

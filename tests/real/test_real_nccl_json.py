@@ -191,6 +191,16 @@ def test_one_process_driving_eight_gpus_and_what_is_refused(tmp_path: Path) -> N
         with pytest.raises(EvidenceError) as caught:
             FORMATS["nccl-tests"](path, path.name)
         assert caught.value.field == field, str(caught.value)
+        # a row's value is named at its result's line (the one line json.dumps writes)
+        assert caught.value.line == (1 if field.startswith("results[") else None), str(caught.value)
+    pretty = _doc()
+    pretty["results"].append(json.loads(json.dumps(pretty["results"][0])))
+    pretty["results"][1]["out_of_place"]["alg_bw"] = -1.0
+    path.write_text(json.dumps(pretty, indent=1))
+    starts = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line == "  {"]  # each result's '{'
+    with pytest.raises(EvidenceError) as caught:
+        FORMATS["nccl-tests"](path, path.name)
+    assert (caught.value.line, caught.value.field) == (starts[1], "results[1].out_of_place.alg_bw")
     path.write_text(json.dumps(_doc(results=[], errors=["remote process exited"])))
     (empty,) = FORMATS["nccl-tests"](path, path.name).tests
     assert (empty.error, empty.cause, empty.rows) == ("aborted: no results", "remote process exited", [])
