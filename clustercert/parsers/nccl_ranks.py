@@ -9,7 +9,7 @@ from pathlib import Path
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
 from clustercert.parsers.common import DEFAULT_LIMIT, json_of
-from clustercert.parsers.nccl_tests import JSON_HEAD, json_devices
+from clustercert.parsers.nccl_tests import JSON_HEAD, entry_lines, json_devices
 from clustercert.parsers.training import text_of
 
 __all__ = ["RankLine", "read_rank_lines"]
@@ -45,11 +45,16 @@ def read_rank_lines(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> 
 
 
 def _json_ranks(data: bytes, display: str) -> list[RankLine]:
-    """The ranks of nccl-tests' JSON (`json_devices`), all at line 1 (the file is one line); none from a run cut
-    short, which the parser reads as an aborted test."""
+    """The ranks of nccl-tests' JSON (`json_devices`), each at the line its devices entry starts on (line 1 in the
+    one line nccl-tests writes); none from a run cut short, which the parser reads as an aborted test."""
     try:
         doc = json_of(data, display)
     except EvidenceError:
         return []
     config = doc.get("config") if isinstance(doc, dict) else None
-    return [RankLine(rank, host, device, gpu, 1) for rank, host, device, gpu in json_devices(config, display)]
+    devices = json_devices(config, display)
+    if not devices:
+        return []
+    assert isinstance(config, dict)  # json_devices found its devices list
+    lines = entry_lines(data.decode("utf-8-sig"), "devices", config["devices"])
+    return [RankLine(rank, host, device, gpu, lines[entry]) for rank, host, device, gpu, entry in devices]

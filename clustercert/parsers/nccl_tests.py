@@ -17,7 +17,8 @@ from clustercert.evidence.guards import read_regular, short_repr
 from clustercert.parsers.common import DEFAULT_LIMIT, json_of, to_float, to_int
 from clustercert.parsers.training import line_total, text_of
 
-__all__ = ["JSON_HEAD", "CollectiveTest", "NcclRow", "NcclTestsResult", "json_devices", "parse_nccl_tests"]
+__all__ = ["JSON_HEAD", "CollectiveTest", "NcclRow", "NcclTestsResult", "entry_lines", "json_devices",
+           "parse_nccl_tests"]
 
 FORMAT = "nccl-tests"
 _HINT = "Check that the file is nccl-tests output as the tool wrote it; re-run nccl-tests if it was cut short."
@@ -598,9 +599,9 @@ def _parse_json(data: bytes, display: str) -> NcclTestsResult:
     program = args[0] if isinstance(args, list) and args and isinstance(args[0], str) else ""
     collective = _collective_of(_BINARY.search(program), display)
     devices = json_devices(doc.get("config"), display)
-    ranks, hosts = (len(devices) or None), tuple(host for _, host, _, _ in devices)
+    ranks, hosts = (len(devices) or None), tuple(host for _, host, _, _, _ in devices)
     text = data.decode("utf-8-sig")  # as json_of() read it
-    at = _result_lines(text, doc["results"])
+    at = entry_lines(text, "results", doc["results"])
     rows = [_json_row(result, index, display, line)
             for index, (result, line) in enumerate(zip(doc["results"], at, strict=True), start=1)]
     average = doc.get("average_bus_bandwidth")
@@ -616,16 +617,14 @@ def _parse_json(data: bytes, display: str) -> NcclTestsResult:
         cause=errors[0][:200] if errors and error is not None else None)])
 
 
-_RESULTS_KEY = re.compile(r'"results"\s*:\s*\[')
-
-
-def _result_lines(text: str, results: list[object]) -> list[int]:
-    """The line each entry of `results` starts on in `text`, walked entry by entry from the "results" key whose
-    entries are those (a string value "results" cannot be followed by ':'); 1 for each where no key's are."""
+def entry_lines(text: str, key: str, entries: list[object]) -> list[int]:
+    """The line each of `entries`, the list under `key` in the JSON `text`, starts on: walked entry by entry from
+    the `key` whose list holds those entries (a string value cannot be followed by ':'); 1 for each where no
+    key's does (line 1 is every entry's in the one line nccl-tests writes)."""
     decoder = json.JSONDecoder()
-    for key in _RESULTS_KEY.finditer(text):
-        pos, line, counted_to, lines = key.end(), 1 + text.count("\n", 0, key.end()), key.end(), []
-        for expected in results:
+    for found in re.finditer(rf'"{re.escape(key)}"\s*:\s*\[', text):
+        pos, line, counted_to, lines = found.end(), 1 + text.count("\n", 0, found.end()), found.end(), []
+        for expected in entries:
             while pos < len(text) and text[pos] in " \t\r\n,":
                 pos += 1
             try:
@@ -639,7 +638,7 @@ def _result_lines(text: str, results: list[object]) -> list[int]:
             counted_to, pos = pos, end
         else:
             return lines
-    return [1] * len(results)
+    return [1] * len(entries)
 
 
 def _ends_unfinished(text: str) -> bool:
@@ -662,25 +661,26 @@ def _collective_of(found: re.Match[str] | None, display: str) -> str:
     return found.group(1) if found is not None else "unknown"
 
 
-def json_devices(config: object, display: str) -> list[tuple[int, str, int, str]]:
-    """(rank, host, local device, GPU name) of every rank of a `-J` output's config, in rank order: each process's
-    devices entry is its first rank's (nccl-tests parses one line of the process's lines), its other threads x GPUs
-    ranks follow on its host's next devices, the first one's GPU name taken for theirs. Empty without devices."""
+def json_devices(config: object, display: str) -> list[tuple[int, str, int, str, int]]:
+    """(rank, host, local device, GPU name, index of its devices entry) of every rank of a `-J` output's config, in
+    rank order: each process's devices entry is its first rank's (nccl-tests parses one line of the process's
+    lines), its other threads x GPUs ranks follow on its host's next devices, the first one's GPU name taken for
+    theirs. Empty without devices."""
     if not isinstance(config, dict) or not isinstance(config.get("devices"), list):
         return []
     each = 1
     for key in ("nthreads", "ngpus"):
         value = config.get(key)
         each *= value if isinstance(value, int) and value > 0 else 1
-    out: list[tuple[int, str, int, str]] = []
-    for device in config["devices"]:
+    out: list[tuple[int, str, int, str, int]] = []
+    for entry, device in enumerate(config["devices"]):
         rank, host, local, gpu = ((device.get(k) for k in ("rank", "hostname", "device", "device_info"))
                                   if isinstance(device, dict) else (None, None, None, None))
         if not isinstance(rank, int) or not isinstance(host, str):
             raise EvidenceError(display, f"expected each config.devices entry to hold a rank and a hostname, got "
                                          f"{short_repr(device)}. {_HINT}", field="config.devices")
         first = local if isinstance(local, int) else 0
-        out += [(rank + i, host, first + i, gpu if isinstance(gpu, str) else "") for i in range(each)]
+        out += [(rank + i, host, first + i, gpu if isinstance(gpu, str) else "", entry) for i in range(each)]
     return sorted(out)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers import FORMATS, detect_format
+from clustercert.parsers.nccl_ranks import read_rank_lines
 from tests.conftest import run_cli
 
 _TEST = re.compile(r"# Collective test starting: (\w+)_perf\n(.*?)# Collective test concluded", re.S)
@@ -112,6 +113,15 @@ def test_each_real_test_as_json_reads_as_its_text(real_samples: Path, tmp_path: 
         assert [r.line for r in spread.rows] == starts and spread.rows[0].line > 1
         assert [r._replace(line=0) for r in spread.rows] == [r._replace(line=0) for r in read.rows]
         assert spread.last_line == len(lines)
+        # and each rank at the line its devices entry starts on, the '{' before its "rank" key (found by hand);
+        # in the one line written, line 1
+        firsts = {int(ln.split(":")[1].strip(" ,")): n - 1 for n, ln in enumerate(lines, 1)
+                  if ln.lstrip().startswith('"rank": ')}
+        assert all(lines[n - 1].strip() == "{" for n in firsts.values())
+        ranked = read_rank_lines(pretty, pretty.name)
+        assert len(ranked) == read.ranks and [r.line for r in ranked] == [
+            firsts[max(f for f in firsts if f <= r.rank)] for r in ranked]
+        assert {r.line for r in read_rank_lines(path, path.name)} == {1}
 
 
 def test_a_cut_short_json_run_is_an_aborted_test(real_samples: Path, tmp_path: Path) -> None:
