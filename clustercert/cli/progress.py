@@ -10,6 +10,7 @@ one that takes the next 20 s)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -19,6 +20,8 @@ from typing import Any, Protocol
 
 from rich.console import Console
 from rich.text import Text
+
+from clustercert.cli import safety
 
 __all__ = ["Progress"]
 
@@ -67,6 +70,7 @@ class Progress:
         self._pending: str | None = None  # the latest line of the stage held back within the period
         self._timer: _Timer | None = None  # shows it when the period ends
         self._closed = False
+        self._quiet_on_stop = contextlib.ExitStack()
 
     def __call__(self, stage: str, what: str = "") -> None:
         if not self.enabled:
@@ -103,6 +107,8 @@ class Progress:
             self._show(text, now)
 
     def _show(self, text: str, now: float) -> None:
+        if self._closed:  # quieted by a signal while this line waited for the lock
+            return
         self._shown = now
         if self.live:
             if self._status is None:
@@ -113,11 +119,21 @@ class Progress:
         else:
             self.console.print(f"progress [{now - self.started:6.1f} s] {text}", markup=False, highlight=False)
 
+    def quiet(self) -> None:
+        """Show nothing more, and take the live line off the terminal: a signal stops the command, and its own line
+        is the last. Called from the signal handler, so without the lock the interrupted code may hold."""
+        self._closed, self._pending = True, None
+        status, self._status = self._status, None
+        if status is not None:
+            status.stop()
+
     def __enter__(self) -> Progress:
+        self._quiet_on_stop.enter_context(safety.quiet_on_stop(self.quiet))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._quiet_on_stop.close()
         with self._lock:
             self._closed, self._pending = True, None
             if self._timer is not None:

@@ -18,14 +18,15 @@ from clustercert import lifeline
 from clustercert.errors import SigningError, UsageError
 
 __all__ = ["SIGNAL_EXIT_CODES", "check_key_dir", "check_reports_dir", "discard_unfinished", "install_signal_handlers",
-           "output_folder", "own_prefect_sigterm", "running", "scratch", "write_crash_log"]
+           "output_folder", "own_prefect_sigterm", "quiet_on_stop", "running", "scratch", "write_crash_log"]
 
 SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal number, as shells report it
 _ENVELOPE = "manifest.dsse.json"  # attest.manifest.ENVELOPE (not imported: this module loads before anything heavy)
 _state: dict[str, Path | None] = {"run_dir": None}
 _scratch: list[Path] = []  # the command's own temporary folders (`scratch`), removed on a signal too
 _outputs: list[Path] = []  # the output folder a command is writing (`output_folder`), removed on a signal
-_stopping: list[int] = []
+_stopping: list[str] = []  # once a signal came: its name, then the line that tells what it stopped
+_quieted: list[Callable[[], None]] = []  # what writes to the terminal while a command runs (`quiet_on_stop`)
 
 
 def check_reports_dir(reports: Path) -> None:
@@ -112,6 +113,17 @@ def running(run_dir: Path) -> Iterator[None]:
         _state["run_dir"] = None
 
 
+@contextlib.contextmanager
+def quiet_on_stop(quiet: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a signal calls `quiet` first: what writes to the terminal from another thread (the
+    progress display's timer, its live line) writes nothing after the stop's own line, which is the last."""
+    _quieted.append(quiet)
+    try:
+        yield
+    finally:
+        _quieted.remove(quiet)
+
+
 def _stop_children() -> None:
     # os._exit skips atexit: stop what this process started (the temporary Prefect server, a local Dask
     # cluster's worker processes) so that none is orphaned.
@@ -143,20 +155,30 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     if lifeline.defer(functools.partial(_on_signal, signum, frame)):
         return  # a step that makes something (a helper, a file, a folder) is under way: handled as it ends
     code = SIGNAL_EXIT_CODES.get(signal.Signals(signum), 128 + signum)
-    if _stopping:  # a second signal while stopping: go now
+    if _stopping:  # a second signal while stopping: go now, with the first one's line
+        _write_stop_line(_stopping[-1] if len(_stopping) > 1 else f"stopped by {_stopping[0]}.")
         os._exit(code)
-    _stopping.append(signum)
+    _stopping.append(signal.Signals(signum).name)
+    for quiet in list(_quieted):
+        with contextlib.suppress(Exception):
+            quiet()
     note = discard_unfinished(_state["run_dir"])
     for folder in _outputs:
         shutil.rmtree(folder, ignore_errors=True)
         note += f"; the unfinished {folder} was removed"
-    name = signal.Signals(signum).name
-    with contextlib.suppress(OSError):
-        os.write(2, f"stopped by {name}{note}. Run the command again to start anew.\n".encode())
+    _stopping.append(f"stopped by {_stopping[0]}{note}. Run the command again to start anew.")
     _stop_children()
     for folder in _scratch:  # after the children that might write into it are stopped
         shutil.rmtree(folder, ignore_errors=True)
+    # last: a line another thread was printing as the signal came has ended by now (written before the children
+    # were stopped, this line was followed by a held progress line in a CI run)
+    _write_stop_line(_stopping[-1])
     os._exit(code)
+
+
+def _write_stop_line(line: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"{line}\n".encode())
 
 
 def own_prefect_sigterm() -> None:

@@ -4,6 +4,11 @@ reach whoever listens, from any thread."""
 from __future__ import annotations
 
 import io
+import os
+import re
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
 
@@ -13,6 +18,7 @@ from rich.console import Console
 from clustercert.cli.progress import Progress
 from clustercert.evidence.guards import amount
 from flows.progress import listening, report
+from tests.conftest import ROOT
 
 
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:
@@ -229,6 +235,64 @@ def test_without_a_period_every_line_is_shown() -> None:
             report("scaling", f"parse pair-{number}")
     assert [line.split("] ", 1)[1] for line in buffer.getvalue().splitlines()] == [
         "scaling: parse pair-1", "scaling: parse pair-2", "scaling: parse pair-3"]
+
+
+_STOPPED_WHILE_A_LINE_IS_HELD = textwrap.dedent("""
+    import os, signal, sys, time
+    from rich.console import Console
+    from clustercert.cli import safety
+    from clustercert.cli.progress import Progress
+
+    safety.install_signal_handlers()
+    stop_children = safety._stop_children
+
+    def slowly():  # a temporary Prefect server that takes its time to stop, as a real one may
+        if sys.argv[2] == "twice":  # the user, tired of waiting, presses Ctrl-C
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(2.0)
+        stop_children()
+
+    safety._stop_children = slowly
+    console = Console(stderr=True, force_terminal=sys.argv[1] == "terminal", width=80, color_system=None)
+    with Progress(console, every=1.0) as progress:
+        progress("report", "render and sign")
+        progress("report", "render the HTML and PDF reports")  # held for the period, which ends while stopping
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(600)
+""")
+_STOP_LINE = "stopped by SIGTERM. Run the command again to start anew.\n"
+
+
+def _stopped(console: str, signals: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _STOPPED_WHILE_A_LINE_IS_HELD, console, signals], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["plain", "terminal"])
+def test_a_signal_s_line_is_the_last_on_stderr(terminal: bool) -> None:
+    """CI's run of tests/hostile/test_whole_runs.py saw a held progress line printed by its timer after "stopped by
+    SIGTERM", while the temporary server stopped; on a terminal the live line went on being drawn over the stop's
+    line. A signal now quiets the display first and writes its line last; on a terminal the live line is erased."""
+    run = _stopped("terminal" if terminal else "plain", "once")
+    assert run.returncode == 143, run.stderr
+    assert "render the HTML" not in run.stderr
+    if terminal:
+        # the live line drawn, then erased (the cursor up to its line, the line cleared), the cursor shown again
+        assert "] report: render and sign" in run.stderr
+        assert run.stderr.endswith("\x1b[1A\x1b[2K" + _STOP_LINE), repr(run.stderr)
+        assert run.stderr.rindex("\x1b[?25h") > run.stderr.rindex("\x1b[?25l"), repr(run.stderr)
+    else:
+        assert re.fullmatch(r"progress \[ +\d+\.\d s\] report: render and sign\n" + re.escape(_STOP_LINE),
+                            run.stderr), run.stderr
+
+
+def test_a_second_signal_while_stopping_ends_at_once_with_the_first_ones_line() -> None:
+    """Ctrl-C pressed while a SIGTERM's stop waits for the temporary server: the command ends at once, with the
+    exit code of the second signal, and still says what the first stopped."""
+    run = _stopped("plain", "twice")
+    assert run.returncode == 130, run.stderr
+    assert run.stderr.splitlines()[1:] == [_STOP_LINE.strip()], run.stderr
 
 
 def test_a_phase_tells_how_far_a_long_read_of_its_evidence_is(monkeypatch: pytest.MonkeyPatch) -> None:
