@@ -377,6 +377,12 @@ def _pipe_log_fast(
     count = len(between) - 1
     if not count:
         return None
+    # Records on consecutive lines (nothing printed between them, as a log without timers has it): every text
+    # between two records is the same (a line break and the next record's indent), and each check below reads the
+    # texts between records one by one, so this one text is read once, with the first and the last
+    gap = between[1] if count > 1 else ""
+    uniform = count > 1 and between.count(gap) - (between[0] == gap) - (between[-1] == gap) == count - 1
+    outer = [between[0], gap, between[-1]] if uniform else between  # the distinct texts between records
     # Every record head of the text is one of these records. Each record holds `words` times "iteration" at its
     # literal text, where no head can start (a key's is followed by ':' before any '|'): when the text holds no
     # more, every head is a record's (the count, a C scan, spares most files the head pattern's scan)
@@ -387,9 +393,9 @@ def _pipe_log_fast(
         # spaces after it in the text before the record: the texts between records joined by "iteration" hold
         # every such one (and more: _STAMP_BEFORE_HEAD also finds one a line before, which is then read line by
         # line all the same)
-        if _STAMP_BEFORE_HEAD.search("iteration".join(between)) is not None:
+        if _STAMP_BEFORE_HEAD.search("iteration".join(outer)) is not None:
             return None
-        if _WORD.search("".join(map(_LAST_CHAR, between[:-1]))) is not None:  # `preiteration`: no record
+        if _WORD.search("".join(map(_LAST_CHAR, outer[:-1]))) is not None:  # `preiteration`: no record
             return None
     # No nan or inf value (NAN_VALUE) in the text: a match starts at a ':' and stays on its line, so it lies in the
     # text between records (a record starts with '[' or 'iteration', which no match reaches into) or in a part's
@@ -399,7 +405,7 @@ def _pipe_log_fast(
     unread = [offset + 3 + index for index, (name, _) in enumerate(template.fields) if name is None]
     # the values no field reads, each after its ':' and before a line break (`pieces_hold_nan_value`'s reading)
     unread_values = "\n:".join(itertools.chain.from_iterable(map(columns.__getitem__, unread)))
-    if pieces_hold_nan_value(between) or pieces_hold_nan_value([unread_values], ":"):
+    if pieces_hold_nan_value(outer) or pieces_hold_nan_value([unread_values], ":"):
         return None
     # A throughput, pause or evaluation line's text within a record sends the file line by line (below, where
     # these are read from the text without its records). A record's text is its keys (none holds one: _template),
@@ -430,15 +436,23 @@ def _pipe_log_fast(
             values[name] = floats
     if step_times is None or any(map((0.0).__gt__, step_times)):  # none, or one below 0
         return None
-    newlines = list(map(str.count, between, itertools.repeat("\n")))
     # The text without its records: a record holds no line break, so each line keeps its number; a line without
     # a record is as in the text. No record holds a throughput, pause or evaluation line's text (above), and none
     # is made where a record was taken out (a record starts with "iteration" or '[' and ends before a line break):
     # each such text of the file is in it, on its line
-    unrecorded = "".join(between)
-    del between
+    if uniform:
+        # the gap holds a line break or more (a record ends at one)
+        first, step, last = (text.count("\n") for text in outer)
+        unrecorded = between[0] + gap * (count - 1) + between[-1]
+        lines = list(range(1 + first, 1 + first + step * count, step))
+        total = first + step * (count - 1) + last  # the text's line breaks: every one lies between records
+    else:
+        newlines = list(map(str.count, between, itertools.repeat("\n")))
+        unrecorded = "".join(between)
+        lines = list(itertools.accumulate(newlines[:-1], initial=1))[1:]  # a record holds no line break
+        total = sum(newlines)
+    del between, outer
     columns[0] = []
-    lines = list(itertools.accumulate(newlines[:-1], initial=1))[1:]  # a record holds no line break
     pause = [0.0] * count
     untimed = [False] * count
     tflops: dict[int, float] = {}
@@ -506,7 +520,6 @@ def _pipe_log_fast(
     del columns
     steps = make_steps(names, [iterations, most, step_times, lines, timestamps, [ms / 1000.0 for ms in pause], untimed,
                                *values.values()])
-    total = sum(newlines)  # the text's line breaks: every one lies between records
     return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=[],
                        line_count=total + (0 if not text or text.endswith("\n") else 1), warnings=[])
 

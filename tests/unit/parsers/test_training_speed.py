@@ -257,6 +257,31 @@ def test_a_word_running_into_iteration_and_a_nan_between_records_read_alike(tmp_
     assert [s.line for s in log.steps] == [1, 2, 3, 5, 6, 7]
 
 
+@pytest.mark.parametrize("gap", [
+    "\n", "\n\n", "\n \n ", "\nlm loss: nan\n", "\n [2025-08-29 17:02:51] ", "\n [2025-08-29 17:02:51]\n",
+    "\n    save-checkpoint ..........: (10.0, 20.0)\n", "\n validation loss at iteration 2 | lm loss value: 2.0 |\n",
+    "\nStep Time : 0.5s GPU utilization: 9.5MODEL_TFLOP/s/GPU\n", "\npre", "\n\u00e9 ",
+])
+@pytest.mark.parametrize("fmt", ["megatron", "megatron-deepspeed"])
+def test_the_same_text_between_every_two_records_reads_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             fmt: str, gap: str) -> None:
+    """Records on consecutive lines, or the same text between every two (the bulk reading then reads that text
+    once, not once per record): each kind of text there reads as the line-by-line reading reads it."""
+    read, make = READERS[fmt]
+    rng = random.Random(f"{fmt}{gap}")
+    records = [make(rng, i, False).strip() for i in range(5)]  # each starts with "iteration", ends with "|"
+    text = "> header" + "".join(gap + record for record in records) + "\n"
+    path = tmp_path / "x.log"
+    path.write_bytes(text.encode())
+    fast, slow = both(monkeypatch, read, path)
+    assert fast == slow
+    if gap in ("\n", "\n\n"):  # read in bulk, each record on its line (counted by hand)
+        assert megatron._pipe_log_fast(text, "x.log", fmt=fmt, fields=MEGATRON_FIELDS,
+                                       wrapped=fmt == "megatron-deepspeed") is not None
+        assert [s.line for s in read(path, "x.log").steps] == ([2, 3, 4, 5, 6] if gap == "\n" else [3, 5, 7, 9, 11])
+        assert read(path, "x.log").line_count == (6 if gap == "\n" else 11)
+
+
 DEEPSPEED_CLEAN = (
     "> header\n"
     " iteration        1/      20 | consumed samples: 8 | elapsed time per iteration (s): 1.25 | learning rate: 1.0E-04 | lm loss: 7.5 |\n"
