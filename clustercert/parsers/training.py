@@ -322,6 +322,8 @@ def may_hold_nan_value(text: str) -> bool:
     """False only where NAN_VALUE matches nowhere in `text`: ASCII text, lower-cased and without the spaces the
     pattern allows, holds none of `:nan`, `:-nan`, `:inf`, `:-inf` (found in C several times faster than the
     pattern's scan). True for any other text, which the pattern must search."""
+    if "n" not in text and "N" not in text:  # in every match (nan, inf): numbers alone hold none (a C scan each)
+        return False
     if not text.isascii():
         return True
     squeezed = text.encode().translate(_LOWER, _LINE_SPACES)

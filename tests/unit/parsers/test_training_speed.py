@@ -282,6 +282,25 @@ def test_the_same_text_between_every_two_records_reads_alike(tmp_path: Path, mon
         assert read(path, "x.log").line_count == (6 if gap == "\n" else 11)
 
 
+@pytest.mark.parametrize("stamp", ["2025-13-29 17:02:51", "2025-08-29 25:02:51", "\u0662\u0660\u0662\u0665-08-29 17:02:51"])
+def test_a_print_time_that_is_no_calendar_time_reads_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           stamp: str) -> None:
+    """A print time the pattern takes (four digits, ...) that is no calendar time (month 13, hour 25, digits of
+    another script) puts its step on no clock, in the bulk reading as line by line; the others keep theirs."""
+    rng = random.Random(stamp)
+    records = [megatron_line(rng, i, True) for i in range(4)]
+    records[2] = records[2].replace(records[2][2:21], stamp, 1)
+    text = "".join(records)
+    path = tmp_path / "x.log"
+    path.write_bytes(text.encode())
+    fast, slow = both(monkeypatch, parse_megatron, path)
+    assert fast == slow
+    assert megatron._pipe_log_fast(text, "x.log", fmt="megatron", fields=MEGATRON_FIELDS, wrapped=False) is not None
+    stamps = [s.timestamp_s for s in parse_megatron(path, "x.log").steps]
+    assert stamps[2] is None and None not in stamps[:2] + stamps[3:], stamps
+    assert stamps[1] - stamps[0] == 1.0  # 17:00:00 and 17:00:01 (megatron_line's)
+
+
 DEEPSPEED_CLEAN = (
     "> header\n"
     " iteration        1/      20 | consumed samples: 8 | elapsed time per iteration (s): 1.25 | learning rate: 1.0E-04 | lm loss: 7.5 |\n"
