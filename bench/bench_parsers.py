@@ -37,7 +37,9 @@ def megatron(i: int) -> str:
         f" [2025-08-29 17:02:51] iteration {i:8d}/ 9999999 | consumed samples: {i * 8:12d} | elapsed time per "
         f"iteration (ms): 751.{i % 10} | learning rate: 5.000000E-05 | global batch size:     8 | lm loss: "
         f"1.057679E+01 | loss scale: 1.0 | grad norm: 16.560 | number of skipped iterations:   0 | number of nan "
-        "iterations:   0 |\nStep Time : 0.75s GPU utilization: 663.5MODEL_TFLOP/s/GPU\n"
+        # each step's throughput line its own, as a real log's (the same line after every record would let the
+        # bulk reading read it once: 4 % faster than a real log is read)
+        f"iterations:   0 |\nStep Time : 0.75{i % 10}s GPU utilization: 663.{i % 10}MODEL_TFLOP/s/GPU\n"
     )
 
 
