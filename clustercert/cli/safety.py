@@ -25,7 +25,7 @@ _ENVELOPE = "manifest.dsse.json"  # attest.manifest.ENVELOPE (not imported: this
 _state: dict[str, Path | None] = {"run_dir": None}
 _scratch: list[Path] = []  # the command's own temporary folders (`scratch`), removed on a signal too
 _outputs: list[Path] = []  # the output folder a command is writing (`output_folder`), removed on a signal
-_stopping: list[str] = []  # once a signal came: its name, then the line that tells what it stopped
+_stopping: dict[str, str] = {}  # once a signal came: its "name", then the "line" that tells what it stopped
 _quieted: list[Callable[[], None]] = []  # what writes to the terminal while a command runs (`quiet_on_stop`)
 
 
@@ -156,9 +156,9 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         return  # a step that makes something (a helper, a file, a folder) is under way: handled as it ends
     code = SIGNAL_EXIT_CODES.get(signal.Signals(signum), 128 + signum)
     if _stopping:  # a second signal while stopping: go now, with the first one's line
-        _write_stop_line(_stopping[-1] if len(_stopping) > 1 else f"stopped by {_stopping[0]}.")
+        _write_stop_line(_stopping.get("line", f"stopped by {_stopping['name']}."))
         os._exit(code)
-    _stopping.append(signal.Signals(signum).name)
+    _stopping["name"] = signal.Signals(signum).name
     for quiet in list(_quieted):
         with contextlib.suppress(Exception):
             quiet()
@@ -166,13 +166,13 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     for folder in _outputs:
         shutil.rmtree(folder, ignore_errors=True)
         note += f"; the unfinished {folder} was removed"
-    _stopping.append(f"stopped by {_stopping[0]}{note}. Run the command again to start anew.")
+    _stopping["line"] = f"stopped by {_stopping['name']}{note}. Run the command again to start anew."
     _stop_children()
     for folder in _scratch:  # after the children that might write into it are stopped
         shutil.rmtree(folder, ignore_errors=True)
     # last: a line another thread was printing as the signal came has ended by now (written before the children
     # were stopped, this line was followed by a held progress line in a CI run)
-    _write_stop_line(_stopping[-1])
+    _write_stop_line(_stopping["line"])
     os._exit(code)
 
 
