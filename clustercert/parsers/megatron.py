@@ -201,13 +201,8 @@ def _lines_with(text: str, literals: tuple[str, ...], starts: set[int]) -> list[
 
 
 def _epoch(stamp: re.Match[str] | None) -> float | None:
-    # read as UTC: only differences between a log's own stamps are used
-    if stamp is None:
-        return None
-    try:
-        return datetime.fromisoformat(f"{stamp.group(1)}T{stamp.group(2)}").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None  # not a calendar time (month 13): the step is not placed on the clock
+    """_epoch_of() of a _STAMP match's day and time."""
+    return None if stamp is None else _epoch_of(f"{stamp.group(1)} {stamp.group(2)}")
 
 
 def _pairs(fields: dict[str, tuple[str, float]]) -> re.Pattern[str]:
@@ -525,8 +520,9 @@ def _pipe_log_fast(
 
 
 def _epoch_of(stamp: str) -> float | None:
-    """_epoch() of a print time `day time`: ten characters, a space and eight (each \\d of the pattern is one)."""
+    """The epoch seconds of a print time `day time` (ten characters, a space and eight: each \\d of the patterns is
+    one), read as UTC: only differences between a log's own print times are used."""
     try:
         return datetime.fromisoformat(f"{stamp[:10]}T{stamp[11:]}").replace(tzinfo=UTC).timestamp()
     except ValueError:
-        return None
+        return None  # not a calendar time (month 13): the step is not placed on the clock
