@@ -304,14 +304,16 @@ def _tree(pid: int) -> Iterator[tuple[int, int | None]]:
 
 def _in_parents_memory(pid: int, parent: int) -> bool:
     """Whether `pid` runs in its parent's memory: a child started by vfork (how `subprocess` starts a program, e.g.
-    `fc-match` for the report's font versions) before its exec. /proc shows the parent's memory as the child's too
-    (the same program, the same statm to the page, the parent stopped until the exec), so a sum over the tree would
-    count it twice: 0.99 GiB of a 2.17 GiB sample at 512 GPUs (2026-12-03 20:10 UTC), whose tree PSS read 1.45 GiB."""
+    `fc-match` for the report's font versions) before its exec, which has its parent's program and command line.
+    /proc shows the parent's memory as the child's too, so a sum over the tree would count it twice: 0.99 GiB of a
+    2.17 GiB sample at 512 GPUs (2026-12-03 20:10 UTC), whose tree PSS read 1.45 GiB. Until 2026-12-06 the two
+    processes' statm were compared instead of their command lines: the parent's other threads (Prefect's) change
+    its memory between the two reads, and a sample at 512 GPUs counted such a child (2.12 GiB, 06:43 UTC). The
+    run's own helper processes are spawned, never forked: each has a command line of its own and is counted."""
     try:
         if os.readlink(f"/proc/{pid}/exe") != os.readlink(f"/proc/{parent}/exe"):
             return False
-        with open(f"/proc/{pid}/statm", encoding="ascii") as mine, \
-                open(f"/proc/{parent}/statm", encoding="ascii") as theirs:
+        with open(f"/proc/{pid}/cmdline", "rb") as mine, open(f"/proc/{parent}/cmdline", "rb") as theirs:
             return mine.read() == theirs.read()
     except OSError:
         return False
