@@ -307,8 +307,9 @@ def _in_parents_memory(pid: int, parent: int) -> bool:
     `fc-match` for the report's font versions) before its exec, which has its parent's program and command line.
     /proc shows the parent's memory as the child's too, so a sum over the tree would count it twice: 0.99 GiB of a
     2.17 GiB sample at 512 GPUs (2026-12-03 20:10 UTC), whose tree PSS read 1.45 GiB. Until 2026-12-06 the two
-    processes' statm were compared instead of their command lines: the parent's other threads (Prefect's) change
-    its memory between the two reads, and a sample at 512 GPUs counted such a child (2.12 GiB, 06:43 UTC). The
+    processes' statm were compared instead of their command lines, and a sample at 512 GPUs counted such a child
+    (2.12 GiB, 06:43 UTC): most likely the parent's other threads (Prefect's) changed the memory the two share
+    between the two reads. The
     run's own helper processes are spawned, never forked: each has a command line of its own and is counted."""
     try:
         if os.readlink(f"/proc/{pid}/exe") != os.readlink(f"/proc/{parent}/exe"):
