@@ -102,6 +102,8 @@ VARIANTS: dict[str, str | bytes] = {
     .replace(" 94 ", " +94 "),
     "long decimals": BASE.replace(" 97 ", " 0.1000000000000000055511151231257827021181583404541015625 ")
     .replace(" 95 ", " 123456789012345678901234567890 "),
+    "values of 40 and 41 digits": BASE.replace(" 97 ", " " + "9" * 40 + " ").replace(" 95 ", " " + "9" * 41 + " "),
+    "stamps of 15 digits": BASE.replace(" 1700000001000\n", " 001700000001001\n"),
     "exponent stamps": BASE.replace(" 1700000000000\n", " 1.7e12\n"),
     "long stamps": BASE.replace(" 1700000001000\n", " 000001700000001001\n"),  # > 15 digits: read per line
     "stamps past the year 9999": BASE.replace(" 1700000001000\n", " 12345678901234567\n"),
@@ -369,6 +371,42 @@ def test_regular_lines_are_read_in_bulk(tmp_path: Path, monkeypatch: pytest.Monk
     calls.clear()
     _parse(path, "rows", 64, monkeypatch)
     assert calls == list(range(1, len(LINES) + 1))
+
+
+def test_digits_alone_are_read_in_bulk_up_to_their_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value of 40 digits and a timestamp of 15 are read in bulk (told by Arrow's character classes), one digit
+    more is read by the per-line code; signed and decimal values are still read in bulk (told by the pattern)."""
+    calls: list[int] = []
+    real = dcgm._line_row
+
+    def counted(raw: str, number: int, display: str, heads: dcgm.Heads) -> dcgm.Row | None:
+        calls.append(number)
+        return real(raw, number, display, heads)
+
+    monkeypatch.setattr(dcgm, "_line_row", counted)
+    head = 'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n1"} '
+    path = tmp_path / "t.prom"
+    path.write_text(f"{head}{'9' * 40} 1700000000000\n{head}{'9' * 41} 1700000000000\n"
+                    f"{head}-12.5 170000000000001\n{head}7 0001700000000000\n{head}+7 1700000000000\n")
+    telemetry = _parse(path, "columnar", dcgm.CHUNK_BYTES, monkeypatch)[1]
+    assert calls == [2, 4, 5]
+    assert isinstance(telemetry, Telemetry)
+    assert telemetry.value.tolist() == [float("9" * 40), float("9" * 41), -12.5, 7.0, 7.0]
+    assert telemetry.time_ms.tolist() == [1700000000000, 1700000000000, 170000000000001, 1700000000000,
+                                          1700000000000]
+
+
+def test_heads_past_those_kept_read_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of more distinct series than the bulk reader keeps (and looks up in C) reads as the per-line code
+    reads it, whether the heads come in the first chunk or later ones."""
+    path = tmp_path / "t.prom"
+    path.write_text("".join(f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",Hostname="n{g % 7}"}} {g % 100} {1700000000000 + t}\n'
+                            for t in range(3) for g in range(t * 20, 150)))
+    rows = _parse(path, "rows", dcgm.CHUNK_BYTES, monkeypatch)
+    for kept in (1, 5, 64, 1 << 16):
+        monkeypatch.setattr(dcgm, "_HEADS_KEPT", kept)
+        for chunk in (64, 700, dcgm.CHUNK_BYTES):
+            _same(rows, _parse(path, "columnar", chunk, monkeypatch))
 
 
 def test_a_bad_table_path_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
