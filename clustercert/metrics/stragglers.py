@@ -134,6 +134,104 @@ def _group_median(keys: IntArray, values: FloatArray) -> tuple[IntArray, FloatAr
     return uniq, med, order
 
 
+def _blocks(rank: IntArray, step: IntArray) -> tuple[int, npt.NDArray[np.bool_]] | None:
+    """How a file written one step at a time lays its rows out: blocks of `width` rows, each block one step's, its
+    rows in the same places, and which places (0 .. width - 1) hold one rank in every block, a rank no other place
+    holds (a replaced node's place holds two, the old node's and the new one's). None for another layout, or when
+    half the places move (then each rank's rows are looked for one by one)."""
+    total = rank.size
+    width = int(np.argmax(step != step[0])) or total  # the first block's rows
+    if width < 2 or total % width:
+        return None
+    steps = step.reshape(-1, width)
+    if not (steps == steps[:, :1]).all():
+        return None
+    keys = rank.reshape(-1, width)
+    steady = (keys == keys[0]).all(axis=0)
+    if 2 * int(np.count_nonzero(~steady)) > width:
+        return None
+    first = keys[0]
+    if not steady.all():
+        steady &= ~np.isin(first, keys[:, ~steady])  # a rank also seen in a place that moves
+    distinct, counts = np.unique(first, return_counts=True)
+    steady &= ~np.isin(first, distinct[counts > 1])  # a rank in two places
+    return (width, steady) if steady.any() else None
+
+
+def _median_of_sorted(values: FloatArray, count: int, axis: int) -> FloatArray:
+    """The median along `axis` of values sorted (or partitioned) there, `count` of them: _group_median's sum."""
+    low, high = np.take(values, (count - 1) // 2, axis=axis), np.take(values, count // 2, axis=axis)
+    return 0.5 * (low + high)  # type: ignore[no-any-return]
+
+
+class _Medians:
+    """Each rank's median compute time, and each of its windows' median and last timestamp, filled rank group by
+    rank group (about _GROUP_ROWS rows at a time: a cluster's 45.8 M rows are never sorted at once)."""
+
+    def __init__(self, ranks: IntArray, low_step: int, window_steps: int, n_windows: int,
+                 told: Callable[[int, int], None] | None) -> None:
+        self.ranks, self.low_step, self.window_steps, self.n_windows = ranks, low_step, window_steps, n_windows
+        self.overall = np.empty(ranks.size)
+        self.medians = np.full((ranks.size, n_windows), np.nan)
+        self.ends = np.full((ranks.size, n_windows), np.nan)
+        self.told, self.done = told, 0
+
+    def _scored(self, count: int) -> None:
+        self.done += count
+        if self.told is not None:
+            self.told(self.done, self.ranks.size)
+
+    def by_place(self, width: int, steady: npt.NDArray[np.bool_], rank: IntArray, step: IntArray,
+                 compute: FloatArray, stamp: FloatArray) -> None:
+        """The ranks of the `steady` places of a file laid out in blocks of `width` rows (_blocks): a rank's rows
+        are a column of the blocks, its medians partitions of that column, no sort of rows."""
+        values, stamps = compute.reshape(-1, width), stamp.reshape(-1, width)
+        order = np.argsort(step[::width], kind="stable")  # the blocks by step: a window's blocks follow each other
+        window = (step[::width][order] - self.low_step) // self.window_steps
+        starts = np.flatnonzero(np.r_[True, window[1:] != window[:-1]])
+        sizes = np.diff(np.r_[starts, window.size])
+        places = np.flatnonzero(steady)
+        where = np.searchsorted(self.ranks, rank[places])  # each place's rank among all ranks
+        per_group = max(1, _GROUP_ROWS // window.size)
+        for at in range(0, places.size, per_group):
+            cols, to = places[at:at + per_group], where[at:at + per_group]
+            block = np.ascontiguousarray(values[np.ix_(order, cols)].T)  # (ranks, blocks by step)
+            count = block.shape[1]
+            kth = sorted({(count - 1) // 2, count // 2})
+            self.overall[to] = _median_of_sorted(np.partition(block, kth, axis=1), count, axis=1)
+            ended = stamps[np.ix_(order, cols)].T
+            for size in np.unique(sizes).tolist():
+                which = np.flatnonzero(sizes == size)
+                span = starts[which][:, None] + np.arange(size)  # (windows, size): their blocks
+                inside = np.sort(block[:, span], axis=2)  # (ranks, windows, size)
+                self.medians[to[:, None], window[starts[which]][None, :]] = _median_of_sorted(inside, size, axis=2)
+                self.ends[to[:, None], window[starts[which]][None, :]] = ended[:, span].max(axis=2)
+            self._scored(cols.size)
+
+    def by_rows(self, ranks: IntArray, rank: IntArray, step: IntArray, compute: FloatArray,
+                stamp: FloatArray) -> None:
+        """`ranks` (sorted) from their rows, wherever they lie: each group's rows sorted by (rank, value) and by
+        (rank, window, value)."""
+        n_windows = self.n_windows
+        per_group = max(1, int(ranks.size * _GROUP_ROWS // rank.size))
+        for at in range(0, ranks.size, per_group):
+            lowest, highest = ranks[at], ranks[min(at + per_group, ranks.size) - 1]
+            rows = np.flatnonzero((rank >= lowest) & (rank <= highest))
+            rank_idx = np.searchsorted(self.ranks, rank[rows]).astype(np.int64)  # the rank's place among all ranks
+            values = compute[rows]
+            found, median, _ = _group_median(rank_idx, values)
+            self.overall[found] = median
+            window = (step[rows] - self.low_step) // self.window_steps
+            key = rank_idx * n_windows + window
+            del rank_idx, window
+            wkeys, wmed, order = _group_median(key, values)
+            self.medians[wkeys // n_windows, wkeys % n_windows] = wmed
+            starts = np.searchsorted(key[order], wkeys)
+            self.ends[wkeys // n_windows, wkeys % n_windows] = np.maximum.reduceat(stamp[rows][order], starts)
+            del rows, values, key, order
+            self._scored(found.size)
+
+
 def score_stragglers(
     timings: RankTimings,
     placement: Mapping[int, RankPlace],
@@ -180,29 +278,19 @@ def score_stragglers(
     ranks = _distinct(rank)
     low_step = step.min()
     n_windows = int((step.max() - low_step) // window_steps) + 1
-    overall = np.empty(ranks.size)
-    medians = np.full((ranks.size, n_windows), np.nan)
-    ends = np.full((ranks.size, n_windows), np.nan)
-    # The medians of each rank, and of each of its windows, are its own rows' alone: worked out for a group of
-    # ranks at a time (about _GROUP_ROWS rows), the same numbers as over all rows at once in a fraction of the memory
-    per_group = max(1, int(ranks.size * _GROUP_ROWS // rank.size))
-    for at in range(0, ranks.size, per_group):
-        lowest, highest = ranks[at], ranks[min(at + per_group, ranks.size) - 1]
-        rows = np.flatnonzero((rank >= lowest) & (rank <= highest))
-        rank_idx = np.searchsorted(ranks, rank[rows]).astype(np.int64)  # the rank's position among all ranks
-        values = compute[rows]
-        found, median, _ = _group_median(rank_idx, values)
-        overall[found] = median
-        window = (step[rows] - low_step) // window_steps
-        key = rank_idx * n_windows + window
-        del rank_idx, window
-        wkeys, wmed, order = _group_median(key, values)
-        medians[wkeys // n_windows, wkeys % n_windows] = wmed
-        starts = np.searchsorted(key[order], wkeys)
-        ends[wkeys // n_windows, wkeys % n_windows] = np.maximum.reduceat(stamp[rows][order], starts)
-        del rows, values, key, order
-        if told is not None:
-            told(min(at + per_group, ranks.size), ranks.size)
+    scores = _Medians(ranks, low_step, window_steps, n_windows, told)
+    # The medians of each rank, and of each of its windows, are its own rows' alone: a rank that keeps its place
+    # in a file written one step at a time is read from that layout (_blocks), every other from its own rows
+    blocks = _blocks(rank, step)
+    if blocks is not None:
+        width, steady = blocks
+        scores.by_place(width, steady, rank, step, compute, stamp)
+        rest = np.flatnonzero(np.tile(~steady, rank.size // width))
+        rank, step, compute, stamp = rank[rest], step[rest], compute[rest], stamp[rest]
+        del rest
+    if rank.size:
+        scores.by_rows(_distinct(rank), rank, step, compute, stamp)
+    overall, medians, ends = scores.overall, scores.medians, scores.ends
     ref_i = int(np.argmin(overall))
     relative = overall[ref_i] / overall
 

@@ -160,3 +160,65 @@ def test_scored_a_few_ranks_at_a_time_as_each_ranks_own_rows_say(group_rows: int
     first_low = min(w for w, m in windows[41].items()
                     if min(windows[r].get(w, np.inf) for r in ranks) / m < 0.9)
     assert slow.first_visible_s == float(stamp[(rank == 41) & (window == first_low)].max())
+
+
+def _step_by_step(rng: np.random.Generator, run: int = 40) -> RankTimings:
+    """A file written one step at a time, as a launcher's per-rank timer writes it: 16 places a step, steps 0-39
+    (`run`), then a restart from step 30 to 59 (steps 30-39 twice), on which place 5's node was replaced (rank 105
+    gives way to 205) and places 9 and 12 swapped ranks; compute times with ties, some slow ranks."""
+    places = np.arange(100, 116)
+    steps = [*range(run), *range(run - 10, run + 20)]
+    rank = np.concatenate([places if i < run else np.where(np.arange(16) == 5, 205, places[[*range(9), 12, 10, 11,
+                                                                                             9, 13, 14, 15]])
+                           for i in range(len(steps))])
+    step = np.repeat(steps, 16)
+    compute = np.where(rank % 2, rng.uniform(0.9, 1.1, size=rank.size),
+                       rng.integers(90, 110, size=rank.size) / 100.0)  # ties within the even ranks
+    compute[rank == 103] *= 1.4
+    compute[(rank == 111) & (step >= run + 5)] *= 1.3  # slow late
+    stamp = 10.0 * np.arange(len(steps)).repeat(16) + rng.uniform(0, 1, size=rank.size)
+    return RankTimings.from_columns(rank, step, compute, stamp)
+
+
+@pytest.mark.parametrize(("window_steps", "warmup_steps", "group_rows", "run"),
+                         [(1, 0, 10**9, 40), (3, 0, 10**9, 40), (7, 5, 10**9, 40), (4, 0, 100, 40), (10, 2, 1, 40),
+                          (3, 0, 10**9, 1000), (3, 1, 10**9, 1000)])
+def test_a_file_written_step_by_step_scores_as_its_rows_in_any_order(
+        window_steps: int, warmup_steps: int, group_rows: int, run: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that keeps its place in the file's blocks is scored from that layout (columns of the blocks); the
+    same rows in another order are scored from each rank's rows: the reports are the same, number for number."""
+    import clustercert.metrics.stragglers as stragglers
+
+    monkeypatch.setattr(stragglers, "_GROUP_ROWS", group_rows)
+    timings = _step_by_step(np.random.default_rng(group_rows + window_steps), run)
+    width, steady = stragglers._blocks(timings.rank, timings.step)  # type: ignore[misc]
+    assert width == 16 and np.flatnonzero(~steady).tolist() == [5, 9, 12]  # the replaced and the swapped
+    order = np.random.default_rng(3).permutation(timings.rank.size)
+    mixed = RankTimings.from_columns(timings.rank[order], timings.step[order], timings.compute_s[order],
+                                     timings.timestamp_s[order])
+    assert stragglers._blocks(mixed.rank, mixed.step) is None
+    told: list[tuple[int, int]] = []
+    kwargs = {"window_steps": window_steps, "warmup_steps": warmup_steps, "flag_windows": True}
+    report = score_stragglers(timings, {}, told=lambda done, of: told.append((done, of)), **kwargs)  # type: ignore[arg-type]
+    assert report == score_stragglers(mixed, {}, **kwargs)  # type: ignore[arg-type]
+    assert told[-1] == (17, 17) and [done for done, _ in told] == sorted({done for done, _ in told})
+    assert {s.rank for s in report.stragglers} >= {103}
+    # and against np.median over each rank's own rows, picked out one by one
+    keep = timings.step >= timings.step.min() + warmup_steps
+    for s in report.ranks:
+        assert s.median_compute_s == float(np.median(timings.compute_s[keep & (timings.rank == s.rank)]))
+
+
+def test_a_layout_of_blocks_is_told_apart() -> None:
+    """Blocks are one step each, of one width, holding most places still; anything else is read row by row."""
+    from clustercert.metrics.stragglers import _blocks
+
+    rank, step = np.tile(np.arange(4), 3), np.repeat([0, 1, 2], 4)
+    width, steady = _blocks(rank, step)  # type: ignore[misc]
+    assert width == 4 and steady.all()
+    assert _blocks(rank[:-1], step[:-1]) is None  # the last block short
+    assert _blocks(rank, np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2])) is None  # a block of two steps
+    assert _blocks(np.array([0, 1, 2, 3, 1, 0, 3, 2, 2, 3, 0, 1]), step) is None  # every place moves
+    assert _blocks(np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64)) is None  # one rank in every place
+    width, steady = _blocks(np.array([0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 3, 2]), step)  # type: ignore[misc]
+    assert steady.tolist() == [True, True, False, False]
