@@ -170,6 +170,9 @@ class Telemetry:
     gpus: tuple[str, ...]
     hosts: tuple[str, ...]
     columns: _Resident | _Spilled
+    # the (metric, gpu, host) codes of each series the file holds, one row a series, met while it was read (None:
+    # not known, the columns are scanned): what the resilience phase counts, without reading 12.7 GB back
+    series_codes: Codes | None = None
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -232,6 +235,8 @@ class Telemetry:
 
     def metric_names(self) -> list[str]:
         """The distinct metrics, sorted."""
+        if self.series_codes is not None:
+            return [self.metrics[i] for i in np.unique(self.series_codes[:, 0]).tolist()]
         counts = np.zeros(len(self.metrics), dtype=np.int64)
         for _, (metric,) in self.blocks("metric"):
             counts += np.bincount(metric, minlength=len(self.metrics))
@@ -239,6 +244,8 @@ class Telemetry:
 
     def gpu_count(self) -> int:
         """How many distinct (host, gpu) pairs."""
+        if self.series_codes is not None:
+            return len({(host, gpu) for _, gpu, host in self.series_codes.tolist()})
         n_gpu = max(len(self.gpus), 1)
         bound = (len(self.hosts) + 1) * n_gpu
         seen = np.zeros(bound, dtype=bool) if bound <= _DENSE_KEYS else None
@@ -435,6 +442,9 @@ class _Columns:
             self.arrays = [np.empty(reserve, dtype=dtype) for dtype in _DTYPES]
         self.filled = 0
         self._coding = threading.Lock()  # chunks are read on two threads; each string gets one code
+        # the (metric, gpu, host) codes of every sample added: a row read per line adds its own, the bulk reader
+        # each head it reads in bulk when it first codes it (a head's lines then give its samples or the error)
+        self.series: set[tuple[int, int, int]] = set()
 
     def code(self, which: int, text: str | None) -> int:
         if text is None:
@@ -450,9 +460,10 @@ class _Columns:
 
     def encode(self, rows: list[Row]) -> list[Any]:
         code = self.code
-        return [np.array([code(0, r[0]) for r in rows], dtype=np.int32),
-                np.array([code(1, r[1]) for r in rows], dtype=np.int32),
-                np.array([code(2, r[2]) for r in rows], dtype=np.int32),
+        metric, gpu, host = ([code(0, r[0]) for r in rows], [code(1, r[1]) for r in rows],
+                             [code(2, r[2]) for r in rows])
+        self.series.update(zip(metric, gpu, host, strict=True))
+        return [np.array(metric, dtype=np.int32), np.array(gpu, dtype=np.int32), np.array(host, dtype=np.int32),
                 np.array([r[3] for r in rows], dtype=np.float64),
                 np.array([r[4] for r in rows], dtype=np.int64),
                 np.array([r[5] for r in rows], dtype=np.int64)]
@@ -518,7 +529,10 @@ class _Columns:
                     block[:] = remap[block]
             store = _Resident(columns)
         self.arrays = []
-        return Telemetry(file, source, names[0], names[1], names[2], store)
+        series = np.array(sorted(self.series), dtype=np.int32).reshape(-1, 3)
+        for index, remap in enumerate(remaps):
+            series[:, index] = remap[series[:, index]]
+        return Telemetry(file, source, names[0], names[1], names[2], store, series)
 
 
 def _close_all(files: list[Any]) -> None:
@@ -864,6 +878,8 @@ class _HeadCodes:
                 gpu = None if parsed is None else parsed[1].get("gpu")
                 found = None if parsed is None or gpu is None else (
                     columns.code(0, parsed[0]), columns.code(1, gpu), columns.code(2, parsed[1].get("Hostname")))
+                if found is not None:
+                    columns.series.add(found)
                 if len(self._codes) < _HEADS_KEPT and len(head) <= _HEAD_CHARS_KEPT:
                     with self._adding:
                         self._codes.setdefault(head, found)

@@ -193,6 +193,10 @@ def _columns(t: Telemetry) -> dict[str, object]:
     """Every column as plain values (floats by their bits, so -0.0 and NaN compare exactly)."""
     assert {t.metric.dtype, t.gpu.dtype, t.host.dtype} == {np.dtype(np.int32)}
     assert {t.value.dtype, t.time_ms.dtype, t.line.dtype} == {np.dtype(np.float64), np.dtype(np.int64)}
+    if isinstance(t, Telemetry):  # the series met while reading, against the columns' own
+        assert t.series_codes is not None
+        assert t.metric_names() == sorted({t.metrics[m] for m in t.metric.tolist()})
+        assert t.gpu_count() == len(set(zip(t.host.tolist(), t.gpu.tolist(), strict=True)))
     return {"file": t.file, "source": t.source, "metrics": t.metrics, "gpus": t.gpus, "hosts": t.hosts,
             "metric": t.metric.tolist(), "gpu": t.gpu.tolist(), "host": t.host.tolist(),
             "value": t.value.view(np.int64).tolist(), "time_ms": t.time_ms.tolist(), "line": t.line.tolist()}
