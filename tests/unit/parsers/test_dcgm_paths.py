@@ -130,6 +130,8 @@ VARIANTS: dict[str, str | bytes] = {
     # a head without a gpu label is refused at its first line, wherever later lines repeat it
     "missing gpu repeated": BASE + 'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-a"} 9 1700000002000\n' * 3,
     "non-ascii label": BASE.replace('Hostname="n1"', 'Hostname="nœud-1"'),
+    "delete byte in a label": BASE.replace('Hostname="n1"', 'Hostname="n\x7f1"', 1),
+    "escape byte in a label": BASE.replace('Hostname="n1"', 'Hostname="n\x1b1"', 1),
     "non-ascii value": _with(MIDDLE, LINES[MIDDLE].replace(" 96 ", " ٩٦ ")),
     "invalid utf-8": BASE.encode().replace(b'"n1"', b'"n\xff1"', 1),
     "byte order mark": "\ufeff" + BASE,
