@@ -844,11 +844,16 @@ def _bulk_numbers(value_text: Any, stamp_text: Any, value_chars: Ints, stamp_cha
     return values & stamps
 
 
+_FEW_HEADS = 16  # a chunk with fewer distinct heads than 1/16 of those met looks them up in Python
+
+
 class _HeadCodes:
     """The (metric, gpu, host) codes of each distinct series head the bulk reader met (None: read per line), at
     most _HEADS_KEPT heads of at most _HEAD_CHARS_KEPT characters. A chunk's distinct heads are looked up in C
     (`pc.index_in` over an Arrow copy of the heads, made again each time the heads have doubled); only heads
-    met since are looked up one by one in Python. Shared by the threads that read chunks."""
+    met since are looked up one by one in Python, and every head of a chunk that holds few of the heads met (a
+    file of series one after the other, as `promtool tsdb dump` prints them: index_in hashes every head met
+    first, each time). Shared by the threads that read chunks."""
 
     def __init__(self) -> None:
         self._codes: dict[str, tuple[int, int, int] | None] = {}
@@ -864,7 +869,7 @@ class _HeadCodes:
         known = np.zeros(count, dtype=bool)
         missed = np.arange(count)
         copy = self._copy
-        if copy is not None:
+        if copy is not None and count * _FEW_HEADS >= len(copy[1]):
             heads, table, bulk = copy
             places = pc.index_in(distinct, value_set=heads)  # null: not among them
             hit = _booleans(pc.is_valid(places))
