@@ -360,8 +360,8 @@ def test_both_paths_agree_on_random_files(tmp_path: Path, seed: int, monkeypatch
     _same(rows, _parse(path, "columnar", rng.randint(2, 300), monkeypatch, spill=True))
 
 
-def test_regular_lines_are_read_in_bulk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The columnar path reads no regular line by the per-line code; the rows path reads every line by it."""
+def _per_line_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The numbers of the lines the per-line code reads from now on, in order."""
     calls: list[int] = []
     real = dcgm._line_row
 
@@ -370,6 +370,12 @@ def test_regular_lines_are_read_in_bulk(tmp_path: Path, monkeypatch: pytest.Monk
         return real(raw, number, display, heads)
 
     monkeypatch.setattr(dcgm, "_line_row", counted)
+    return calls
+
+
+def test_regular_lines_are_read_in_bulk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columnar path reads no regular line by the per-line code; the rows path reads every line by it."""
+    calls = _per_line_calls(monkeypatch)
     path = tmp_path / "t.prom"
     path.write_text(VARIANTS["doubled space before the value"])  # type: ignore[arg-type]
     _parse(path, "columnar", 64, monkeypatch)
@@ -382,14 +388,7 @@ def test_regular_lines_are_read_in_bulk(tmp_path: Path, monkeypatch: pytest.Monk
 def test_digits_alone_are_read_in_bulk_up_to_their_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A value of 40 digits and a timestamp of 15 are read in bulk (told by Arrow's character classes), one digit
     more is read by the per-line code; signed and decimal values are still read in bulk (told by the pattern)."""
-    calls: list[int] = []
-    real = dcgm._line_row
-
-    def counted(raw: str, number: int, display: str, heads: dcgm.Heads) -> dcgm.Row | None:
-        calls.append(number)
-        return real(raw, number, display, heads)
-
-    monkeypatch.setattr(dcgm, "_line_row", counted)
+    calls = _per_line_calls(monkeypatch)
     head = 'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n1"} '
     path = tmp_path / "t.prom"
     path.write_text(f"{head}{'9' * 40} 1700000000000\n{head}{'9' * 41} 1700000000000\n"
