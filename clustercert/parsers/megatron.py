@@ -14,6 +14,7 @@ from typing import Any
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.training import (
+    JOB_END,
     NAN_VALUE,
     LineCounter,
     NanMark,
@@ -93,6 +94,20 @@ def parse_pipe_log(
             continue
         raw = text[start:end]
         matches = _records(raw) if "iteration" in raw else []
+        ended = JOB_END.search(raw, matches[-1].end()) if matches else None
+        if ended is not None and raw[:ended.start()].rstrip().endswith("|"):
+            raw = raw[:ended.start()]  # srun's line ran into a whole record: nothing of it is lost
+        elif ended is not None:
+            # the job ended while a task printed this record, srun's line ran into it: its last value may be cut
+            said = (f"{display} line {number}: the job ended while this iteration record was printed "
+                    f"({raw[ended.start():].strip()[:60]!r} ran into it)")
+            raw = raw[:raw.rfind("|", 0, ended.start()) + 1]
+            matches = _records(raw)
+            if not _has_step_time(raw[matches[-1].end():], fields):
+                warnings.append(f"{said}: the record is not read, its step time cut off")
+                matches.pop()
+            else:
+                warnings.append(f"{said}: its last value is not read, it may be cut short")
         if wrapped and matches:
             if end < size:
                 following = text.find("\n", end + 1)
@@ -213,6 +228,11 @@ def _pairs(fields: dict[str, tuple[str, float]]) -> re.Pattern[str]:
 
 
 _PAIRS: dict[int, tuple[dict[str, tuple[str, float]], re.Pattern[str]]] = {}  # by the fields table's id
+
+
+def _has_step_time(text: str, fields: dict[str, tuple[str, float]]) -> bool:
+    """Whether a record's text names its step time."""
+    return any(name == "step_time_s" and key in text for key, (name, _) in fields.items())
 
 
 def _record(

@@ -10,6 +10,7 @@ from typing import Any
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.training import (
+    JOB_END,
     LineCounter,
     TrainingLog,
     TrainingStep,
@@ -30,9 +31,6 @@ FORMAT = "nemo"
 # [^\S\n] is \s within one line: the patterns run over the whole text and must not match across a line break
 # the first step pattern of a line and the rest of that line (so a line is read once, by its first pattern)
 _STEP = re.compile(r"Training epoch (\d+), iteration (\d+)/(\d+)[^\S\n]*\|([^\n]*)")
-# Slurm's own words in a job's output (`srun: error: n1: task 0: Terminated`, `slurmstepd-n1: error: *** STEP ...`):
-# found inside a step line, the job ended while a task was printing it, and srun's line ran into it
-_JOB_END = re.compile(r"(?:srun|slurmstepd(?:-[\w.-]+)?): ")
 _NAN = re.compile(r"\b(grad[ _]norm|reduced_train_loss|lm loss)[^\S\n]*:[^\S\n]*(nan|-?inf)\b", re.IGNORECASE)
 _HINT = "Keep the file as evidence; re-run the job and add the new log to bundle.yaml as a further run."
 _FIELDS = {
@@ -63,7 +61,7 @@ def parse_nemo(path: Path, display: str, *, limit: int = 2 * 1024**3) -> Trainin
     for match in _STEP.finditer(text):
         number = at(match.start())
         epoch, iteration, most, rest = match.groups()
-        ended = _JOB_END.search(rest)
+        ended = JOB_END.search(rest)
         if ended is not None:  # its last part may be cut short where srun's line begins: not read
             said = f"{display} line {number}: the job ended while this step line was printed " \
                    f"({rest[ended.start():].strip()[:60]!r} ran into it)"

@@ -19,11 +19,17 @@ from clustercert.evidence.guards import read_regular
 from clustercert.parsers.common import refuse_binary, without_escapes
 
 __all__ = [
-    "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
+    "JOB_END", "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
     "TrainingLog", "TrainingStep", "any_too_deep", "column_floats", "column_ints", "fast_record", "line_record",
     "line_total", "make_step", "make_steps", "may_hold_nan_value", "nan_marks", "parse_number",
     "pieces_hold_nan_value", "read_text", "read_text_lines", "step_column", "text_of", "too_deep",
 ]
+
+
+# Slurm's own words in a job's output (`srun: error: n1: task 0: Terminated`, `slurmstepd-n1: error: *** STEP ...`):
+# found inside a step line, the job ended while a task was printing it (its line end never written), and srun's
+# line ran into it: the step's last value may be cut short there
+JOB_END = re.compile(r"(?:srun|slurmstepd(?:-[\w.-]+)?): ")
 
 
 @dataclass(frozen=True)

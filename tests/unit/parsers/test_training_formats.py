@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,21 @@ def test_megatron_deepspeed_record_cut_short_warns_naming_the_line(tmp_path: Pat
         (10, 1.25, 7.5, 150.25), (11, 1.25, None, None)]
     assert log.warnings == ["x.log line 2: expected the iteration record to end with '|', got a line cut short; "
                             "the values after the cut (TFLOPs, loss, ...) are not read"]
+
+
+@pytest.mark.parametrize("parse", [parse_megatron, parse_megatron_deepspeed])
+def test_a_record_srun_ran_into_is_read_up_to_its_last_value(tmp_path: Path, parse: Any) -> None:
+    """A task killed while printing an iteration record (its line end never written), srun's message right after
+    it, as a Slurm job's output holds it: the record is read without its last value (perhaps cut), a warning names
+    the line; cut before the step time, it is not read; srun's line after a whole record changes nothing."""
+    killed = "srun: error: cc-n1: task 0: Terminated"
+    text = (f"{DS_RECORD}{killed}\n{DS_RECORD.replace('10/', '11/').replace('TFLOPs: 150.25 |', 'TFLOPs: 150')}"
+            f"{killed}\n{DS_RECORD.replace('10/', '12/')[:DS_RECORD.index('elapsed') + 36]}{killed}\n"
+            f"srun: launch/slurm: _step_signal: Terminating StepId=14.0\n{DS_RECORD.replace('10/', '13/')}\n")
+    log = parse(write(tmp_path, text), "x.log")
+    assert [(s.iteration, s.line, s.loss, s.tflops_per_gpu) for s in log.steps] == [
+        (10, 1, 7.5, 150.25), (11, 2, 7.5, None), (13, 5, 7.5, 150.25)]
+    said = "x.log line {}: the job ended while this iteration record was printed ('srun: error: cc-n1: task 0: " \
+           "Terminated' ran into it): "
+    assert log.warnings == [said.format(2) + "its last value is not read, it may be cut short",
+                            said.format(3) + "the record is not read, its step time cut off"]
