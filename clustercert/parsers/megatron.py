@@ -14,13 +14,13 @@ from typing import Any
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.training import (
-    JOB_END,
     NAN_VALUE,
     LineCounter,
     NanMark,
     TrainingLog,
     column_floats,
     column_ints,
+    job_end,
     line_total,
     make_step,
     make_steps,
@@ -94,14 +94,13 @@ def parse_pipe_log(
             continue
         raw = text[start:end]
         matches = _records(raw) if "iteration" in raw else []
-        ended = JOB_END.search(raw, matches[-1].end()) if matches else None
-        if ended is not None and raw[:ended.start()].rstrip().endswith("|"):
-            raw = raw[:ended.start()]  # srun's line ran into a whole record: nothing of it is lost
+        ended = job_end(raw, matches[-1].end(), display, number, "iteration record") if matches else None
+        if ended is not None and raw[:ended[0]].rstrip().endswith("|"):
+            raw = raw[:ended[0]]  # srun's line ran into a whole record: nothing of it is lost
         elif ended is not None:
             # the job ended while a task printed this record, srun's line ran into it: its last value may be cut
-            said = (f"{display} line {number}: the job ended while this iteration record was printed "
-                    f"({raw[ended.start():].strip()[:60]!r} ran into it)")
-            raw = raw[:raw.rfind("|", 0, ended.start()) + 1]
+            cut_at, said = ended
+            raw = raw[:raw.rfind("|", 0, cut_at) + 1]
             matches = _records(raw)
             if not _has_step_time(raw[matches[-1].end():], fields):
                 warnings.append(f"{said}: the record is not read, its step time cut off")

@@ -10,12 +10,12 @@ from typing import Any
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.training import (
-    JOB_END,
     LineCounter,
     TrainingLog,
     TrainingStep,
     column_floats,
     column_ints,
+    job_end,
     line_total,
     make_step,
     make_steps,
@@ -61,11 +61,10 @@ def parse_nemo(path: Path, display: str, *, limit: int = 2 * 1024**3) -> Trainin
     for match in _STEP.finditer(text):
         number = at(match.start())
         epoch, iteration, most, rest = match.groups()
-        ended = JOB_END.search(rest)
+        ended = job_end(rest, 0, display, number, "step line")
         if ended is not None:  # its last part may be cut short where srun's line begins: not read
-            said = f"{display} line {number}: the job ended while this step line was printed " \
-                   f"({rest[ended.start():].strip()[:60]!r} ran into it)"
-            rest = rest[:ended.start()].rpartition("|")[0]
+            cut, said = ended
+            rest = rest[:cut].rpartition("|")[0]
             if not any(fields.get(part.partition(":")[0].strip()) == "step_time_s" for part in rest.split("|")):
                 warnings.append(f"{said}: the step is not read, its step time cut off")
                 continue

@@ -19,9 +19,9 @@ from clustercert.evidence.guards import read_regular
 from clustercert.parsers.common import refuse_binary, without_escapes
 
 __all__ = [
-    "JOB_END", "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
-    "TrainingLog", "TrainingStep", "any_too_deep", "column_floats", "column_ints", "fast_record", "line_record",
-    "line_total", "make_step", "make_steps", "may_hold_nan_value", "nan_marks", "parse_number",
+    "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
+    "TrainingLog", "TrainingStep", "any_too_deep", "column_floats", "column_ints", "fast_record", "job_end",
+    "line_record", "line_total", "make_step", "make_steps", "may_hold_nan_value", "nan_marks", "parse_number",
     "pieces_hold_nan_value", "read_text", "read_text_lines", "step_column", "text_of", "too_deep",
 ]
 
@@ -29,7 +29,17 @@ __all__ = [
 # Slurm's own words in a job's output (`srun: error: n1: task 0: Terminated`, `slurmstepd-n1: error: *** STEP ...`):
 # found inside a step line, the job ended while a task was printing it (its line end never written), and srun's
 # line ran into it: the step's last value may be cut short there
-JOB_END = re.compile(r"(?:srun|slurmstepd(?:-[\w.-]+)?): ")
+_JOB_END = re.compile(r"(?:srun|slurmstepd(?:-[\w.-]+)?): ")
+
+
+def job_end(line: str, start: int, display: str, number: int, what: str) -> tuple[int, str] | None:
+    """Where Slurm's own words begin in `line` at or after `start` (_JOB_END), with the start of the warning that
+    says so; None when they are not there."""
+    ended = _JOB_END.search(line, start)
+    if ended is None:
+        return None
+    return ended.start(), (f"{display} line {number}: the job ended while this {what} was printed "
+                           f"({line[ended.start():].strip()[:60]!r} ran into it)")
 
 
 @dataclass(frozen=True)
