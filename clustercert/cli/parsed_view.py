@@ -133,6 +133,13 @@ def _training(result: dict[str, Any]) -> list[str]:
         kinds = Counter(str(e.get("kind")) for e in events)
         out.append(f"resilience events: {counted(len(events), 'event')} ("
                    + ", ".join(f"{kind} {count:,}" for kind, count in kinds.items()) + ")")
+        # a load is where a restart (a step printed again) may start: each with its step and line
+        loads = [e for e in events if e.get("kind") == "checkpoint_loaded"]
+        if loads:  # NeMo names a checkpoint by its global step, Megatron by its iteration
+            word = "iteration" if str(result.get("format")).startswith("megatron") else "step"
+            out.append("checkpoints loaded: " + ", ".join(
+                f"{word} {'?' if e.get('step') is None else e.get('step')} at line {e.get('line')}"
+                for e in loads[:SHOWN_ROWS]) + (", ..." if len(loads) > SHOWN_ROWS else ""))
     reports = result.get("straggler_reports") or []
     if reports:
         out.append(f"straggler reports: {len(reports):,}, "

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.evidence.guards import Read, collect_reads, forget_reads, read_regular, record_read
-from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
+from clustercert.parsers import FORMATS, RESILIENCE_FORMATS, TRAINING_FORMATS, parse_training_log
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.mlperf import parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog
@@ -169,8 +169,8 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int = DEFAULT_LIMIT) ->
                 result = read_evidence(parse_training_log, path, display, run.format, limit=limit)
             else:
                 result = read_evidence(parser, path, display, **options)
-            resilience = (read_evidence(parse_resilience_log, path, display, limit=limit)
-                          if run.format == "nemo" else None)
+            resilience = (read_evidence(RESILIENCE_FORMATS[run.format], path, display, limit=limit)
+                          if run.format in RESILIENCE_FORMATS else None)
         except EvidenceError as exc:
             out.append(ParsedFile(run.id, run.kind, rel, display, None, exc))
             continue

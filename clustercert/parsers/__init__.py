@@ -19,6 +19,7 @@ from clustercert.parsers.events import parse_events
 from clustercert.parsers.megatron import parse_megatron
 from clustercert.parsers.megatron_deepspeed import parse_megatron_deepspeed
 from clustercert.parsers.megatron_golden import parse_megatron_golden
+from clustercert.parsers.megatron_resilience import parse_megatron_resilience
 from clustercert.parsers.mlperf import parse_mlperf
 from clustercert.parsers.nccl_tests import JSON_HEAD as NCCL_JSON_HEAD
 from clustercert.parsers.nccl_tests import parse_nccl_tests
@@ -31,6 +32,7 @@ from clustercert.parsers.training import TrainingLog, TrainingStep
 
 __all__ = [
     "FORMATS",
+    "RESILIENCE_FORMATS",
     "TRAINING_FORMATS",
     "TrainingLog",
     "TrainingStep",
@@ -82,6 +84,13 @@ TRAINING_FORMATS: dict[str, TrainingParser] = {
 
 # the resilience events of a NeMo log (read beside its training steps)
 parse_resilience_log = _bounded(parse_nemo_resilience)
+# the formats whose logs show restarts, read beside their steps: the checkpoint loaded between a step and an
+# earlier one is what makes that a restart, not a spliced log (validation.tables)
+RESILIENCE_FORMATS: dict[str, Callable[..., Any]] = {
+    "nemo": parse_resilience_log,
+    "megatron": _bounded(parse_megatron_resilience),
+    "megatron-deepspeed": _bounded(parse_megatron_resilience),
+}
 
 # every parser returns an object with to_json(); options are passed by keyword
 FORMATS: dict[str, Callable[..., Any]] = {
@@ -229,9 +238,9 @@ def inspect_evidence(path: Path, fmt: str | None = None, **options: Any) -> dict
         )
     result = parser(path, display, **options)
     out: dict[str, object] = {"format": name, **result.to_json()}
-    if name == "nemo":
+    if name in RESILIENCE_FORMATS:
         out.update(
-            parse_resilience_log(
+            RESILIENCE_FORMATS[name](
                 path, display, **{k: v for k, v in options.items() if k == "limit"}
             ).to_json()
         )

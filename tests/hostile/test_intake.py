@@ -20,7 +20,7 @@ from clustercert.errors import CatalogError, ClusterCertError, EvidenceError
 from clustercert.evidence import guards
 from clustercert.evidence.bundle import load_bundle, seal_bundle
 from clustercert.evidence.hashing import sha256_file
-from clustercert.parsers import FORMATS, detect_format
+from clustercert.parsers import FORMATS, RESILIENCE_FORMATS, detect_format
 from clustercert.parsers.dcgm import parse_dcgm
 from clustercert.parsers.nccl_tests import parse_nccl_tests
 from clustercert.parsers.rank_timings import parse_rank_timings
@@ -157,6 +157,19 @@ def test_nccl_tests_long_lines_are_linear(tmp_path: Path, line: str, hostile: Co
         parse_nccl_tests(path, str(path))
     except EvidenceError:
         pass
+
+
+@pytest.mark.parametrize(("line", "events"), [
+    ("successfully loaded checkpoint from " * 30_000, 0),   # a folder never ended by " at iteration N"
+    ("successfully loaded checkpoint from x at iteration 7 " * 20_000, 1),  # a line is read once
+    ("successfully saved checkpoint from iteration " * 25_000, 0),
+    ("  successfully saved checkpoint at iteration " + " " * LONG + "5 to /c", 1),
+])
+def test_megatron_checkpoint_lines_are_linear(tmp_path: Path, line: str, events: int, hostile: Count) -> None:
+    path = tmp_path / "megatron.log"
+    path.write_text(line + "\n")
+    hostile(1)
+    assert len(RESILIENCE_FORMATS["megatron"](path, str(path)).events) == events
 
 
 @pytest.mark.parametrize("labels", ["a" * 65536, 'a="' * 20_000, '} ' * 30_000, 'a="b",' * 10_000 + "x"])

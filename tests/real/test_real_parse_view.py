@@ -120,6 +120,8 @@ def test_nemo_logs_count_global_steps_and_show_a_restart_and_a_timer_glitch(real
     assert stretches == "0..15, 10..19"
     restart_text = _joined(_parse(restart))
     assert f"  {len(found)} steps read of" in restart_text and f"global steps {stretches}, lines" in restart_text
+    # the checkpoint it loaded: line 758 "Restored all states from the checkpoint at .../...step=9..." (by hand)
+    assert "  checkpoints loaded: step 9 at line 758" in restart_text.splitlines()
     # The toy log's timer prints a negative step time at one step (SOURCES.md): shown, with its line
     toy = logs / "nemo2-llama3-toy-1gpu-bf16-20steps.log"
     found = _nemo_steps(toy)
@@ -188,3 +190,11 @@ def test_telemetry_events_and_rank_timings_of_the_sample(tmp_path: Path) -> None
         f"{min(table['step'])}..{max(table['step'])}",
         f"  columns: {', '.join(table)}",
     ]
+
+
+def test_a_megatron_log_shows_the_checkpoint_it_loaded(real_samples: Path) -> None:
+    # line 535 of the ms-swift log: "successfully loaded checkpoint from .../Qwen2-0.5B-hf-to-mcore-te-tp1-pp1-new
+    # [ t 0, p 0 ] at iteration 0" (the fine-tuning's starting weights; read by hand)
+    lines = _parse(real_samples / "training-logs" / "megatron-lm-via-ms-swift-qwen2-0.5b-2gpu-bf16-120iters.log")
+    assert "  resilience events: 1 event (checkpoint_loaded 1)" in lines
+    assert "  checkpoints loaded: iteration 0 at line 535" in lines

@@ -12,8 +12,7 @@ from clustercert.catalog import load_catalog
 from clustercert.evidence.bundle import RunKind, load_bundle
 from clustercert.evidence.facts import bundle_facts
 from clustercert.evidence.parse import ParsedFile, parse_bundle
-from clustercert.parsers import FORMATS, detect_format
-from clustercert.parsers.nemo_resilience import parse_nemo_resilience
+from clustercert.parsers import FORMATS, RESILIENCE_FORMATS, detect_format
 from clustercert.validation.suites import ResultStatus, ValidationReport, load_suites, run_tables, validate_bundle
 from clustercert.validation.tables import mlperf_table, scheduler_table, training_table
 from tests.real.test_real_parsers import SACCT_FIELDS
@@ -36,7 +35,7 @@ def test_real_training_logs_validate_cleanly(real_samples: Path) -> None:
     for path in _training_files(real_samples):
         fmt = detect_format(path)
         log = FORMATS[fmt](path, path.name)
-        resilience = parse_nemo_resilience(path, path.name) if fmt == "nemo" else None
+        resilience = RESILIENCE_FORMATS[fmt](path, path.name) if fmt in RESILIENCE_FORMATS else None
         tables.append(training_table(ParsedFile(path.stem, RunKind.TRAINING, path.name, path.name, log, None,
                                                 resilience)))
     report = run_tables(tables, suites)
@@ -143,4 +142,57 @@ def test_real_megatron_log_with_halved_step_times_is_caught(real_samples: Path, 
     # (2 - 1) / 0.88165 = 1.134 > 1.1; at iteration 20, (18 - 1) / 9.1835 = 1.85
     assert failed.sample[0].line == 8418
     assert low[-1] == pytest.approx(17.0 / (18.367 / 2), rel=1e-3)
+    assert report.blocking != []
+
+
+def _requeued(real: Path, *, load_line: bool = True) -> str:
+    """The ms-swift log as a Slurm job requeued with its output appended: killed after iteration 70, started
+    again (its start-up printed again), the checkpoint of iteration 50 loaded, iterations 60-120 run again ten
+    minutes later. Without `load_line` the second start-up says nothing of a checkpoint: a spliced log."""
+    lines = (real / "training-logs" / SWIFT).read_text(encoding="utf-8").splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if re.match(r" \[2024-07-15 \S+\] iteration ", line))
+    start_up, steps = lines[:first], lines[first:]
+    # the real start-up loads the fine-tuning's starting checkpoint (line 535, "... at iteration 0")
+    again = [line.replace("at iteration 0", "at iteration 50") if load_line else line
+             for line in start_up if load_line or "successfully loaded checkpoint" not in line]
+    later = [re.sub(r"^ \[2024-07-15 15:(\d\d)", lambda m: f" [2024-07-15 15:{int(m.group(1)) + 10:02d}", line)
+             for line in steps[5:]]
+    return "".join([*start_up, *steps[:7], "srun: error: cnode7: task 0: Killed\n", *again, *later])
+
+
+def _requeued_report(real: Path, tmp_path: Path, *, load_line: bool) -> tuple[ValidationReport, str]:
+    text = _requeued(real, load_line=load_line)
+    (tmp_path / "swift.log").write_text(text, encoding="utf-8")
+    (tmp_path / "bundle.yaml").write_text(
+        "schema_version: 1\ncluster: {name: real, provider: samples}\n"
+        "system: {gpu: h100-sxm, gpus_per_node: 2, nodes: [n1]}\ncatalog: exemplar-h100\nrecipe_version: 'x'\n"
+        "runs:\n  - {id: swift, phase: efficiency, kind: training, format: megatron, workload: llama3.1-70b, "
+        "precision: bf16, gpus: 2, gbs: 8, seq_len: 128, files: [swift.log]}\n"
+    )
+    bundle = load_bundle(tmp_path)
+    facts = bundle_facts(bundle, load_catalog("exemplar-h100", ROOT / "references"))
+    return validate_bundle(bundle, facts, parse_bundle(bundle), checks_dir=ROOT / "checks"), text
+
+
+def test_real_megatron_log_requeued_into_the_same_file_is_a_restart(real_samples: Path, tmp_path: Path) -> None:
+    report, text = _requeued_report(real_samples, tmp_path, load_line=True)
+    table = next(t for t in report.tables if t.file.endswith("swift.log"))
+    assert [r.expectation for r in table.results if r.status is not ResultStatus.PASS] == []
+    assert report.blocking == []
+    # the second start-up's load line, and the second print of iteration 60, are where the test wrote them
+    numbered = text.splitlines()
+    load = [n for n, line in enumerate(numbered, 1) if "successfully loaded checkpoint" in line]
+    assert len(load) == 2 and numbered[load[1] - 1].endswith("at iteration 50")
+    parsed = parse_bundle(load_bundle(tmp_path))["swift"][0]
+    assert parsed.resilience is not None
+    assert [(e.kind.value, e.line, e.step) for e in parsed.resilience.events] == [
+        ("checkpoint_loaded", load[0], 0), ("checkpoint_loaded", load[1], 50)]
+
+
+def test_real_megatron_log_spliced_without_a_checkpoint_load_still_fails(real_samples: Path, tmp_path: Path) -> None:
+    report, text = _requeued_report(real_samples, tmp_path, load_line=False)
+    failed = next(r for r in report.all_results() if r.expectation == "iterations_strictly_increasing")
+    # iteration 60 printed again after 70: the first step after the second start-up
+    again = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r"iteration\s+60/", line)]
+    assert failed.status is ResultStatus.FAIL and len(again) == 2 and failed.sample[0].line == again[1]
     assert report.blocking != []

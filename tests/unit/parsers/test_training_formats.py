@@ -187,3 +187,35 @@ def test_a_record_srun_ran_into_is_read_up_to_its_last_value(tmp_path: Path, par
            "Terminated' ran into it): "
     assert log.warnings == [said.format(2) + "its last value is not read, it may be cut short",
                             said.format(3) + "the record is not read, its step time cut off"]
+
+
+REQUEUED = """\
+ [2025-01-01 10:00:00] iteration       40/     100 | elapsed time per iteration (ms): 500.0 | lm loss: 2.0 |
+saving checkpoint at iteration      40 to /ckpt
+  successfully saved checkpoint from iteration      40 to /ckpt [ t 1/2, p 1/1 ]
+ [2025-01-01 10:00:05] iteration       50/     100 | elapsed time per iteration (ms): 500.0 | lm loss: 1.9 |
+srun: error: n7: task 3: Killed
+  loading checkpoint from /ckpt at iteration 40
+  successfully loaded checkpoint from /ckpt [ t 1/2, p 1/1 ] at iteration 40
+ [2025-01-01 10:09:00] iteration       50/     100 | elapsed time per iteration (ms): 510.0 | lm loss: 1.9 |
+  successfully saved checkpoint at iteration      60 to /old/format
+  successfully loaded checkpoint from /a path/with spaces at iteration 60
+"""
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "megatron-deepspeed"])
+def test_megatron_checkpoint_lines_are_read_with_their_lines(tmp_path: Path, fmt: str) -> None:
+    out = inspect_evidence(write(tmp_path, REQUEUED), fmt, display="x.log")
+    assert [(e["kind"], e["line"], e["step"], e["detail"]) for e in out["events"]] == [  # type: ignore[union-attr]
+        ("checkpoint_saved", 3, 40, "/ckpt"),
+        ("checkpoint_loaded", 7, 40, "/ckpt [ t 1/2, p 1/1 ]"),
+        ("checkpoint_saved", 9, 60, "/old/format"),
+        ("checkpoint_loaded", 10, 60, "/a path/with spaces"),
+    ]
+    # "loading checkpoint from ... at iteration 40" (line 6) says it starts loading, not that it loaded
+    assert out["straggler_reports"] == []
+    assert [s["iteration"] for s in out["steps"]] == [40, 50, 50]  # type: ignore[index]
+
+
+def test_megatron_log_without_checkpoint_lines_has_no_events(tmp_path: Path) -> None:
+    assert inspect_evidence(write(tmp_path, MEGATRON), "megatron", display="x.log")["events"] == []
