@@ -19,6 +19,7 @@ from clustercert.parsers.training import (
     TrainingLog,
     TrainingStep,
     any_too_deep,
+    job_end,
     line_record,
     line_total,
     make_steps,
@@ -61,6 +62,7 @@ def _records(text: str, display: str) -> TrainingLog:
     """The log read record by record (the reading `_columns` gives the same steps as, where it reads a log)."""
     steps: list[TrainingStep] = []
     nans: list[NanMark] = []
+    warnings: list[str] = []
     fields = _FIELDS.items()
     count = text.count
     new, defaults = object.__new__, STEP_DEFAULTS
@@ -75,6 +77,13 @@ def _records(text: str, display: str) -> TrainingLog:
         try:  # json.loads(text[at + 5:line_end])
             record = line_record(text, at + len(_MARK), line_end, _exact_step)
         except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
+            # Slurm's words in it: the job ended while this record was printed, srun's line ran into it (its
+            # JSON cut short, nothing of it sure): not read, and said so
+            ended = job_end(text[at:line_end], len(_MARK), display, number, "DLLogger record")
+            if ended is not None:
+                warnings.append(f"{ended[1]}: it is not read, its JSON cut short")
+                at = text.find(_MARK, line_end)
+                continue
             raise EvidenceError(
                 display,
                 f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
@@ -129,7 +138,8 @@ def _records(text: str, display: str) -> TrainingLog:
         raise EvidenceError(
             display, f"expected 'DLLL {{...}}' step lines with 'train_step_timing in s', found none. {_HINT}"
         )
-    return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=line_total(text))
+    return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=line_total(text),
+                       warnings=warnings)
 
 
 _ABSENT: Any = object()

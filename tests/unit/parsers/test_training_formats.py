@@ -103,6 +103,19 @@ def test_dllogger_bad_json(tmp_path: Path) -> None:
         parse_dllogger(write(tmp_path, 'DLLL {"type": \n'), "d")
 
 
+def test_dllogger_record_srun_ran_into_is_not_read_and_said_so(tmp_path: Path) -> None:
+    step = 'DLLL {{"type": "LOG", "step": {n}, "data": {{"train_step_timing in s": 1.5, "reduced_train_loss": 2.0}}}}'
+    lines = [step.format(n=1), step.format(n=2)[:-30] + "srun: error: n1: task 0: Terminated",
+             "slurmstepd: error: *** STEP 5.0 ON n1 CANCELLED AT 2025-01-01T10:00:00 ***", step.format(n=3)]
+    log = parse_dllogger(write(tmp_path, "\n".join(lines)), "d")
+    assert [(s.iteration, s.line) for s in log.steps] == [(1, 1), (3, 4)]
+    assert log.warnings == ["d line 2: the job ended while this DLLogger record was printed ('srun: error: n1: task 0: "
+                            "Terminated' ran into it): it is not read, its JSON cut short"]
+    # cut short without Slurm's words: nothing says why, the located error as before
+    with pytest.raises(EvidenceError, match="d line 2 field 'DLLL'"):
+        parse_dllogger(write(tmp_path, "\n".join([lines[0], step.format(n=2)[:-30], lines[3]])), "d")
+
+
 def test_golden_values_skip_nan(tmp_path: Path) -> None:
     doc = {
         "lm loss": {
