@@ -14,6 +14,7 @@ from prefect.utilities.annotations import opaque
 from clustercert.evidence.parse import holding_parsed, release_parsed
 from clustercert.heap import paused, settle, settling
 from clustercert.report.ahead import ChartsAhead, usable_cores
+from clustercert.runs.folder import Inputs, ManifestPass
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
@@ -82,6 +83,21 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
     settle()
     sections = {"efficiency": efficiency["section"], "scaling": scaling["section"],
                 "resilience": resilience["section"]}
+    # The manifest's pass over the evidence starts once the phases have read it: a cluster's telemetry is hashed
+    # again on its thread while the run validates, judges and renders, not after them (about 40 s of a 4,096-GPU
+    # run). Ended by the report's writing, or here when the run fails before it.
+    manifest_pass = ManifestPass(inputs)
+    try:
+        return _report(meta, inputs, run_dir, key_dir, templates_dir, limit, redact, ahead, manifest_pass,
+                       efficiency, scaling, resilience, sections)
+    except BaseException:
+        manifest_pass.stop()
+        raise
+
+
+def _report(meta: RunMeta, inputs: Inputs, run_dir: str, key_dir: str, templates_dir: str, limit: int,
+            redact: bool, ahead: ChartsAhead | None, manifest_pass: ManifestPass, efficiency: dict[str, Any],
+            scaling: dict[str, Any], resilience: dict[str, Any], sections: dict[str, Any]) -> opaque:
     report("validate", "expectation suites over every table")
     validation = validate_task(bulky(inputs), limit)
     release_parsed()  # every reader of the parsed evidence is done; what was read stays recorded for the last check
@@ -98,7 +114,8 @@ def _stages(bundle_path: str, run_dir: str, run_meta: dict[str, Any], key_dir: s
     # the charts are waited for where the report first needs them, after the key, the run folder's first files and
     # the redacted copy's second process (`ahead.drawn`, called there)
     paths = write_task(run_dir, bulky(inputs), bulky(results), meta, key_dir, templates_dir, bulky(validation),
-                       redact=redact, charts=bulky(ahead.drawn if ahead is not None else None))
+                       redact=redact, charts=bulky(ahead.drawn if ahead is not None else None),
+                       manifest_pass=bulky(manifest_pass))
     report("publish", "Prefect artifacts")
     publish_artifacts_task(bulky(results), paths)
     return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})

@@ -12,7 +12,7 @@ from clustercert.attest.signing import load_signing_key
 from clustercert.errors import EvidenceError
 from clustercert.parsers import TrainingLog
 from clustercert.phases.evidence import parse_run
-from clustercert.runs.folder import Charts, Inputs, check_seal, load_inputs, write_run_folder
+from clustercert.runs.folder import Charts, Inputs, ManifestPass, check_seal, load_inputs, write_run_folder
 from clustercert.runs.results import RunMeta, build_results
 from clustercert.settings import load_settings
 from clustercert.validation.suites import ValidationReport, apply_gating, validate_bundle
@@ -68,10 +68,16 @@ def judge_task(
 @task(name="render-and-sign", **UNCACHED)
 def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
                templates_dir: str, validation: ValidationReport | None = None, redact: bool = False,
-               charts: Charts = None) -> dict[str, str]:
+               charts: Charts = None, manifest_pass: ManifestPass | None = None) -> dict[str, str]:
     # The passphrase is read here, never passed as a parameter (Prefect records parameters).
-    key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
+    try:
+        key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
+    except BaseException:
+        if manifest_pass is not None:  # started by the flow (write_run_folder ends it once called)
+            manifest_pass.stop()
+        raise
     paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir),
                              validation=None if validation is None else validation.to_json(), redact=redact,
-                             charts=charts, progress=functools.partial(report, "report"))
+                             charts=charts, progress=functools.partial(report, "report"),
+                             manifest_pass=manifest_pass)
     return {k: str(v) for k, v in paths.items()}

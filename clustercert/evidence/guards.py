@@ -47,6 +47,7 @@ __all__ = [
     "MAX_YAML_BYTES",
     "MAX_YAML_NODES",
     "Read",
+    "ReadStopped",
     "amount",
     "check_parquet_bounds",
     "check_regular",
@@ -270,10 +271,14 @@ class _HashingReader(io.RawIOBase):
             super().close()
 
 
-def whole_sha256(handle: BinaryIO, *, block: int = 1 << 20) -> str:
+class ReadStopped(Exception):
+    """A read given up between two blocks because its caller said to stop (`whole_sha256`'s `stopped`)."""
+
+
+def whole_sha256(handle: BinaryIO, *, block: int = 1 << 20, stopped: threading.Event | None = None) -> str:
     """Read to its end a handle of `open_regular` read so far only from its start (or not at all) and return the
     file's sha256 as read: the hash the handle keeps of every byte it delivers (its buffer's read-ahead included),
-    not a second one."""
+    not a second one. With `stopped`, ReadStopped is raised at the first block after it is set."""
     raw = getattr(handle, "raw", None)
     if not isinstance(raw, _HashingReader):
         raise TypeError("whole_sha256: expected a handle of open_regular")
@@ -283,7 +288,8 @@ def whole_sha256(handle: BinaryIO, *, block: int = 1 << 20) -> str:
     size = os.fstat(raw.fileno()).st_size
     buffer = memoryview(bytearray(max(1, min(block, size + 1))))
     while raw.readinto(buffer):
-        pass
+        if stopped is not None and stopped.is_set():
+            raise ReadStopped
     digest = raw.whole_digest()
     if digest is None:
         raise ValueError("whole_sha256: the handle was not read from the file's start")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 
 from clustercert.evidence.guards import open_regular, whole_sha256
@@ -13,10 +14,13 @@ __all__ = ["sha256_bytes", "sha256_file"]
 _HASH_LIMIT = 1 << 50
 
 
-def sha256_file(path: Path, display: str | None = None, *, block: int = 1 << 20) -> str:
-    """The sha256 of a regular file, read in blocks of `block` bytes; anything else is an EvidenceError naming it."""
+def sha256_file(path: Path, display: str | None = None, *, block: int = 1 << 20,
+                stopped: threading.Event | None = None) -> str:
+    """The sha256 of a regular file, read in blocks of `block` bytes; anything else is an EvidenceError naming it.
+    With `stopped`, the read is given up (ReadStopped) at the first block after it is set."""
     with open_regular(path, display, limit=_HASH_LIMIT) as handle:
-        return whole_sha256(handle, block=block)  # the hash the guarded handle keeps anyway: one pass, not two
+        # the hash the guarded handle keeps anyway: one pass, not two
+        return whole_sha256(handle, block=block, stopped=stopped)
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -26,6 +26,7 @@ from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, load_bundle, 
 from clustercert.evidence.facts import BundleFacts, bundle_facts
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
+    ReadStopped,
     amount,
     digests_read,
     open_regular,
@@ -44,8 +45,8 @@ from clustercert.runs.results import RunMeta, dump_json_bytes
 # Charts drawn ahead, keyed by their data, or a call that gives them (waited for where the report needs them)
 Charts = dict[str, Any] | Callable[[], dict[str, Any]] | None
 
-__all__ = ["Charts", "Inputs", "check_as_read", "check_seal", "create_run_dir", "file_digest", "load_inputs",
-           "render_reports", "seal_problems", "write_run_folder"]
+__all__ = ["Charts", "Inputs", "ManifestPass", "check_as_read", "check_seal", "create_run_dir", "file_digest",
+           "load_inputs", "render_reports", "seal_problems", "write_run_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -273,14 +274,14 @@ def _parts_wanted(inputs: Inputs) -> dict[str, tuple[str, list[tuple[int, int, s
 
 
 def _hashing(wanted: dict[str, tuple[str, list[tuple[int, int, str]]]], *,
-             block: int = 1 << 20) -> Callable[[Path], str]:
+             block: int = 1 << 20, stopped: threading.Event | None = None) -> Callable[[Path], str]:
     """sha256_file() for the manifest, which also checks, in the same pass, the parts read of each file since the
-    load (`_parts_wanted`: `check_as_read`'s check of them)."""
+    load (`_parts_wanted`: `check_as_read`'s check of them); given up (ReadStopped) once `stopped` is set."""
     def hash_file(path: Path) -> str:
         found = wanted.get(str(path))
         if found is None:
-            return sha256_file(path, block=block)
-        return _check_parts(path, *found, block=block)
+            return sha256_file(path, block=block, stopped=stopped)
+        return _check_parts(path, *found, block=block, stopped=stopped)
 
     return hash_file
 
@@ -303,24 +304,27 @@ _BLOCK = 64 * 1024**2  # kept apart from _LARGE: a test that moves every file to
 _WAIT_SHOWN = 5.0  # seconds between two reports of a wait for a large file's hash, the load's or the manifest's
 
 
-class _ManifestPass:
+class ManifestPass:
     """The manifest's pass over the evidence (`evidence_subjects`, with each file's parts read checked in the same
-    read: `_hashing`), its large files on a thread of their own started before the reports render: hashing a
-    cluster's 3 GB of telemetry (hashlib and file reads release the GIL) then overlaps WeasyPrint's layout, which
-    holds it, rather than following it (3-6 s of a 512-GPU certification's report stage). The other files are
+    read: `_hashing`), its large files on a thread of their own, started once the phases have read the evidence
+    (certify's flow: hashing a cluster's 23 GB of telemetry again then overlaps the validation and the reports,
+    rather than following them: about 40 s of a 4,096-GPU certification's report stage) or, by default, before the
+    reports render (hashlib and file reads release the GIL: WeasyPrint's layout holds it). The other files are
     hashed at `subjects`, in bundle order with the large ones' results (the first file that cannot be signed is
     named, as before). What a pass at the end checked is still checked then: each large file's status is taken
     before it is hashed and must be the same (a file written, replaced or touched after its hash is refused), and
-    parts read after the pass took its list are checked."""
+    parts read after the pass took its list are checked; every whole read since the load is checked against the
+    load's digest (`check_as_read`) at the end as before, whenever the pass began."""
 
-    def __init__(self, inputs: Inputs, evidence: list[str]) -> None:
-        self._inputs, self._evidence = inputs, evidence
+    def __init__(self, inputs: Inputs) -> None:
+        self._inputs, self._evidence = inputs, [BUNDLE_FILE, *inputs.bundle.evidence_files()]
         self._wanted = _parts_wanted(inputs)
         self._before: dict[str, tuple[int, int, int, int, int] | None] = {}
         self._stopped = threading.Event()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="clustercert-manifest")
         root = inputs.bundle.root
-        large = [rel for rel in evidence if (status := _status(root / rel)) is not None and status[2] >= _LARGE]
+        large = [rel for rel in self._evidence
+                 if (status := _status(root / rel)) is not None and status[2] >= _LARGE]
         self._large = {rel: self._pool.submit(self._hash, rel) for rel in large}
 
     def _hash(self, rel: str) -> list[dict[str, Any]]:
@@ -328,7 +332,11 @@ class _ManifestPass:
             return []
         root = self._inputs.bundle.root
         self._before[rel] = _status(root / rel)
-        return evidence_subjects(root, [rel], self._inputs.digests or None, _hashing(self._wanted, block=_BLOCK))
+        try:  # a run that fails while a cluster's telemetry is hashed does not wait for the hash's end
+            return evidence_subjects(root, [rel], self._inputs.digests or None,
+                                     _hashing(self._wanted, block=_BLOCK, stopped=self._stopped))
+        except ReadStopped:
+            return []
 
     def subjects(self, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """The evidence subjects to sign (an EvidenceError of the pass is raised here, the first in bundle order),
@@ -351,8 +359,14 @@ class _ManifestPass:
                 wait([found], timeout=_WAIT_SHOWN)
             subjects += found.result()
         self._pool.shutdown()
+        on_thread = {str(root / rel) for rel in self._before}
         for path, (loaded, pieces) in _parts_wanted(self._inputs).items():
-            if self._wanted.get(path) != (loaded, pieces):  # read since the pass began (nothing reads there today)
+            checked = set(self._wanted.get(path, (loaded, []))[1])
+            if path in on_thread:
+                # read since its hash began (the judge's collection window reads a file's edges): only the parts
+                # are read again, the status check below says the rest (the file is the one hashed, unchanged)
+                _check_ranges(Path(path), loaded, [piece for piece in pieces if piece not in checked])
+            elif self._wanted.get(path) != (loaded, pieces):  # read since the pass began: hashed whole again
                 _check_parts(Path(path), loaded, pieces)
         for rel, before in self._before.items():
             if _status(root / rel) != before:
@@ -366,13 +380,17 @@ class _ManifestPass:
         self._pool.shutdown(wait=True)
 
 
-def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]], *, block: int = 1 << 20) -> str:
+def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]], *, block: int = 1 << 20,
+                 stopped: threading.Event | None = None) -> str:
     """The parts read of `path` are the bytes at their offsets of the file as loaded: one pass over the file now
-    hashes the whole (it must be the load's, which is returned) and each part from the same bytes."""
+    hashes the whole (it must be the load's, which is returned) and each part from the same bytes. Given up
+    (ReadStopped) at the first block after `stopped` is set."""
     hashers = [hashlib.sha256() for _ in pieces]
     at = 0
     with open_regular(path, limit=1 << 50) as handle:
         for data in iter(lambda: handle.read(block), b""):
+            if stopped is not None and stopped.is_set():
+                raise ReadStopped
             end = at + len(data)
             for (offset, length, _), hasher in zip(pieces, hashers, strict=True):
                 lo, hi = max(offset, at), min(offset + length, end)
@@ -389,6 +407,21 @@ def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]], *,
                                 f"{offset}-{offset + length} were read with sha256 {digest}, not the loaded "
                                 f"file's. {_UNTOUCHED}")
     return whole
+
+
+def _check_ranges(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -> None:
+    """The parts read of `path` are the bytes at their offsets of the file now: for a file hashed whole (as loaded)
+    whose status is then checked unchanged since (`ManifestPass`), the loaded file's bytes."""
+    if not pieces:
+        return
+    with open_regular(path, limit=1 << 50) as handle:
+        for offset, length, digest in pieces:
+            handle.seek(offset)
+            data = handle.read(length)
+            if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
+                raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, but bytes "
+                                    f"{offset}-{offset + length} were read with sha256 {digest}, not the loaded "
+                                    f"file's. {_UNTOUCHED}")
 
 
 def _catalog_as_judged(inputs: Inputs) -> bytes:
@@ -553,6 +586,7 @@ def write_run_folder(
     redact: bool = False,
     charts: Charts = None,
     progress: Callable[[str], None] | None = None,
+    manifest_pass: ManifestPass | None = None,
 ) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
     manifest.json and its DSSE envelope; `progress` is told each step (render, sign, the manifest's wait).
@@ -561,12 +595,18 @@ def write_run_folder(
 
     The parts read (a file's edges) are checked in the manifest's own pass over the evidence, which hashes each
     file anyway (one pass over a cluster's 3 GB instead of two), on a thread while the reports render
-    (`_ManifestPass`); a mismatch there removes the folder."""
-    check_as_read(inputs, parts=False)  # before any work: a run judged on other bytes is never written
-    catalog_copy = _catalog_as_judged(inputs)
-    create_run_dir(run_dir)
-    evidence = [BUNDLE_FILE, *inputs.bundle.evidence_files()]
-    manifest_pass = _ManifestPass(inputs, evidence)  # hashes the evidence while the reports render
+    (`ManifestPass`; `manifest_pass` when the caller started it earlier: it is ended here, whatever happens); a
+    mismatch there removes the folder."""
+    try:
+        check_as_read(inputs, parts=False)  # before any work: a run judged on other bytes is never written
+        catalog_copy = _catalog_as_judged(inputs)
+        create_run_dir(run_dir)
+    except BaseException:
+        if manifest_pass is not None:
+            manifest_pass.stop()
+        raise
+    if manifest_pass is None:
+        manifest_pass = ManifestPass(inputs)  # hashes the evidence while the reports render
     try:
         return _write_run_files(run_dir, inputs, results, meta, key, templates_dir, catalog_copy, manifest_pass,
                                 validation=validation, redact=redact, charts=charts, progress=progress)
@@ -575,7 +615,7 @@ def write_run_folder(
 
 
 def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key: KeyPair,
-                     templates_dir: Path, catalog_copy: bytes, manifest_pass: _ManifestPass, *,
+                     templates_dir: Path, catalog_copy: bytes, manifest_pass: ManifestPass, *,
                      validation: dict[str, Any] | None, redact: bool,
                      charts: Charts = None,
                      progress: Callable[[str], None] | None = None) -> dict[str, Path]:

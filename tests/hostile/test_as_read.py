@@ -285,7 +285,7 @@ def test_edges_read_with_other_bytes_refuse_the_manifest_in_its_own_hashing_pass
     tmp_path: Path, hostile: Count, monkeypatch: pytest.MonkeyPatch, large: int
 ) -> None:
     """write_run_folder checks the parts read (the collection window's edges) in the manifest's own pass over the
-    evidence (`_ManifestPass`): a window read from other bytes is refused there, naming the file and the bytes,
+    evidence (`ManifestPass`): a window read from other bytes is refused there, naming the file and the bytes,
     before any manifest is written; the loaded bytes pass with the load's digest."""
     import clustercert.runs.folder as folder
 
@@ -295,14 +295,54 @@ def test_edges_read_with_other_bytes_refuse_the_manifest_in_its_own_hashing_pass
     log.write_text("".join(f"[2026-11-02 03:{i // 60 % 60:02d}:{i % 60:02d}] step {i} done\n" for i in range(6000)))
     inputs = load_inputs(bundle, ROOT / "references")
     original = log.read_bytes()
-    files = ["bundle.yaml", *inputs.bundle.evidence_files()]
     assert collection_window(inputs.bundle) is not None  # the loaded bytes
-    signed = {s["name"]: s["digest"]["sha256"] for s in folder._ManifestPass(inputs, files).subjects()}
+    signed = {s["name"]: s["digest"]["sha256"] for s in folder.ManifestPass(inputs).subjects()}
     assert signed["evidence/r1.log"] == inputs.digests["r1.log"]
 
     log.write_bytes(original[:-40] + original[-40:].replace(b"2026-11-02", b"2026-11-03"))
     assert collection_window(inputs.bundle) is not None  # read from the swapped bytes
     log.write_bytes(original)
     with pytest.raises(EvidenceError, match=rf"{log}: changed while the run read it: .* but bytes \d+-{len(original)}"):
-        folder._ManifestPass(inputs, files).subjects()
+        folder.ManifestPass(inputs).subjects()
+    hostile(1)
+
+
+def test_edges_read_after_the_pass_hashed_a_large_file_are_checked_by_their_bytes_alone(
+    tmp_path: Path, hostile: Count, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """certify starts the manifest's pass when the phases end and the judge then reads the collection window's
+    edges: those parts of a file the pass's thread hashed are checked by reading their bytes again (the file's
+    status, unchanged since its hash, says the rest), not by hashing the file again (25 s of a cluster's 23 GB);
+    a window read from other bytes in between is refused, naming the bytes, before any manifest is written."""
+    import clustercert.runs.folder as folder
+
+    monkeypatch.setattr(folder, "_LARGE", 1)  # every file on the pass's thread
+    bundle = write_bundle(tmp_path / "b")
+    log = bundle / "r1.log"
+    log.write_text("".join(f"[2026-11-02 03:{i // 60 % 60:02d}:{i % 60:02d}] step {i} done\n" for i in range(6000)))
+    inputs = load_inputs(bundle, ROOT / "references")
+    original = log.read_bytes()
+    whole = []
+    real = folder._check_parts
+    monkeypatch.setattr(folder, "_check_parts", lambda path, *a, **k: whole.append(path) or real(path, *a, **k))
+
+    def hashed() -> folder.ManifestPass:
+        manifest_pass = folder.ManifestPass(inputs)
+        for future in manifest_pass._large.values():
+            future.exception()  # every file hashed: what follows is read after
+        return manifest_pass
+
+    manifest_pass = hashed()
+    assert collection_window(inputs.bundle) is not None  # the loaded bytes, read after the pass hashed them
+    signed = {s["name"]: s["digest"]["sha256"] for s in manifest_pass.subjects()}
+    assert signed["evidence/r1.log"] == inputs.digests["r1.log"] and whole == []
+
+    manifest_pass = hashed()  # its thread checks the parts read so far in its own read of the file
+    hashed_whole = len(whole)
+    log.write_bytes(original[:-40] + original[-40:].replace(b"2026-11-02", b"2026-11-03"))
+    assert collection_window(inputs.bundle) is not None  # read from the swapped bytes
+    log.write_bytes(original)
+    with pytest.raises(EvidenceError, match=rf"{log}: changed while the run read it: .* but bytes \d+-{len(original)}"):
+        manifest_pass.subjects()
+    assert len(whole) == hashed_whole  # the swapped edges caught by their bytes alone
     hostile(1)

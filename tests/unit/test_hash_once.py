@@ -161,7 +161,7 @@ def test_the_manifest_pass_on_its_thread_signs_what_a_pass_at_the_end_signs(
     monkeypatch.setattr(folder, "_LARGE", large)
     inputs = load_inputs(bundle, ROOT / "references")
     files = ["bundle.yaml", *inputs.bundle.evidence_files()]
-    manifest_pass = folder._ManifestPass(inputs, files)
+    manifest_pass = folder.ManifestPass(inputs)
     if large == 2000:
         assert 0 < len(manifest_pass._large) < len(files)  # some files on the thread, the others after
     assert manifest_pass.subjects() == evidence_subjects(bundle, files, inputs.digests)
@@ -183,7 +183,7 @@ def test_a_file_changed_after_the_pass_hashed_it_is_a_refusal_naming_it(
     inputs = load_inputs(bundle, ROOT / "references")
     files = ["bundle.yaml", *inputs.bundle.evidence_files()]
     victim = bundle / next(rel for rel in files if rel.endswith(".log"))
-    manifest_pass = folder._ManifestPass(inputs, files)
+    manifest_pass = folder.ManifestPass(inputs)
     for hashed in manifest_pass._large.values():
         hashed.exception()  # the pass has hashed every file
     time.sleep(0.01)  # a coarse file-system clock still moves
@@ -283,14 +283,14 @@ def test_the_wait_for_the_manifests_hash_is_told_file_by_file(bundle: Path, monk
     inputs = load_inputs(bundle, ROOT / "references")
     files = ["bundle.yaml", *inputs.bundle.evidence_files()]
     release = threading.Event()
-    real = folder._ManifestPass._hash
+    real = folder.ManifestPass._hash
 
-    def held(self: folder._ManifestPass, rel: str) -> list[dict[str, object]]:
+    def held(self: folder.ManifestPass, rel: str) -> list[dict[str, object]]:
         release.wait(timeout=60)  # the first large file's hash waits until the progress was told of it twice
         return real(self, rel)
 
-    monkeypatch.setattr(folder._ManifestPass, "_hash", held)
-    manifest_pass = folder._ManifestPass(inputs, files)
+    monkeypatch.setattr(folder.ManifestPass, "_hash", held)
+    manifest_pass = folder.ManifestPass(inputs)
     large = [rel for rel in files if rel in manifest_pass._large]
     assert len(large) >= 2
     told: list[str] = []
@@ -515,3 +515,89 @@ def test_an_amount_of_bytes_reads_as_a_person_reads_it(size: int, said: str) -> 
     from clustercert.evidence.guards import amount
 
     assert amount(size) == said
+
+
+class _StopsAfter(threading.Event):
+    """A stop that reads as set from its `after`th look on (each look is one block of a hash)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.looks = after, 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        return self.looks >= self.after
+
+
+def test_a_hash_stopped_midway_gives_up_at_the_next_block(tmp_path: Path) -> None:
+    """A run that fails while the manifest's pass hashes a cluster's telemetry does not wait for the hash's end:
+    the read is given up at the first block after the stop (whole-file hashes and the parts-checking pass)."""
+    import clustercert.runs.folder as folder
+    from clustercert.evidence.guards import ReadStopped
+    from clustercert.evidence.hashing import sha256_file
+
+    path = tmp_path / "dcgm.prom"
+    data = bytes(range(256)) * 4096 * 10  # ten blocks of 1 MiB and a bit
+    path.write_bytes(data)
+    stop = _StopsAfter(3)
+    with pytest.raises(ReadStopped):
+        sha256_file(path, block=1 << 20, stopped=stop)
+    assert stop.looks == 3  # one look a block: given up at the third, not after the tenth
+    parts = [(0, 10, hashlib.sha256(data[:10]).hexdigest())]
+    stop = _StopsAfter(2)
+    with pytest.raises(ReadStopped):
+        folder._check_parts(path, hashlib.sha256(data).hexdigest(), parts, block=1 << 20, stopped=stop)
+    assert stop.looks == 2
+    # never set: the whole file, as without a stop
+    assert sha256_file(path, stopped=threading.Event()) == hashlib.sha256(data).hexdigest()
+    assert folder._check_parts(path, hashlib.sha256(data).hexdigest(), parts,
+                               stopped=threading.Event()) == hashlib.sha256(data).hexdigest()
+
+
+def test_certify_starts_the_manifest_pass_when_the_phases_end_and_ends_it_when_the_run_fails(
+    bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """certify's flow starts the manifest's pass over the evidence once the phases have read it (a cluster's
+    telemetry is hashed again while the run validates), and a run that fails before the report ends it: no thread
+    is left reading the bundle. The phases and the validation are stand-ins here; the whole flow certifies and
+    verifies in tests/e2e."""
+    import clustercert.runs.folder as folder
+    import flows.certify as certify
+
+    monkeypatch.setattr(folder, "_LARGE", 1)  # every file hashed on the pass's thread
+    inputs = load_inputs(bundle, ROOT / "references")
+    events: list[str] = []
+
+    class Recorded(folder.ManifestPass):
+        def __init__(self, given: folder.Inputs) -> None:
+            events.append("pass started")
+            super().__init__(given)
+
+        def stop(self) -> None:
+            events.append("pass stopped")
+            super().stop()
+
+    def phase(name: str) -> object:
+        def run(*args: object) -> dict[str, object]:
+            events.append(name)
+            return {"section": {}, "checks": [], "workloads": []}
+        return run
+
+    phases = iter(["efficiency", "scaling", "resilience"])
+
+    def validate(*args: object) -> None:
+        events.append("validate")
+        raise RuntimeError("the validation broke")
+
+    monkeypatch.setattr(certify, "ManifestPass", Recorded)
+    monkeypatch.setattr(certify, "load_task", lambda *args: inputs)
+    monkeypatch.setattr(certify, "on_runner", lambda flow, address: phase(next(phases)))
+    monkeypatch.setattr(certify, "validate_task", validate)
+    meta = {"run_id": "r", "started_at": "2026-12-06T10:00:00Z", "bundle_path": str(bundle), "signer": "s",
+            "dev_key": True}
+    with pytest.raises(RuntimeError, match="the validation broke"):
+        certify._stages(str(bundle), str(tmp_path / "run"), meta, str(tmp_path / "keys"), str(ROOT / "references"),
+                        str(ROOT / "templates"), None, 1 << 30, None, False, None)
+    assert events == ["efficiency", "scaling", "resilience", "pass started", "validate", "pass stopped"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("clustercert-manifest")]
+    assert not (tmp_path / "run").exists()
