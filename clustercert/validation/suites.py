@@ -789,7 +789,8 @@ def validate_bundle(
         checks_dir = load_settings().checks_dir
     if told is not None:
         told("build the tables from the parsed evidence")  # a list: built before any is validated (seconds at scale)
-    report = run_tables(build_tables(bundle, facts, parsed), load_suites(checks_dir), data_docs=data_docs, told=told)
+    report = run_tables(build_tables(bundle, facts, parsed, told), load_suites(checks_dir), data_docs=data_docs,
+                        told=told)
     warnings = tuple((run, pf.display, str(w)) for run, files in parsed.items() for pf in files
                      for w in (getattr(pf.result, "warnings", None) or []))
     return replace(report, parse_warnings=warnings) if warnings else report

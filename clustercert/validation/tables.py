@@ -7,6 +7,7 @@ import itertools
 import math
 import re
 import statistics
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -613,12 +614,34 @@ def scheduler_span_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInp
                       _single(frame))
 
 
-def build_tables(bundle: LoadedBundle, facts: BundleFacts, parsed: ParsedBundle) -> list[TableInput]:
-    """Every usable file's table, then the cross-source tables (unusable files are findings, not tables)."""
+_TELL_EVERY_S = 2.0  # how often the building of a cluster's tables (seconds: thousands of runs) says how far it is
+
+
+class _Every:
+    """Tells `told` what is being built, at most once every _TELL_EVERY_S seconds: nothing for a bundle whose
+    tables are built sooner (the sample's), a line every two seconds for a cluster's."""
+
+    def __init__(self, told: Callable[[str], None] | None) -> None:
+        self._told, self._last = told, time.monotonic()
+
+    def __call__(self, what: str, *values: object) -> None:
+        """`what` with `values` put in (str.format), formatted only when it is told."""
+        if self._told is not None and time.monotonic() - self._last >= _TELL_EVERY_S:
+            self._told(what.format(*values))
+            self._last = time.monotonic()
+
+
+def build_tables(bundle: LoadedBundle, facts: BundleFacts, parsed: ParsedBundle,
+                 told: Callable[[str], None] | None = None) -> list[TableInput]:
+    """Every usable file's table, then the cross-source tables (unusable files are findings, not tables); `told`
+    is told how far it is every two seconds."""
     tables: list[TableInput] = []
     ceiling = facts.busbw_ceiling_gbps
     spans: dict[str, tuple[float, float] | None] = {}
-    for run in bundle.spec.runs:
+    every = _Every(told)
+    total = len(bundle.spec.runs)
+    for index, run in enumerate(bundle.spec.runs):
+        every("build the tables from the parsed evidence: run {:,} of {:,} ({})", index + 1, total, run.id)
         if run.phase.value not in spans:  # once per phase, not per run: a sweep is thousands of runs
             spans[run.phase.value] = phase_span(bundle, parsed, run.phase.value)
         span = spans[run.phase.value]
@@ -641,15 +664,16 @@ def build_tables(bundle: LoadedBundle, facts: BundleFacts, parsed: ParsedBundle)
             elif isinstance(result, MlperfResult):
                 tables.append(mlperf_table(pf))
     tables.append(gpu_counts_table(bundle, facts, parsed))
-    tables.append(hosts_table(bundle, parsed))
+    tables.append(hosts_table(bundle, parsed, every))
     tables.append(scheduler_span_table(bundle, parsed))
     tables.append(training_files_table(bundle))
     return tables
 
 
-def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
+def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle, every: _Every | None = None) -> TableInput:
     """hosts: each host the evidence names (a run's nodes in bundle.yaml, nccl-tests rank lines, per-rank timings,
-    telemetry), once per run, source and file, at its first line; `system_nodes` is bundle.yaml's node list."""
+    telemetry), once per run, source and file, at its first line; `system_nodes` is bundle.yaml's node list.
+    `every` is told how far it is (it reads each nccl-tests log's rank lines again: thousands at scale)."""
     rows: list[dict[str, Any]] = []
     yaml_path = bundle.shown("bundle.yaml")
     known = set(bundle.spec.system.nodes)
@@ -660,7 +684,10 @@ def hosts_table(bundle: LoadedBundle, parsed: ParsedBundle) -> TableInput:
             seen.add((run, host, file))
             rows.append({"run": run, "source": source, "host": host, "_file": file, "_line": line, "_run": run})
 
-    for run in bundle.spec.runs:
+    total = len(bundle.spec.runs)
+    for index, run in enumerate(bundle.spec.runs):
+        if every is not None:
+            every("build the table of hosts: run {:,} of {:,} ({})", index + 1, total, run.id)
         for node in run.nodes or []:
             add(run.id, "bundle-nodes", node, yaml_path, _bundle_line(bundle, run.id))
         for pf in parsed.get(run.id, []):

@@ -945,3 +945,25 @@ def test_validating_a_bundle_tells_the_tables_building_before_it_builds_them(mon
     assert told[:4] == ["build the tables from the parsed evidence", "(built)", "start Great Expectations",
                         f"{len(real(bundle, facts, parsed)):,} tables, small ones stacked by kind"]
     assert report.to_json() == validate_bundle(bundle, facts, parsed, checks_dir=root / "checks").to_json()
+
+
+def test_building_a_clusters_tables_says_how_far_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster's tables take seconds to build (thousands of runs, each nccl-tests log's rank lines read again for
+    the hosts): the building says which run it is at, every two seconds (here every call, the interval set to 0),
+    and builds the same tables as without a listener."""
+    import clustercert.validation.tables as tables_module
+    from clustercert.evidence.parse import parse_bundle
+
+    root = Path(__file__).resolve().parents[2]
+    bundle = load_bundle(root / "evidence" / "gb200-seed")
+    facts, parsed = bundle_facts(bundle, load_catalog(bundle.spec.catalog, root / "references")), parse_bundle(bundle)
+    quiet = tables_module.build_tables(bundle, facts, parsed)
+    monkeypatch.setattr(tables_module, "_TELL_EVERY_S", 0.0)
+    told: list[str] = []
+    built = tables_module.build_tables(bundle, facts, parsed, told.append)
+    runs = list(enumerate((run.id for run in bundle.spec.runs), 1))
+    assert told == [
+        *(f"build the tables from the parsed evidence: run {i:,} of {len(runs):,} ({r})" for i, r in runs),
+        *(f"build the table of hosts: run {i:,} of {len(runs):,} ({r})" for i, r in runs),
+    ]
+    assert [(t.suite, t.table, t.run, t.rows) for t in built] == [(t.suite, t.table, t.run, t.rows) for t in quiet]
