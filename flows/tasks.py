@@ -69,13 +69,9 @@ def judge_task(
 def write_task(run_dir: str, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key_dir: str,
                templates_dir: str, validation: ValidationReport | None = None, redact: bool = False,
                charts: Charts = None, manifest_pass: ManifestPass | None = None) -> dict[str, str]:
-    # The passphrase is read here, never passed as a parameter (Prefect records parameters).
-    try:
-        key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
-    except BaseException:
-        if manifest_pass is not None:  # started by the flow (write_run_folder ends it once called)
-            manifest_pass.stop()
-        raise
+    # The passphrase is read here, never passed as a parameter (Prefect records parameters). A manifest pass the
+    # flow started is ended by write_run_folder, or by the flow when this fails before it.
+    key = load_signing_key(Path(key_dir), load_settings().key_passphrase)
     paths = write_run_folder(Path(run_dir), inputs, results, meta, key, Path(templates_dir),
                              validation=None if validation is None else validation.to_json(), redact=redact,
                              charts=charts, progress=functools.partial(report, "report"),

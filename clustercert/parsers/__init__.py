@@ -24,7 +24,7 @@ from clustercert.parsers.mlperf import parse_mlperf
 from clustercert.parsers.nccl_tests import JSON_HEAD as NCCL_JSON_HEAD
 from clustercert.parsers.nccl_tests import parse_nccl_tests
 from clustercert.parsers.nemo import parse_nemo
-from clustercert.parsers.nemo_resilience import parse_nemo_resilience
+from clustercert.parsers.nemo_resilience import ResilienceLog, parse_nemo_resilience
 from clustercert.parsers.rank_timings import parse_rank_timings
 from clustercert.parsers.sacct import fixed_width_rule, parse_sacct
 from clustercert.parsers.sacct_json import is_sacct_json
@@ -86,7 +86,7 @@ TRAINING_FORMATS: dict[str, TrainingParser] = {
 parse_resilience_log = _bounded(parse_nemo_resilience)
 # the formats whose logs show restarts, read beside their steps: the checkpoint loaded between a step and an
 # earlier one is what makes that a restart, not a spliced log (validation.tables)
-RESILIENCE_FORMATS: dict[str, Callable[..., Any]] = {
+RESILIENCE_FORMATS: dict[str, Callable[..., ResilienceLog]] = {
     "nemo": parse_resilience_log,
     "megatron": _bounded(parse_megatron_resilience),
     "megatron-deepspeed": _bounded(parse_megatron_resilience),

@@ -403,10 +403,15 @@ def _check_parts(path: Path, loaded: str, pieces: list[tuple[int, int, str]], *,
                             f"{whole}. {_UNTOUCHED}")
     for (offset, length, digest), hasher in zip(pieces, hashers, strict=True):
         if offset + length > at or hasher.hexdigest() != digest:
-            raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, but bytes "
-                                f"{offset}-{offset + length} were read with sha256 {digest}, not the loaded "
-                                f"file's. {_UNTOUCHED}")
+            raise _part_changed(path, loaded, offset, length, digest)
     return whole
+
+
+def _part_changed(path: Path, loaded: str, offset: int, length: int, digest: str) -> EvidenceError:
+    """The refusal of a part read with other bytes than the loaded file's at its offset."""
+    return EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, but bytes "
+                         f"{offset}-{offset + length} were read with sha256 {digest}, not the loaded file's. "
+                         f"{_UNTOUCHED}")
 
 
 def _check_ranges(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -> None:
@@ -419,9 +424,7 @@ def _check_ranges(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -
             handle.seek(offset)
             data = handle.read(length)
             if len(data) != length or hashlib.sha256(data).hexdigest() != digest:
-                raise EvidenceError(str(path), f"changed while the run read it: sha256 at load {loaded}, but bytes "
-                                    f"{offset}-{offset + length} were read with sha256 {digest}, not the loaded "
-                                    f"file's. {_UNTOUCHED}")
+                raise _part_changed(path, loaded, offset, length, digest)
 
 
 def _catalog_as_judged(inputs: Inputs) -> bytes:
