@@ -310,7 +310,7 @@ def run_cli_on_terminal(*args: str, env: dict[str, str] | None = None, timeout: 
 def _count_cpu(census: Path, args: tuple[str, ...], before: resource.struct_rusage, started: float) -> None:
     """One line for the command just run, in `census` (CLUSTERCERT_TEST_CPU_CENSUS): the CPU seconds of the command
     and of every process it waited for (its chart and PDF processes), its wall seconds, the test, the command.
-    Where the suite's time goes (README, Development); commands a test starts with Popen (the killed and stopped
+    Where the suite's time goes (docs/development.md, Tests); commands a test starts with Popen (the killed and stopped
     runs, the served deployment) and the session's Prefect server are not counted."""
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
