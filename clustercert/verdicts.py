@@ -8,7 +8,8 @@ from enum import StrEnum
 
 from clustercert.evidence.provenance import Span
 
-__all__ = ["Check", "DeclaredCheck", "Outcome", "Reason", "Severity", "Status", "decide_outcome", "exit_code_for", "outcome_reasons"]
+__all__ = ["Check", "DeclaredCheck", "Outcome", "Reason", "Severity", "Status", "decide_outcome", "exit_code_for",
+           "outcome_reasons"]
 
 
 class Status(StrEnum):
