@@ -101,8 +101,8 @@ class StragglerReport:
 
 def _by_key_then_value(keys: IntArray, values: FloatArray) -> IntArray:
     """The row order sorted by (key, value): the values sorted, then stable radix passes over the key's two 16-bit
-    halves (NumPy sorts 16-bit integers by radix), where np.lexsort compares whole rows (3.4 s against 1.3 s for
-    a 512-GPU run's 5.8 million rank-window keys); keys outside 0..2**32-1 take np.lexsort."""
+    halves (NumPy sorts 16-bit integers by radix), where np.lexsort compares whole rows, much slower for the
+    millions of rank-window keys of a cluster; keys outside 0..2**32-1 take np.lexsort."""
     if keys.size == 0 or int(keys.min()) < 0 or int(keys.max()) >= 1 << 32:
         return np.lexsort((values, keys))
     order = np.argsort(values)
@@ -167,7 +167,7 @@ def _median_of_sorted(values: FloatArray, count: int, axis: int) -> FloatArray:
 
 class _Medians:
     """Each rank's median compute time, and each of its windows' median and last timestamp, filled rank group by
-    rank group (about _GROUP_ROWS rows at a time: a cluster's 45.8 M rows are never sorted at once)."""
+    rank group (about _GROUP_ROWS rows at a time: a cluster's tens of millions of rows are never sorted at once)."""
 
     def __init__(self, ranks: IntArray, low_step: int, window_steps: int, n_windows: int,
                  told: Callable[[int, int], None] | None) -> None:

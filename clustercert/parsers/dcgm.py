@@ -64,7 +64,7 @@ _LABEL = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.
 _HEAD_LIMIT = 20
 # What is read at a time: the columns take 36 bytes per sample; a chunk costs about 16x its size while cut up
 CHUNK_BYTES = 8 * 1024**2
-_CHUNK_THREADS = 2  # chunks read at once (this machine's two cores); each costs about 16x its size while cut up
+_CHUNK_THREADS = 2  # chunks read at once (NumPy and Arrow release the GIL); each costs about 16x its size while cut up
 # the numbers taken in bulk: exactly what float() reads the same way as Arrow's correctly rounded cast, and
 # timestamps short enough that int(float(text)) == int(text)
 _BULK_VALUE = r"^-?[0-9]{1,40}(\.[0-9]{1,40})?$"
@@ -160,7 +160,7 @@ class Telemetry:
     (ms since the epoch, UTC) and line (1-based) int64.
 
     The columns are held in memory up to CLUSTERCERT_TELEMETRY_MEMORY_MIB (36 bytes a sample), beyond that in
-    scratch files (`_Spilled`): a 4,096-GPU day is 353 million samples, 12.7 GB of columns. What clustercert
+    scratch files (`_Spilled`): a large cluster's day is hundreds of millions of samples. What clustercert
     computes from them reads a block at a time (`blocks`); the whole-column attributes (`metric` ... `line`)
     are for small files and tests."""
 
@@ -171,7 +171,7 @@ class Telemetry:
     hosts: tuple[str, ...]
     columns: _Resident | _Spilled
     # the (metric, gpu, host) codes of each series the file holds, one row a series, met while it was read (None:
-    # not known, the columns are scanned): what the resilience phase counts, without reading 12.7 GB back
+    # not known, the columns are scanned): what the resilience phase counts, without reading the columns back
     series_codes: Codes | None = None
 
     def __len__(self) -> int:
@@ -832,8 +832,8 @@ def _booleans(array: Any) -> Any:
 
 def _bulk_numbers(value_text: Any, stamp_text: Any, value_chars: Ints, stamp_chars: Ints) -> Any:
     """Which (value, timestamp) pairs are read in bulk: a value matching _BULK_VALUE and a timestamp of 1 to
-    _BULK_STAMP_DIGITS digits. Digits alone are told by Arrow's character classes (ten times quicker than a
-    pattern, about 40 ns a string): a timestamp always, a value unless it has a sign or a point (then matched)."""
+    _BULK_STAMP_DIGITS digits. Digits alone are told by Arrow's character classes (much quicker than a pattern):
+    a timestamp always, a value unless it has a sign or a point (then matched)."""
     import pyarrow.compute as pc
 
     stamps = _booleans(pc.ascii_is_decimal(stamp_text)) & (stamp_chars <= _BULK_STAMP_DIGITS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from itertools import compress, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -165,7 +164,8 @@ def _columns(text: str) -> StepTable | None:
         block = _block(pieces[at:at + _BLOCK], marked[at:at + _BLOCK])
         if block is None:
             return None
-        deque(map(list.extend, columns, block), maxlen=0)
+        for column, values in zip(columns, block, strict=True):
+            column.extend(values)
     if not columns[0] or not all(time >= 0 for time in columns[names.index("step_time_s")]):
         return None
     return make_steps(names, columns)

@@ -364,9 +364,8 @@ def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) ->
     head_text = f"iteration{space}+(\\d+){space}*/{space}*(\\d+){space}*\\|"
     # The pattern's repeats are possessive (`*+`): what follows each (a key, ':', '|', a digit, a line end) is
     # never a character it takes, so giving one back never lets a match succeed that would fail; the engine then
-    # keeps no backtracking state for them (a fifth of the scan)
-    # the print time one group: one text per record to make, look up and free, not two and a pair of them (8 % of
-    # the parser bench's stamped log's reading)
+    # keeps no backtracking state for them
+    # the print time one group: one text per record to make, look up and free, not two and a pair of them
     pieces = [rf"\[(\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}})\]{space}*+" if stamped else "",
               f"iteration{space}++(\\d++){space}*+/{space}*+(\\d++){space}*+\\|"]
     captured: list[tuple[str | None, float]] = []

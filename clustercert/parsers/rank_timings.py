@@ -55,11 +55,12 @@ class RankTimings:
     """The per-rank timings table (pyarrow, never pandas) with its summary; rows are 1-based in provenance.
 
     A Parquet file's columns are read from the file when asked (`column`, `batches`), one column or a batch of
-    rows at a time, cast as parsed; the table is never held whole: a 4,096-GPU day is 45.8 M rows, about 2.9 GB
-    once cast. They are read from the bytes that were parsed: the parser keeps open what it was given (in a
-    certification, the private in-memory copy of the bytes read and hashed: clustercert/evidence/parse.py), so a
-    file changed on disk meanwhile changes nothing; what cannot be read again is refused. Pickled (a persisted
-    result, a Dask worker's), it travels as the whole table. A CSV file's table is held (Arrow reads CSV whole)."""
+    rows at a time, cast as parsed; the table is never held whole: a large cluster's day is tens of millions of
+    rows, gigabytes once cast. They are read from the bytes that were parsed: the parser keeps open what it was
+    given (in a certification, the private in-memory copy of the bytes read and hashed:
+    clustercert/evidence/parse.py), so a file changed on disk meanwhile changes nothing; what cannot be read again
+    is refused. Pickled (a persisted result, a Dask worker's), it travels as the whole table. A CSV file's table is
+    held (Arrow reads CSV whole)."""
 
     file: str
     rows: int

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import operator
 import re
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from itertools import accumulate, compress, repeat
@@ -401,9 +400,8 @@ class _Rows:
             compress(ids, is_step), *_fields(values, is_step, len(owner), submit=False), compress(numbers, is_step),
             compress(by_name, is_step), strict=True))
         owners = [self.last, *jobs]
-        # each step appended to its job's list in file order, the loop run by deque() in C
-        deque(map(list.append, map(operator.attrgetter("steps"), map(owners.__getitem__, owner)), steps),
-              maxlen=0)
+        for index, step in zip(owner, steps, strict=True):  # each step to its job's list, in file order
+            owners[index].steps.append(step)
         self.jobs.extend(jobs)
         if jobs:
             self.last, self.last_id = jobs[-1], job_ids[-1]
@@ -487,11 +485,13 @@ class _Rows:
         columns = self.columns
         if len(varying) * 2 > len(columns):
             return list(map(dict, map(zip, repeat(columns), zip(*by_column, strict=True))))
-        # the first row's dict copied (a copy is a memcpy), the varying cells set on each, the loop run in C
+        # the first row's dict copied (a copy is a memcpy), the varying cells set on each
         by_name = list(map(dict.copy, repeat(dict(zip(columns, [texts[0] for texts in by_column], strict=True)),
                                              count)))
         for i in varying:
-            deque(map(dict.__setitem__, by_name, repeat(columns[i]), by_column[i]), maxlen=0)
+            name = columns[i]
+            for row, text in zip(by_name, by_column[i], strict=True):
+                row[name] = text
         return by_name
 
 

@@ -367,7 +367,8 @@ class _Gpus:
 
 def _gpu_columns(table: RankTable, origin: float) -> _Gpus:
     """Columns for scoring, reduced column-wise (times relative to `origin`), keyed by (node, GPU); the file's
-    columns are read one at a time into arrays, each let go once used (a 4,096-GPU day is 45.8 M rows)."""
+    columns are read one at a time into arrays, each let go once used (a cluster's day is tens of millions of
+    rows)."""
     encoded = pc.dictionary_encode(table.column("node")).combine_chunks()
     key = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)  # the node's code, for now
     names = encoded.dictionary.to_pylist()

@@ -288,8 +288,8 @@ def import_great_expectations() -> Any:
     scipy.stats loaded only when something first uses it, and without its SQL data sources (see below).
 
     Three of Great Expectations' modules import scipy.stats at import time for the three expectations above; the
-    import of scipy.stats (and of the linear algebra, sparse, spatial and optimisation packages it takes in, 527
-    modules) is 0.7-1.3 s of Great Expectations' 2.2-3.1 s here, on a certification's path to its first flow.
+    import of scipy.stats (and of the linear algebra, sparse, spatial and optimisation packages it takes in,
+    hundreds of modules) is much of Great Expectations' own, on a certification's path to its first flow.
     Here scipy.stats is made a lazy module (`importlib.util.LazyLoader`, the standard library's own) and set where
     `from scipy import stats` finds it: the first attribute read from it loads it, in full, as an eager import
     would; nothing else changes. Where scipy.stats is already loaded, or SciPy is not there, Great Expectations is
@@ -302,7 +302,7 @@ def import_great_expectations() -> Any:
     # SQLAlchemy, which Great Expectations takes only for its SQL data sources (an optional dependency: it runs
     # without it, as where it is not installed), is hidden from it while it is imported, unless loaded already:
     # `checks/` validates pandas frames only, and a certification loads SQLAlchemy for nothing else (the Prefect
-    # server that needs it is a process of its own). 0.2-0.3 s of the import, on the run's path to its first flow.
+    # server that needs it is a process of its own), and its import is on the run's path to its first flow.
     hidden = _UNUSED not in sys.modules
     if hidden:
         sys.modules[_UNUSED] = None  # type: ignore[assignment]  # `import sqlalchemy` raises ImportError
@@ -517,7 +517,7 @@ def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput]
 
     Small tables of one kind whose columns, dtypes and resolved kwargs agree are stacked into one frame and
     validated once: Great Expectations' cost is per expectation and validation, not per row, and a sweep has a
-    table per file (41 in the sample, thousands on a cluster). An expectation that passes on the stack passes on
+    table per file (thousands on a cluster). An expectation that passes on the stack passes on
     each table with no unexpected row, which is all validation.json records of a pass. Where a row-wise one fails,
     the stack's unexpected rows name the tables that hold them; those tables (all of them, for any other
     expectation that does not pass or cannot run) validate it on their own, so its counts, samples and messages
@@ -673,8 +673,8 @@ def run_tables(
     tables = list(tables)
     # What exists now (the parsed evidence: millions of objects at cluster scale) lives on: frozen, it is left out
     # of the collections below, which free the cyclic garbage each batch's validation leaves (Great Expectations'
-    # objects; with such a heap Python's own full collections are rare, and a 512-GPU run's 44 telemetry
-    # batches grew the process by 1.8 GB before one came).
+    # objects; with such a heap Python's own full collections are rare, and a cluster's telemetry batches would
+    # grow the process by gigabytes before one came).
     with frozen():
         return _run_tables(_GxRun(gx, context, batch_definition, data_docs, say), tables, suites, stack)
 
