@@ -115,9 +115,7 @@ def _sacct_by_line(
             raise _no_column(display, number, columns, "JobID" if id_column is None else "State")
         job_id = row[id_column].strip()
         if not job_id:
-            raise EvidenceError(
-                display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID"
-            )
+            raise EvidenceError(display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID")
         state_raw = row["State"].strip()
         state = states.get(state_raw)
         if state is None:
@@ -133,12 +131,8 @@ def _sacct_by_line(
         parent, dot, _ = job_id.partition(".")
         if dot:
             if parent not in by_id:
-                raise EvidenceError(
-                    display,
-                    f"expected job {parent} before its step {job_id}, got none. {_HINT}",
-                    line=number,
-                    field="JobID",
-                )
+                raise EvidenceError(display, f"expected job {parent} before its step {job_id}, got none. {_HINT}",
+                                    line=number, field="JobID")
             jobs[by_id[parent]].steps.append(
                 SacctStep._make((job_id, state, state_raw, elapsed, start, end, number, row)))
             continue
