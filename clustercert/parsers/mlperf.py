@@ -204,8 +204,10 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
             raise EvidenceError(
                 display, f"expected a JSON object after ':::MLLOG'. {_HINT}", line=number, field="MLLOG"
             )
-        if record.get("key") in _SCORED:
-            scored.add(record, number)
+        key = record.get("key")
+        if key not in _SCORED:
+            continue
+        scored.add(record, number)
     if not seen:
         raise EvidenceError(display, f"expected ':::MLLOG' lines, found none. {_HINT}")
     return scored.run(file.name), scored.benchmark
