@@ -11,7 +11,7 @@ from datetime import datetime
 from itertools import accumulate, compress, repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from clustercert.errors import EvidenceError
@@ -393,7 +393,8 @@ class _Rows:
         steps = map(tuple.__new__, repeat(SacctStep), zip(
             compress(ids, is_step), *_fields(values, is_step, len(owner), submit=False), compress(numbers, is_step),
             compress(by_name, is_step), strict=True))
-        owners = [self.last, *jobs]
+        # index 0 is the blocks before's last job: a step names it only where there is one (_owners checked)
+        owners = cast("list[SacctJob]", [self.last, *jobs])
         for index, step in zip(owner, steps, strict=True):  # each step to its job's list, in file order
             owners[index].steps.append(step)
         self.jobs.extend(jobs)
