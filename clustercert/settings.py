@@ -61,8 +61,8 @@ def table_path() -> str:
 
 
 # How much memory one telemetry file's columns may take (36 bytes a sample) before they are kept in scratch files
-# of the temporary folder (TMPDIR) and read back a block at a time: parsers/dcgm.py. A 512-GPU day is 1.6 GB of
-# columns, a 4,096-GPU day 12.7 GB.
+# of the temporary folder (TMPDIR) and read back a block at a time: parsers/dcgm.py. A large cluster's day is many
+# gigabytes of columns.
 TELEMETRY_MEMORY_VARIABLE = "CLUSTERCERT_TELEMETRY_MEMORY_MIB"
 _TELEMETRY_MEMORY_MIB = 1024
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from clustercert.evidence.provenance import Span
 
-__all__ = ["Check", "Outcome", "Reason", "Severity", "Status", "decide_outcome", "exit_code_for", "outcome_reasons"]
+__all__ = ["Check", "DeclaredCheck", "Outcome", "Reason", "Severity", "Status", "decide_outcome", "exit_code_for",
+           "outcome_reasons"]
 
 
 class Status(StrEnum):
@@ -67,6 +68,25 @@ class Check:
             "summary": self.summary,
             "evidence": [s.to_dict() for s in self.evidence],
         }
+
+
+@dataclass(frozen=True)
+class DeclaredCheck:
+    """A check as declared before it is judged: its stable id, title, phase and severity; judged() adds what the
+    evidence showed."""
+
+    id: str
+    title: str
+    phase: str
+    severity: Severity
+
+    def judged(
+        self, status: Status, message: str, *, measured: float | None = None, target: float | None = None,
+        unit: str = "", evidence: Sequence[Span] = (), summary: str | None = None,
+    ) -> Check:
+        return Check(id=self.id, title=self.title, phase=self.phase, severity=self.severity, status=status,
+                     measured=measured, target=target, unit=unit, message=message, evidence=tuple(evidence),
+                     summary=summary)
 
 
 def decide_outcome(checks: Iterable[Check]) -> Outcome:

@@ -231,7 +231,7 @@ def resolve_inside(root: Path, rel: str, *, entry: str, folders: dict[str, str] 
     candidate = root / rel
     if folders is None:
         if real_root is None:
-            real_root = os.path.realpath(root)  # os.path: a 30,000-run bundle.yaml spent seconds in Path.resolve
+            real_root = os.path.realpath(root)  # os.path: Path.resolve is slow once a bundle lists thousands of runs
         real = os.path.realpath(candidate)
     else:
         real_root = _real_path(str(root), folders)

@@ -1,6 +1,7 @@
-"""What the catalog says about each run of a bundle, worked out once when the evidence set is built: the model
-FLOPs per sequence, the dense peak and the baseline's measurement window. The validation tables read these facts
-beside the parsed files and never reach into the catalog or the FLOPs formulas themselves (issue 13)."""
+"""What the catalog says about each run of a bundle (its model FLOPs per sequence, dense peak, baseline window).
+
+Worked out once when the evidence set is built: the validation tables read these facts beside the parsed files and
+never reach into the catalog or the FLOPs formulas themselves (issue 13)."""
 
 from __future__ import annotations
 

@@ -67,7 +67,8 @@ __all__ = [
 ]
 
 # bundle.yaml and catalogs are written by `evidence init` or by hand: a 1,024-node bundle with a run per
-# workload, repeat and pair is about 150 KB; 2 MiB (about 17,000 runs) loads in seconds (bench/bench_hostile.py).
+# workload, repeat and pair is a fraction of this, and a file this large still loads in seconds
+# (bench/bench_hostile.py).
 MAX_YAML_BYTES = 2 * 1024**2
 # Anchors and aliases are legal YAML, but each alias can multiply what is built (billion laughs).
 MAX_YAML_ALIASES = 1000
@@ -283,8 +284,7 @@ def whole_sha256(handle: BinaryIO, *, block: int = 1 << 20, stopped: threading.E
     if not isinstance(raw, _HashingReader):
         raise TypeError("whole_sha256: expected a handle of open_regular")
     # No larger than the file and one byte more (its end is seen by the next read): a buffer is zeroed when made, and
-    # a manifest's 64 MiB block made for each of a bundle's small files cost seconds (1 MiB for each of a pairwise
-    # sweep's 8,141 files: 8 GiB zeroed)
+    # a manifest's large block made for each of a sweep's thousands of small files would zero gigabytes
     size = os.fstat(raw.fileno()).st_size
     buffer = memoryview(bytearray(max(1, min(block, size + 1))))
     while raw.readinto(buffer):
@@ -362,8 +362,8 @@ _READING: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvar
 @contextmanager
 def told_reading(listener: Callable[[int, int], None]) -> Iterator[None]:
     """While the block runs (in this context: the thread that calls `read_chunks`), a `read_chunks` started there
-    tells `listener` (bytes read so far, the file's size) every `_READ_SHOWN` seconds of its read: a 4,096-GPU
-    bundle's 23 GB telemetry file is read for two minutes."""
+    tells `listener` (bytes read so far, the file's size) every `_READ_SHOWN` seconds of its read: a large
+    cluster's telemetry file takes minutes to read."""
     token = _READING.set(listener)
     try:
         yield

@@ -217,10 +217,50 @@ def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog
 def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = None, catalog: str | None = None,
                  limit: int = DEFAULT_LIMIT) -> Draft:
     """The draft of FOLDER/bundle.yaml: every value the files show, a FILL_IN (with what is needed) for the rest."""
-    taken: set[str] = set()
+    taken: set[str] = set()  # the run ids given so far
     unused: list[tuple[str, str]] = []
-    collectives: list[tuple[str, NcclTestsResult, list[RankLine]]] = []
-    others: list[tuple[str, str, Path]] = []  # (rel, format, path)
+    collectives, others = _sorted_files(folder, unused, limit)
+    hosts = sorted({r.host for _, _, ranks in collectives for r in ranks})
+    system_fields, sys_id = _system_fields(collectives, system, catalog)
+    loaded, catalog_field = _catalog_field(folder, references_dir, catalog, sys_id)
+    if system_fields[0].value == "" and loaded is not None:
+        system_fields[0] = _Field("gpu", loaded.spec.system, "default: the system the catalog certifies")
+    if any(len({r.host for r in ranks}) > 1 for _, _, ranks in collectives):
+        # the files do not say which network joins the nodes (NCCL_DEBUG's NET/IB lines would, nccl-tests' do not):
+        # a commented-out line shows where it goes, as a folder of collectives alone is usable without it
+        kinds = "|".join(sorted(loaded.spec.scale_out_gbps)) if loaded is not None else "infiniband-ndr|..."
+        system_fields.append(_Field("# interconnect", f"{{scale_out: <{kinds}>, nics_per_node: <NICs per node>}}",
+                                    "not in the files: uncomment and fill in to judge busbw between nodes against "
+                                    "targets (without it, it is measured and compared pair with pair only)"))
+    runs = [_collective_run(rel, parsed, ranks, hosts, taken) for rel, parsed, ranks in collectives]
+    other_runs, training = _other_runs(others, loaded, taken, unused, limit)
+    runs += other_runs
+    top = [
+        _Field("schema_version", 1),
+        ("cluster", [_Field("name", re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name) or "cluster",
+                            "default: the folder's name"),
+                     _Field("provider", "not given", "who operates the cluster (the report's cover shows it)")]),
+        ("system", system_fields),
+        catalog_field,
+        _Field("recipe_version", PLACEHOLDER, "needed: the recipe (container) version of the training runs")
+        if training else _Field("recipe_version", "none", "no training run: no recipe"),
+        _Field("timezone", "UTC", "default: sacct times carry no offset; set the cluster's zone"),
+    ]
+    text = _emit(top, runs, unused)
+    placeholders = [line.split("#", 1)[0].strip() for line in text.splitlines() if PLACEHOLDER in line.split("#")[0]]
+    optional = [f"system.{f.key[2:]}" for f in system_fields if f.key.startswith("# ")]
+    return Draft(text, len(runs), placeholders, unused, optional)
+
+
+_Collective = tuple[str, NcclTestsResult, list[RankLine]]  # (rel, parsed, rank lines)
+
+
+def _sorted_files(folder: Path, unused: list[tuple[str, str]],
+                  limit: int) -> tuple[list[_Collective], list[tuple[str, str, Path]]]:
+    """The folder's nccl-tests outputs (parsed, with their rank lines) and its other files of a known format (rel,
+    format, path); each file that is neither goes to `unused`, with why."""
+    collectives: list[_Collective] = []
+    others: list[tuple[str, str, Path]] = []
     for rel, path in _scan(folder, unused):
         try:
             fmt = detect_format(path, rel)
@@ -237,76 +277,82 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
             collectives.append((rel, parsed, ranks))
         else:
             others.append((rel, fmt, path))
+    return collectives, others
 
-    # the system, from nccl-tests' rank lines
+
+def _system_fields(collectives: list[_Collective], system: str | None,
+                   catalog: str | None) -> tuple[list[_Field], str | None]:
+    """The system's fields as nccl-tests' rank lines show them (the GPU's system, GPUs per node, the nodes), and
+    the system id; the gpu field's value is "" where the catalog given will say it."""
     hosts = sorted({r.host for _, _, ranks in collectives for r in ranks})
     per_host: dict[str, set[int]] = {}
     for _, _, ranks in collectives:
         for r in ranks:
             per_host.setdefault(r.host, set()).add(r.device)
     names = sorted({r.gpu for _, _, ranks in collectives for r in ranks})
-    system_fields: list[_Field] = []
+    fields: list[_Field] = []
     sys_id = system or next((s for s in map(_system_of, names) if s), None)
     if system is not None:
-        system_fields.append(_Field("gpu", system, "given with --system"))
+        fields.append(_Field("gpu", system, "given with --system"))
     elif sys_id is not None:
-        system_fields.append(_Field("gpu", sys_id, f"nccl-tests rank lines name {', '.join(names)}"))
+        fields.append(_Field("gpu", sys_id, f"nccl-tests rank lines name {', '.join(names)}"))
     elif catalog is not None:
-        system_fields.append(_Field("gpu", "", ""))  # the catalog's system, set below once it is loaded
+        fields.append(_Field("gpu", "", ""))  # the catalog's system, set once it is loaded
     else:
-        system_fields.append(_Field("gpu", PLACEHOLDER, "needed: the system id of the catalog (gb200-nvl72, "
-                                    f"h100-sxm, h200-sxm, b200 or your catalog's); rank lines name {names or 'none'}"))
+        fields.append(_Field("gpu", PLACEHOLDER, "needed: the system id of the catalog (gb200-nvl72, "
+                             f"h100-sxm, h200-sxm, b200 or your catalog's); rank lines name {names or 'none'}"))
     if per_host:
-        system_fields.append(_Field("gpus_per_node", max(len(d) for d in per_host.values()),
-                                    "the most devices one host shows in nccl-tests rank lines"))
-        system_fields.append(_Field("nodes", hosts, f"the {len(hosts)} hosts of nccl-tests' rank lines"))
+        fields.append(_Field("gpus_per_node", max(len(d) for d in per_host.values()),
+                             "the most devices one host shows in nccl-tests rank lines"))
+        fields.append(_Field("nodes", hosts, f"the {len(hosts)} hosts of nccl-tests' rank lines"))
     else:
-        system_fields.append(_Field("gpus_per_node", PLACEHOLDER, "needed: GPUs per node (no nccl-tests rank lines)"))
-        system_fields.append(_Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests rank lines)"))
+        fields.append(_Field("gpus_per_node", PLACEHOLDER, "needed: GPUs per node (no nccl-tests rank lines)"))
+        fields.append(_Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests rank lines)"))
+    return fields, sys_id
 
-    loaded: LoadedCatalog | None = None
+
+def _catalog_field(folder: Path, references_dir: Path, catalog: str | None,
+                   sys_id: str | None) -> tuple[LoadedCatalog | None, _Field]:
+    """The catalog given (as bundle.yaml names it: relative to the bundle), else the shipped one for the system."""
     if catalog is not None:
         written = catalog
         typed = typed_catalog(catalog, folder)
         if typed is not None and typed != catalog:  # typed relative to where the command ran; bundle.yaml names it
             written = os.path.relpath(str(Path(typed).resolve()), str(folder.resolve()))  # relative to the bundle
         loaded = load_catalog(written, references_dir, relative_to=folder)
-        catalog_field = _Field("catalog", written, f"given with --catalog {catalog}")
-        if system_fields[0].value == "":
-            system_fields[0] = _Field("gpu", loaded.spec.system, "default: the system the catalog certifies")
-    elif sys_id is not None and (loaded := _catalog_for(sys_id, references_dir)) is not None:
-        catalog_field = _Field("catalog", loaded.spec.id, f"default: the shipped catalog for {sys_id}")
+        return loaded, _Field("catalog", written, f"given with --catalog {catalog}")
+    if sys_id is not None and (found := _catalog_for(sys_id, references_dir)) is not None:
+        return found, _Field("catalog", found.spec.id, f"default: the shipped catalog for {sys_id}")
+    return None, _Field("catalog", PLACEHOLDER, "needed: a catalog id in references/ or a path to your own")
+
+
+def _collective_run(rel: str, parsed: NcclTestsResult, ranks: list[RankLine], hosts: list[str],
+                    taken: set[str]) -> _Run:
+    """A collective run from an nccl-tests output: its scope from its hosts among all `hosts`."""
+    run_hosts = sorted({r.host for r in ranks})
+    names_of = ", ".join(t.collective for t in parsed.tests)
+    aborted = [t for t in parsed.tests if t.error]
+    gpus = max((t.ranks for t in parsed.tests if t.ranks), default=len({(r.host, r.device) for r in ranks}))
+    fields = [_Field("id", _run_id(rel, taken)), _Field("phase", "scaling"), _Field("kind", "collective"),
+              _Field("format", "nccl-tests", names_of + (f"; {len(aborted)} aborted" if aborted else ""))]
+    if run_hosts:
+        scope, why = _scope(run_hosts, hosts)
+        fields.append(_Field("scope", scope, why))
+        fields.append(_Field("nodes", run_hosts))
     else:
-        catalog_field = _Field("catalog", PLACEHOLDER, "needed: a catalog id in references/ or a path to your own")
+        fields.append(_Field("scope", PLACEHOLDER, "needed: nvlink-domain, cross-rack, full-scale or pair "
+                             "(the file has no rank lines)"))
+    if gpus:
+        fields.append(_Field("gpus", gpus, "ranks of the test"))
+    fields.append(_Field("files", [rel]))
+    return _Run(fields)
 
-    if any(len({r.host for r in ranks}) > 1 for _, _, ranks in collectives):
-        # the files do not say which network joins the nodes (NCCL_DEBUG's NET/IB lines would, nccl-tests' do not):
-        # a commented-out line shows where it goes, as a folder of collectives alone is usable without it
-        kinds = "|".join(sorted(loaded.spec.scale_out_gbps)) if loaded is not None else "infiniband-ndr|..."
-        system_fields.append(_Field("# interconnect", f"{{scale_out: <{kinds}>, nics_per_node: <NICs per node>}}",
-                                    "not in the files: uncomment and fill in to judge busbw between nodes against "
-                                    "targets (without it, it is measured and compared pair with pair only)"))
 
+def _other_runs(others: list[tuple[str, str, Path]], loaded: LoadedCatalog | None, taken: set[str],
+                unused: list[tuple[str, str]], limit: int) -> tuple[list[_Run], bool]:
+    """The runs of the files other than nccl-tests outputs, and whether one is a training run; a file its parser
+    cannot use goes to `unused`, with why."""
     runs: list[_Run] = []
-    for rel, parsed, ranks in collectives:
-        run_hosts = sorted({r.host for r in ranks})
-        names_of = ", ".join(t.collective for t in parsed.tests)
-        aborted = [t for t in parsed.tests if t.error]
-        gpus = max((t.ranks for t in parsed.tests if t.ranks), default=len({(r.host, r.device) for r in ranks}))
-        fields = [_Field("id", _run_id(rel, taken)), _Field("phase", "scaling"), _Field("kind", "collective"),
-                  _Field("format", "nccl-tests", names_of + (f"; {len(aborted)} aborted" if aborted else ""))]
-        if run_hosts:
-            scope, why = _scope(run_hosts, hosts)
-            fields.append(_Field("scope", scope, why))
-            fields.append(_Field("nodes", run_hosts))
-        else:
-            fields.append(_Field("scope", PLACEHOLDER, "needed: nvlink-domain, cross-rack, full-scale or pair "
-                                 "(the file has no rank lines)"))
-        if gpus:
-            fields.append(_Field("gpus", gpus, "ranks of the test"))
-        fields.append(_Field("files", [rel]))
-        runs.append(_Run(fields))
-
     training = False
     for rel, fmt, path in others:
         if fmt in TRAINING_FORMATS:
@@ -337,22 +383,7 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
                                      "field names of its `sacct --format` list, in order"))
         fields.append(_Field("files", [rel]))
         runs.append(_Run(fields))
-
-    top = [
-        _Field("schema_version", 1),
-        ("cluster", [_Field("name", re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name) or "cluster",
-                            "default: the folder's name"),
-                     _Field("provider", "not given", "who operates the cluster (the report's cover shows it)")]),
-        ("system", system_fields),
-        catalog_field,
-        _Field("recipe_version", PLACEHOLDER, "needed: the recipe (container) version of the training runs")
-        if training else _Field("recipe_version", "none", "no training run: no recipe"),
-        _Field("timezone", "UTC", "default: sacct times carry no offset; set the cluster's zone"),
-    ]
-    text = _emit(top, runs, unused)
-    placeholders = [line.split("#", 1)[0].strip() for line in text.splitlines() if PLACEHOLDER in line.split("#")[0]]
-    optional = [f"system.{f.key[2:]}" for f in system_fields if f.key.startswith("# ")]
-    return Draft(text, len(runs), placeholders, unused, optional)
+    return runs, training
 
 
 def _sacct_width(path: Path) -> int:

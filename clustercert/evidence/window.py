@@ -23,8 +23,8 @@ __all__ = ["CollectionWindow", "collection_window", "stamps_in"]
 # 2026-11-02 03:00:00, 2026-11-02T03:00:00.123+00:00, [2025-03-07 22:39:36,176]
 _TS = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?(Z|[+-]\d{2}:?\d{2})?")
 # What every _TS match holds from its year's hyphen on. A pattern that starts with a literal is searched for at C
-# speed, while _TS (a lookbehind first) is tried at every offset: 2.9 s over a 512-GPU bundle's 60 MB of file edges
-# (8,000 nccl-tests outputs that print no time), 0.04 s this way. See _stamp_matches.
+# speed, while _TS (a lookbehind first) is tried at every offset of every file edge, most of which (nccl-tests
+# outputs) print no time. See _stamp_matches.
 _HYPHEN = re.compile(r"-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
 _EDGE = 64 * 1024  # bytes read at each end of a file
 _BINARY = (".parquet", ".gz", ".zst", ".bin")

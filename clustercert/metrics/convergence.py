@@ -1,6 +1,7 @@
-"""Convergence sanity of a throughput run: a run whose loss is not finite, explodes or does not fall is not a
-valid measurement of training (MLPerf judges time to a quality target; a throughput run is only trusted when it
-trains)."""
+"""Convergence sanity of a throughput run: its logged loss is finite, does not explode, and falls.
+
+A run whose loss does not is not a valid measurement of training (MLPerf judges time to a quality target; a
+throughput run is only trusted when it trains)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ __all__ = [
     "EventType",
     "FaultRecovery",
     "ResilienceReport",
+    "ResilienceRules",
     "Stall",
     "analyze_resilience",
 ]
@@ -112,69 +113,59 @@ def _checkpoint_interval(events: Sequence[Event]) -> int | None:
     return int(statistics.median(gaps)) if gaps else None
 
 
+@dataclass(frozen=True)
+class ResilienceRules:
+    """How a job's steps and events are judged: a gap between steps longer than `stall_factor` x the mean step
+    time plus `time_resolution_s` is a stall (the first `warmup_steps` of each job start count neither way); a
+    restart within `restart_max_s` of its fault is in time; `checkpoint_interval_steps` None is the median gap
+    between saved steps."""
+
+    stall_factor: float = 3.0
+    warmup_steps: int = 2
+    restart_max_s: float = 900.0
+    checkpoint_interval_steps: int | None = None
+    time_resolution_s: float = 0.0
+
+
 def analyze_resilience(
     steps: Sequence[StepCompletion],
     events: Sequence[Event],
     end_s: float,
-    *,
-    stall_factor: float = 3.0,
-    warmup_steps: int = 2,
-    restart_max_s: float = 900.0,
-    checkpoint_interval_steps: int | None = None,
-    time_resolution_s: float = 0.0,
+    rules: ResilienceRules | None = None,
 ) -> ResilienceReport:
     """Stalls, fault recoveries and administrator actions of one job.
 
-    Job starts (JOB_STARTED events) split the steps into segments; the first `warmup_steps` steps of
+    Job starts (JOB_STARTED events) split the steps into segments; the first `rules.warmup_steps` steps of
     each segment count neither toward the mean step time nor as stalls. A stall is a gap between steps
     of one segment, or from a segment's last step to its stop, longer than stall_factor x mean plus
     `time_resolution_s`: step times placed from timestamps printed to the second may sit up to that much early,
     so a shorter gap is not shown to be a stall.
     The checkpoint interval is the median gap between saved steps unless given.
     """
-    if stall_factor <= 1:
-        raise ValueError(f"stall_factor must exceed 1, got {stall_factor}")
+    rules = rules or ResilienceRules()
+    if rules.stall_factor <= 1:
+        raise ValueError(f"stall_factor must exceed 1, got {rules.stall_factor}")
     evs = sorted(events, key=lambda e: e.time_s)
     ordered = sorted(steps, key=lambda s: s.end_s)
     ends = [s.end_s for s in ordered]
     starts = [e.time_s for e in evs if e.type is EventType.JOB_STARTED] or [min(ends, default=0.0)]
     bounds = [*starts[1:], end_s]
 
-    segments: list[list[StepCompletion]] = []
+    segments: list[list[StepCompletion]] = []  # the steps of each job start, its warm-up steps left out
     for k, start in enumerate(starts):
         lo, hi = bisect.bisect_left(ends, start), bisect.bisect_left(ends, bounds[k])
         if k == len(starts) - 1:
             hi = len(ends)
-        segments.append(ordered[lo:hi])
-    intervals: list[tuple[float, float]] = []
-    for seg in segments:
-        kept = seg[warmup_steps:]
-        intervals += [(a.end_s, b.end_s) for a, b in itertools.pairwise(kept)]
+        segments.append(ordered[lo:hi][rules.warmup_steps:])
+    intervals = [(a.end_s, b.end_s) for seg in segments for a, b in itertools.pairwise(seg)]
     mean = statistics.fmean(b - a for a, b in intervals) if intervals else None
-    threshold = stall_factor * mean if mean is not None else None
-
-    stalls: list[Stall] = []
-    if threshold is not None:
-        stop_types = {EventType.JOB_STOPPED}  # a fault does not end a hang; stopping the job does
-        for k, seg in enumerate(segments):
-            kept = seg[warmup_steps:]
-            gaps = [(a.end_s, b.end_s) for a, b in itertools.pairwise(kept)]
-            if kept:
-                stop = _first(evs, stop_types, kept[-1].end_s, bounds[k])
-                gaps.append((kept[-1].end_s, stop.time_s if stop else bounds[k]))
-            for a, b in gaps:
-                if b - a > threshold + time_resolution_s:
-                    det = _first(evs, {EventType.DETECTED}, a)
-                    act = _first(evs, {EventType.JOB_STOPPED, EventType.JOB_STARTED}, a)
-                    stalls.append(
-                        Stall(a, b, b - a, det.time_s if det else None, act.time_s if act else None)
-                    )
-
+    threshold = rules.stall_factor * mean if mean is not None else None
+    stalls = _stalls(segments, bounds, evs, threshold + rules.time_resolution_s) if threshold is not None else []
     interval = (
-        checkpoint_interval_steps if checkpoint_interval_steps is not None else _checkpoint_interval(evs)
+        rules.checkpoint_interval_steps if rules.checkpoint_interval_steps is not None else _checkpoint_interval(evs)
     )
     faults = tuple(
-        _recovery(f, evs, ordered, interval, restart_max_s) for f in evs if f.type is EventType.FAULT
+        _recovery(f, evs, ordered, interval, rules.restart_max_s) for f in evs if f.type is EventType.FAULT
     )
     admin = tuple(e for e in evs if e.by is Actor.ADMINISTRATOR or e.type is EventType.ADMIN_ACTION)
     restarts = max(0, sum(1 for e in evs if e.type is EventType.JOB_STARTED) - 1)
@@ -188,6 +179,25 @@ def analyze_resilience(
         admin_actions=admin,
         evidence=tuple(span for e in evs for span in e.evidence),
     )
+
+
+def _stalls(segments: Sequence[Sequence[StepCompletion]], bounds: Sequence[float], evs: Sequence[Event],
+            longest: float) -> list[Stall]:
+    """The gaps longer than `longest` between the steps of each segment, or from its last step to its stop (or
+    the next job start), each with when it was detected and acted on."""
+    stalls: list[Stall] = []
+    stop_types = {EventType.JOB_STOPPED}  # a fault does not end a hang; stopping the job does
+    for k, kept in enumerate(segments):
+        gaps = [(a.end_s, b.end_s) for a, b in itertools.pairwise(kept)]
+        if kept:
+            stop = _first(evs, stop_types, kept[-1].end_s, bounds[k])
+            gaps.append((kept[-1].end_s, stop.time_s if stop else bounds[k]))
+        for a, b in gaps:
+            if b - a > longest:
+                det = _first(evs, {EventType.DETECTED}, a)
+                act = _first(evs, {EventType.JOB_STOPPED, EventType.JOB_STARTED}, a)
+                stalls.append(Stall(a, b, b - a, det.time_s if det else None, act.time_s if act else None))
+    return stalls
 
 
 def _recovery(

@@ -17,6 +17,7 @@ __all__ = [
     "RankScore",
     "RankTimings",
     "StragglerReport",
+    "StragglerRules",
     "score_stragglers",
 ]
 
@@ -100,8 +101,8 @@ class StragglerReport:
 
 def _by_key_then_value(keys: IntArray, values: FloatArray) -> IntArray:
     """The row order sorted by (key, value): the values sorted, then stable radix passes over the key's two 16-bit
-    halves (NumPy sorts 16-bit integers by radix), where np.lexsort compares whole rows (3.4 s against 1.3 s for
-    a 512-GPU run's 5.8 million rank-window keys); keys outside 0..2**32-1 take np.lexsort."""
+    halves (NumPy sorts 16-bit integers by radix), where np.lexsort compares whole rows, much slower for the
+    millions of rank-window keys of a cluster; keys outside 0..2**32-1 take np.lexsort."""
     if keys.size == 0 or int(keys.min()) < 0 or int(keys.max()) >= 1 << 32:
         return np.lexsort((values, keys))
     order = np.argsort(values)
@@ -166,7 +167,7 @@ def _median_of_sorted(values: FloatArray, count: int, axis: int) -> FloatArray:
 
 class _Medians:
     """Each rank's median compute time, and each of its windows' median and last timestamp, filled rank group by
-    rank group (about _GROUP_ROWS rows at a time: a cluster's 45.8 M rows are never sorted at once)."""
+    rank group (about _GROUP_ROWS rows at a time: a cluster's tens of millions of rows are never sorted at once)."""
 
     def __init__(self, ranks: IntArray, low_step: int, window_steps: int, n_windows: int,
                  told: Callable[[int, int], None] | None) -> None:
@@ -232,53 +233,48 @@ class _Medians:
             self._scored(found.size)
 
 
+@dataclass(frozen=True)
+class StragglerRules:
+    """How ranks are judged: a rank is a straggler below `threshold` (its median against the fastest rank's);
+    steps below the first step + `warmup_steps` are left out; windows of `window_steps` steps tell when a straggler
+    first became visible, and with `flag_windows` any window below the threshold flags the rank too; a detection
+    more than `detect_max_s` after that is late."""
+
+    threshold: float = 0.90
+    window_steps: int = 10
+    warmup_steps: int = 0
+    detect_max_s: float = 600.0
+    flag_windows: bool = False
+
+
 def score_stragglers(
     timings: RankTimings,
     placement: Mapping[int, RankPlace],
     detections: Sequence[Detection] = (),
+    rules: StragglerRules | None = None,
     *,
-    threshold: float = 0.90,
-    window_steps: int = 10,
-    warmup_steps: int = 0,
-    detect_max_s: float = 600.0,
-    flag_windows: bool = False,
     told: Callable[[int, int], None] | None = None,
 ) -> StragglerReport:
-    """Relative and individual scores per rank, flagged below `threshold`, matched to detections.
+    """Relative and individual scores per rank, flagged below `rules.threshold`, matched to detections.
 
-    Steps below the first step + `warmup_steps` are left out. Windows of `window_steps` steps give the
-    time a straggler first became visible: the last timestamp of that rank in its first window whose
-    relative score is below the threshold. With `flag_windows`, a rank is also flagged when any window's
-    relative score is below the threshold (a GPU that turns slow late, or is replaced, is caught as a periodic
-    detector would catch it); by default only its score over the whole run counts. `told` is told (ranks scored,
-    ranks in all) as each group of ranks is (a 4,096-GPU day's 45.8 M rows take seconds a group).
+    A straggler first became visible at the last timestamp of that rank in its first window whose relative score
+    is below the threshold. With `rules.flag_windows`, a rank is also flagged when any window's relative score is
+    below the threshold (a GPU that turns slow late, or is replaced, is caught as a periodic detector would catch
+    it); by default only its score over the whole run counts. `told` is told (ranks scored, ranks in all) as each
+    group of ranks is: a cluster's rows take seconds a group.
     """
-    if not 0 < threshold <= 1:
-        raise ValueError(f"straggler threshold must lie in (0, 1], got {threshold}")
-    if window_steps < 1 or warmup_steps < 0:
+    rules = rules or StragglerRules()
+    if not 0 < rules.threshold <= 1:
+        raise ValueError(f"straggler threshold must lie in (0, 1], got {rules.threshold}")
+    if rules.window_steps < 1 or rules.warmup_steps < 0:
         raise ValueError(
-            f"expected window_steps >= 1 and warmup_steps >= 0, got {window_steps}, {warmup_steps}"
+            f"expected window_steps >= 1 and warmup_steps >= 0, got {rules.window_steps}, {rules.warmup_steps}"
         )
-    t = timings
-    if t.rank.size == 0:
-        raise ValueError("rank timings: expected rows, got none")
-    first_step = t.step.min()
-    keep = t.step >= first_step + warmup_steps
-    everything = bool(keep.all())
-    if everything:  # the columns themselves, not copies (a 4,096-GPU day is 45.8 M rows, 366 MB a column)
-        rank, step, compute, stamp = t.rank, t.step, t.compute_s, t.timestamp_s
-    else:
-        rank, step, compute, stamp = t.rank[keep], t.step[keep], t.compute_s[keep], t.timestamp_s[keep]
-    del keep
-    if rank.size == 0:
-        raise ValueError(f"rank timings: no rows left after excluding {warmup_steps} warm-up steps")
-    if not np.all(compute > 0):
-        raise ValueError("rank timings: expected positive compute_s, got a zero, negative or nan value")
-
+    rank, step, compute, stamp = _after_warmup(timings, rules.warmup_steps)
     ranks = _distinct(rank)
     low_step = step.min()
-    n_windows = int((step.max() - low_step) // window_steps) + 1
-    scores = _Medians(ranks, low_step, window_steps, n_windows, told)
+    scores = _Medians(ranks, low_step, rules.window_steps, int((step.max() - low_step) // rules.window_steps) + 1,
+                      told)
     # The medians of each rank, and of each of its windows, are its own rows' alone: a rank that keeps its place
     # in a file written one step at a time is read from that layout (_blocks), every other from its own rows
     blocks = _blocks(rank, step)
@@ -290,20 +286,50 @@ def score_stragglers(
         del rest
     if rank.size:
         scores.by_rows(_distinct(rank), rank, step, compute, stamp)
-    overall, medians, ends = scores.overall, scores.medians, scores.ends
-    ref_i = int(np.argmin(overall))
-    relative = overall[ref_i] / overall
+    del rank, step, compute, stamp
+    ref_i = int(np.argmin(scores.overall))
+    return StragglerReport(
+        threshold=rules.threshold,
+        window_steps=rules.window_steps,
+        warmup_steps=rules.warmup_steps,
+        reference_rank=int(ranks[ref_i]),
+        ranks=tuple(_rank_scores(ranks, scores, placement, detections, rules)),
+        evidence=timings.evidence,
+    )
 
+
+def _after_warmup(t: RankTimings, warmup_steps: int) -> tuple[IntArray, IntArray, FloatArray, FloatArray]:
+    """The rank, step, compute and timestamp columns without the warm-up steps; ValueError where no row is left
+    or a compute time is not positive."""
+    if t.rank.size == 0:
+        raise ValueError("rank timings: expected rows, got none")
+    keep = t.step >= t.step.min() + warmup_steps
+    if keep.all():  # the columns themselves, not copies: a cluster's columns are hundreds of MB each
+        rank, step, compute, stamp = t.rank, t.step, t.compute_s, t.timestamp_s
+    else:
+        rank, step, compute, stamp = t.rank[keep], t.step[keep], t.compute_s[keep], t.timestamp_s[keep]
+    del keep
+    if rank.size == 0:
+        raise ValueError(f"rank timings: no rows left after excluding {warmup_steps} warm-up steps")
+    if not np.all(compute > 0):
+        raise ValueError("rank timings: expected positive compute_s, got a zero, negative or nan value")
+    return rank, step, compute, stamp
+
+
+def _rank_scores(ranks: IntArray, scores: _Medians, placement: Mapping[int, RankPlace],
+                 detections: Sequence[Detection], rules: StragglerRules) -> list[RankScore]:
+    """Each rank's scores from its medians, flagged or not, with its first detection where flagged."""
+    overall, medians, ends = scores.overall, scores.medians, scores.ends
+    relative = overall[int(np.argmin(overall))] / overall
     individual = np.nanmin(medians, axis=1) / overall
     with np.errstate(invalid="ignore"):
         window_scores = np.nanmin(medians, axis=0)[None, :] / medians
-    below = np.nan_to_num(window_scores, nan=1.0) < threshold
+    below = np.nan_to_num(window_scores, nan=1.0) < rules.threshold
     first_window = np.where(below.any(axis=1), below.argmax(axis=1), -1)
-
     out = []
     for i, r in enumerate(ranks.tolist()):
         lowest = float(np.nanmin(np.nan_to_num(window_scores[i], nan=1.0)))
-        flagged = bool(relative[i] < threshold) or (flag_windows and lowest < threshold)
+        flagged = bool(relative[i] < rules.threshold) or (rules.flag_windows and lowest < rules.threshold)
         place = placement.get(r)
         first: float | None = None
         if flagged:
@@ -322,18 +348,11 @@ def score_stragglers(
                 first_visible_s=first,
                 detection_s=det,
                 detection_delay_s=delay,
-                detected_in_time=(delay is not None and delay <= detect_max_s) if flagged else None,
+                detected_in_time=(delay is not None and delay <= rules.detect_max_s) if flagged else None,
                 lowest_window_score=lowest,
             )
         )
-    return StragglerReport(
-        threshold=threshold,
-        window_steps=window_steps,
-        warmup_steps=warmup_steps,
-        reference_rank=int(ranks[ref_i]),
-        ranks=tuple(out),
-        evidence=t.evidence,
-    )
+    return out
 
 
 def _first_detection(rank: int, place: RankPlace | None, detections: Sequence[Detection]) -> float | None:

@@ -54,7 +54,7 @@ def _bounded(parser: P) -> P:
     @functools.wraps(parser)
     def run(path: Path, display: str, *args: Any, **kwargs: Any) -> Any:
         # A parser builds an object per row and no cycles: the cyclic collector, run every 700 allocations,
-        # would only walk the growing table again and again (about a tenth of the parse time)
+        # would only walk the growing table again and again
         collecting = gc.isenabled()
         gc.disable()
         try:

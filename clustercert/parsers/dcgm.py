@@ -64,7 +64,7 @@ _LABEL = re.compile(r'[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.
 _HEAD_LIMIT = 20
 # What is read at a time: the columns take 36 bytes per sample; a chunk costs about 16x its size while cut up
 CHUNK_BYTES = 8 * 1024**2
-_CHUNK_THREADS = 2  # chunks read at once (this machine's two cores); each costs about 16x its size while cut up
+_CHUNK_THREADS = 2  # chunks read at once (NumPy and Arrow release the GIL); each costs about 16x its size while cut up
 # the numbers taken in bulk: exactly what float() reads the same way as Arrow's correctly rounded cast, and
 # timestamps short enough that int(float(text)) == int(text)
 _BULK_VALUE = r"^-?[0-9]{1,40}(\.[0-9]{1,40})?$"
@@ -160,7 +160,7 @@ class Telemetry:
     (ms since the epoch, UTC) and line (1-based) int64.
 
     The columns are held in memory up to CLUSTERCERT_TELEMETRY_MEMORY_MIB (36 bytes a sample), beyond that in
-    scratch files (`_Spilled`): a 4,096-GPU day is 353 million samples, 12.7 GB of columns. What clustercert
+    scratch files (`_Spilled`): a large cluster's day is hundreds of millions of samples. What clustercert
     computes from them reads a block at a time (`blocks`); the whole-column attributes (`metric` ... `line`)
     are for small files and tests."""
 
@@ -171,7 +171,7 @@ class Telemetry:
     hosts: tuple[str, ...]
     columns: _Resident | _Spilled
     # the (metric, gpu, host) codes of each series the file holds, one row a series, met while it was read (None:
-    # not known, the columns are scanned): what the resilience phase counts, without reading 12.7 GB back
+    # not known, the columns are scanned): what the resilience phase counts, without reading the columns back
     series_codes: Codes | None = None
 
     def __len__(self) -> int:
@@ -832,8 +832,8 @@ def _booleans(array: Any) -> Any:
 
 def _bulk_numbers(value_text: Any, stamp_text: Any, value_chars: Ints, stamp_chars: Ints) -> Any:
     """Which (value, timestamp) pairs are read in bulk: a value matching _BULK_VALUE and a timestamp of 1 to
-    _BULK_STAMP_DIGITS digits. Digits alone are told by Arrow's character classes (ten times quicker than a
-    pattern, about 40 ns a string): a timestamp always, a value unless it has a sign or a point (then matched)."""
+    _BULK_STAMP_DIGITS digits. Digits alone are told by Arrow's character classes (much quicker than a pattern):
+    a timestamp always, a value unless it has a sign or a point (then matched)."""
     import pyarrow.compute as pc
 
     stamps = _booleans(pc.ascii_is_decimal(stamp_text)) & (stamp_chars <= _BULK_STAMP_DIGITS)
@@ -920,90 +920,22 @@ def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, head
     """Read one chunk (whole lines) whose first line is line `number`: the regular lines in bulk, every other
     line by _line_row(). Returns the chunk's columns in file order (None when it has no sample) for
     `columns.add`, and the number of the line after the chunk."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     data = np.frombuffer(chunk, dtype=np.uint8)
-    size = len(data)
-    ends = np.flatnonzero(data == 10)
-    newlines = len(ends)
-    if not chunk.endswith(b"\n"):
-        ends = np.append(ends, size)
-    starts = np.empty_like(ends)
-    starts[:1] = 0
-    starts[1:] = ends[:-1] + 1
+    starts, ends = _line_bounds(data, chunk.endswith(b"\n"))
     count = len(ends)
-    lengths = ends - starts
-    # a line with a byte outside printable ASCII (tab, CR, other line breaks, UTF-8) is read per line; a chunk
-    # of ASCII whose only control bytes are its line ends has none (told in three C scans, not looked for)
-    irregular = np.zeros(count, dtype=bool)
-    if not (chunk.isascii() and b"\x7f" not in chunk and int(np.count_nonzero(data < 32)) == newlines):
-        odd = np.flatnonzero(np.subtract(data, 32, dtype=np.uint8) > 94)
-        odd = odd[data[odd] != 10]
-        irregular[np.searchsorted(ends, odd)] = True
-        del odd
-    filled = lengths > 0
-    first_byte = np.where(filled, data[np.minimum(starts, size - 1)], 0)
-    last_byte = np.where(filled, data[np.maximum(ends - 1, 0)], 0)
-    comment = filled & ~irregular & (first_byte == ord("#"))
-    candidate = filled & ~irregular & ~comment & (first_byte != 32) & (last_byte != 32)
-    # the last two spaces of each line: HEAD s1 VALUE s2 TIMESTAMP
-    spaces = np.flatnonzero(data == 32)
-    last = np.searchsorted(spaces, ends) - 1
-    s2 = spaces[np.maximum(last, 0)] if len(spaces) else np.zeros(count, dtype=np.int64)
-    s1 = spaces[np.maximum(last - 1, 0)] if len(spaces) else np.zeros(count, dtype=np.int64)
-    candidate &= (last >= 1) & (s2 > starts) & (s1 > starts) & (s2 - s1 >= 2) & (ends - s2 >= 2)
-    candidate &= data[np.maximum(s1 - 1, 0)] != 32
-    del spaces, last, first_byte, last_byte
+    filled = ends > starts
+    comment, candidate = _line_kinds(chunk, data, starts, ends)
+    s1, s2 = _last_two_spaces(data, starts, ends, candidate)
     rows = np.flatnonzero(candidate)
     bulk_ok = np.zeros(len(rows), dtype=bool)
     if len(rows):
-        bounds = np.empty((len(rows), 6), dtype=np.int64)
-        bounds[:, 0], bounds[:, 1], bounds[:, 2] = starts[rows], s1[rows], s1[rows] + 1
-        bounds[:, 3], bounds[:, 4], bounds[:, 5] = s2[rows], s2[rows] + 1, ends[rows]
-        offsets = np.append(bounds.ravel(), size).astype(np.int32)
-        del bounds
-        # text, not bytes: a candidate line is printable ASCII (Arrow's string kernels, no UTF-8 check to pay)
-        pieces = pa.Array.from_buffers(pa.string(), len(offsets) - 1, [None, pa.py_buffer(offsets),
-                                                                       pa.py_buffer(chunk)])
-        picks = np.arange(0, 6 * len(rows), 6, dtype=np.int64)
-        head_text = pieces.take(_arrow_ints(picks))
-        value_text = pieces.take(_arrow_ints(picks + 2))
-        stamp_text = pieces.take(_arrow_ints(picks + 4))
-        del pieces, offsets, picks
-        good = _bulk_numbers(value_text, stamp_text, s2[rows] - s1[rows] - 1, ends[rows] - s2[rows] - 1)
-        encoded = pc.dictionary_encode(head_text)
-        del head_text
-        assert encoded.indices.type == pa.int32()
-        index = _numpy(encoded.indices, np.int32)
-        per_head, known = codes.lookup(encoded.dictionary, columns)
-        del encoded
-        bulk_ok = good & known[index]
-        taken = _arrow_ints(np.flatnonzero(bulk_ok))
-        values = _numpy(pc.cast(value_text.take(taken), pa.float64()), np.float64)
-        stamps = _numpy(pc.cast(stamp_text.take(taken), pa.int64()), np.int64)
-        del value_text, stamp_text
-        chosen = per_head[index[bulk_ok]]
-        del index
+        bulk_ok, values, stamps, chosen = _bulk_samples(chunk, (starts[rows], s1[rows], s2[rows], ends[rows]),
+                                                        columns, codes)
+    del data, s1, s2
     handled = np.zeros(count, dtype=bool)
     handled[rows[bulk_ok]] = True
     handled |= ~filled | comment
-    # every other line, in file order, by the per-line code; a physical line may hold several lines as
-    # splitlines() counts them (a lone CR, a form feed, U+2028)
-    shift = np.zeros(count + 1, dtype=np.int64)
-    slow_rows: list[Row] = []
-    extra = 0
-    for i in np.flatnonzero(~handled).tolist():
-        text = (chunk[starts[i]:ends[i]] + b"\n").decode("utf-8", errors="replace")
-        pieces_of_line = text.splitlines()
-        at = number + i + extra
-        for offset, raw in enumerate(pieces_of_line):
-            row = _line_row(raw, at + offset, display, heads)
-            if row is not None:
-                slow_rows.append(row)
-        if len(pieces_of_line) != 1:
-            shift[i + 1] += len(pieces_of_line) - 1
-            extra += len(pieces_of_line) - 1
+    slow_rows, shift, extra = _slow_lines(chunk, (starts, ends), np.flatnonzero(~handled), number, display, heads)
     if len(rows):
         fast = rows[bulk_ok]
         lines = number + fast
@@ -1017,6 +949,113 @@ def _bulk_chunk(chunk: bytes, number: int, display: str, columns: _Columns, head
             part = [np.concatenate([a, b])[order] for a, b in zip(part, slow, strict=True)]
         return part, number + count + extra
     return (columns.encode(slow_rows) if slow_rows else None), number + count + extra
+
+
+def _line_bounds(data: np.ndarray, ends_with_newline: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Where each line of a chunk starts and ends (its line break, or the chunk's end)."""
+    ends = np.flatnonzero(data == 10)
+    if not ends_with_newline:
+        ends = np.append(ends, len(data))
+    starts = np.empty_like(ends)
+    starts[:1] = 0
+    starts[1:] = ends[:-1] + 1
+    return starts, ends
+
+
+def _line_kinds(chunk: bytes, data: np.ndarray, starts: np.ndarray,
+                ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which lines are comments ('#' first: a comment, or Prometheus' HELP and TYPE) and which may be samples
+    read in bulk (neither starting nor ending with a space); a line with a byte outside printable ASCII (tab,
+    CR, other line breaks, UTF-8) is neither: it is read per line."""
+    size = len(data)
+    irregular = np.zeros(len(ends), dtype=bool)
+    # a chunk of ASCII whose only control bytes are its line ends has none (told in three C scans, not looked for)
+    newlines = len(ends) - (not chunk.endswith(b"\n"))
+    if not (chunk.isascii() and b"\x7f" not in chunk and int(np.count_nonzero(data < 32)) == newlines):
+        odd = np.flatnonzero(np.subtract(data, 32, dtype=np.uint8) > 94)
+        odd = odd[data[odd] != 10]
+        irregular[np.searchsorted(ends, odd)] = True
+        del odd
+    filled = ends > starts
+    first_byte = np.where(filled, data[np.minimum(starts, size - 1)], 0)
+    last_byte = np.where(filled, data[np.maximum(ends - 1, 0)], 0)
+    comment = filled & ~irregular & (first_byte == ord("#"))
+    candidate = filled & ~irregular & ~comment & (first_byte != 32) & (last_byte != 32)
+    return comment, candidate
+
+
+def _last_two_spaces(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                     candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The places of each line's last two spaces (`HEAD s1 VALUE s2 TIMESTAMP`); `candidate` keeps only the lines
+    with one space before each of the last two fields, each field at least a character."""
+    count = len(ends)
+    spaces = np.flatnonzero(data == 32)
+    last = np.searchsorted(spaces, ends) - 1
+    s2 = spaces[np.maximum(last, 0)] if len(spaces) else np.zeros(count, dtype=np.int64)
+    s1 = spaces[np.maximum(last - 1, 0)] if len(spaces) else np.zeros(count, dtype=np.int64)
+    candidate &= (last >= 1) & (s2 > starts) & (s1 > starts) & (s2 - s1 >= 2) & (ends - s2 >= 2)
+    candidate &= data[np.maximum(s1 - 1, 0)] != 32
+    return s1, s2
+
+
+def _bulk_samples(chunk: bytes, bounds: tuple[np.ndarray, ...], columns: _Columns,
+                  codes: _HeadCodes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The samples of the plain lines whose `bounds` (start, the two spaces, end) are given: which read in bulk
+    (a number, a timestamp and a known series head), their values, timestamps and series codes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    starts, s1, s2, ends = bounds
+    rows = len(starts)
+    places = np.empty((rows, 6), dtype=np.int64)
+    places[:, 0], places[:, 1], places[:, 2] = starts, s1, s1 + 1
+    places[:, 3], places[:, 4], places[:, 5] = s2, s2 + 1, ends
+    offsets = np.append(places.ravel(), len(chunk)).astype(np.int32)
+    del places
+    # text, not bytes: a candidate line is printable ASCII (Arrow's string kernels, no UTF-8 check to pay)
+    pieces = pa.Array.from_buffers(pa.string(), len(offsets) - 1, [None, pa.py_buffer(offsets),
+                                                                   pa.py_buffer(chunk)])
+    picks = np.arange(0, 6 * rows, 6, dtype=np.int64)
+    head_text = pieces.take(_arrow_ints(picks))
+    value_text = pieces.take(_arrow_ints(picks + 2))
+    stamp_text = pieces.take(_arrow_ints(picks + 4))
+    del pieces, offsets, picks
+    good = _bulk_numbers(value_text, stamp_text, s2 - s1 - 1, ends - s2 - 1)
+    encoded = pc.dictionary_encode(head_text)
+    del head_text
+    assert encoded.indices.type == pa.int32()
+    index = _numpy(encoded.indices, np.int32)
+    per_head, known = codes.lookup(encoded.dictionary, columns)
+    del encoded
+    bulk_ok = good & known[index]
+    taken = _arrow_ints(np.flatnonzero(bulk_ok))
+    values = _numpy(pc.cast(value_text.take(taken), pa.float64()), np.float64)
+    stamps = _numpy(pc.cast(stamp_text.take(taken), pa.int64()), np.int64)
+    del value_text, stamp_text
+    return bulk_ok, values, stamps, per_head[index[bulk_ok]]
+
+
+def _slow_lines(chunk: bytes, bounds: tuple[np.ndarray, np.ndarray], which: np.ndarray, number: int, display: str,
+                heads: Heads) -> tuple[list[Row], np.ndarray, int]:
+    """The rows of the lines `which` by the per-line code, in file order; a physical line may hold several lines
+    as splitlines() counts them (a lone CR, a form feed, U+2028): for each line, how many more lines come before
+    the next (`shift`), and how many in all."""
+    starts, ends = bounds
+    shift = np.zeros(len(ends) + 1, dtype=np.int64)
+    slow_rows: list[Row] = []
+    extra = 0
+    for i in which.tolist():
+        text = (chunk[starts[i]:ends[i]] + b"\n").decode("utf-8", errors="replace")
+        pieces_of_line = text.splitlines()
+        at = number + i + extra
+        for offset, raw in enumerate(pieces_of_line):
+            row = _line_row(raw, at + offset, display, heads)
+            if row is not None:
+                slow_rows.append(row)
+        if len(pieces_of_line) != 1:
+            shift[i + 1] += len(pieces_of_line) - 1
+            extra += len(pieces_of_line) - 1
+    return slow_rows, shift, extra
 
 
 def _dmon(lines: list[str], display: str, start_time: datetime | None, interval_s: float) -> Telemetry:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from itertools import compress, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -77,27 +76,12 @@ def _records(text: str, display: str) -> TrainingLog:
         try:  # json.loads(text[at + 5:line_end])
             record = line_record(text, at + len(_MARK), line_end, _exact_step)
         except (ValueError, RecursionError):  # json.JSONDecodeError, or an integer of over 4,300 digits
-            # Slurm's words in it: the job ended while this record was printed, srun's line ran into it (its
-            # JSON cut short, nothing of it sure): not read, and said so
-            ended = job_end(text[at:line_end], len(_MARK), display, number, "DLLogger record")
-            if ended is not None:
-                warnings.append(f"{ended[1]}: it is not read, its JSON cut short")
-                at = text.find(_MARK, line_end)
-                continue
-            raise EvidenceError(
-                display,
-                f"expected a JSON object after 'DLLL', got invalid JSON. {_HINT}",
-                line=number,
-                field="DLLL",
-            ) from None
+            warnings.append(_cut_record(text[at:line_end], display, number))
+            at = text.find(_MARK, line_end)
+            continue
         at = text.find(_MARK, line_end)
         if not isinstance(record, dict):
-            raise EvidenceError(
-                display,
-                f"expected a JSON object after 'DLLL', got {type(record).__name__}. {_HINT}",
-                line=number,
-                field="DLLL",
-            )
+            raise _not_an_object(display, number, type(record).__name__)
         data = record.get("data")
         step = record.get("step")
         if step == "PARAMETER" or record.get("type") == "PARAMETER" or not isinstance(data, dict):
@@ -124,12 +108,8 @@ def _records(text: str, display: str) -> TrainingLog:
             values[name] = int(value) if name in _INTS and value.is_integer() else value
         step_time = values.pop("step_time_s")
         if not step_time >= 0:
-            raise EvidenceError(
-                display,
-                f"expected a non-negative step time in seconds, got {step_time}. {_HINT}",
-                line=number,
-                field="train_step_timing in s",
-            )
+            raise EvidenceError(display, f"expected a non-negative step time in seconds, got {step_time}. {_HINT}",
+                                line=number, field="train_step_timing in s")
         values["iteration"] = iteration
         values["step_time_s"] = step_time
         values["line"] = number
@@ -140,6 +120,21 @@ def _records(text: str, display: str) -> TrainingLog:
         )
     return TrainingLog(format=FORMAT, file=display, steps=steps, nan_marks=nans, line_count=line_total(text),
                        warnings=warnings)
+
+
+def _cut_record(line: str, display: str, number: int) -> str:
+    """The warning for a record whose JSON does not decode because Slurm's words are in it (the job ended while it
+    was printed, srun's line ran into it: its JSON cut short, nothing of it sure, so it is not read); an error for
+    any other."""
+    ended = job_end(line, len(_MARK), display, number, "DLLogger record")
+    if ended is None:
+        raise _not_an_object(display, number, "invalid JSON") from None
+    return f"{ended[1]}: it is not read, its JSON cut short"
+
+
+def _not_an_object(display: str, number: int, got: str) -> EvidenceError:
+    return EvidenceError(display, f"expected a JSON object after 'DLLL', got {got}. {_HINT}", line=number,
+                         field="DLLL")
 
 
 _ABSENT: Any = object()
@@ -169,7 +164,8 @@ def _columns(text: str) -> StepTable | None:
         block = _block(pieces[at:at + _BLOCK], marked[at:at + _BLOCK])
         if block is None:
             return None
-        deque(map(list.extend, columns, block), maxlen=0)
+        for column, values in zip(columns, block, strict=True):
+            column.extend(values)
     if not columns[0] or not all(time >= 0 for time in columns[names.index("step_time_s")]):
         return None
     return make_steps(names, columns)

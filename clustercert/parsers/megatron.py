@@ -77,99 +77,127 @@ def parse_pipe_log(
     fast = _pipe_log_fast(text, display, fmt=fmt, fields=fields, wrapped=wrapped)
     if fast is not None:
         return fast
-    steps: list[dict[str, object]] = []  # built as TrainingSteps at the end (a Step Time line amends the last)
-    nans: list[NanMark] = []
-    warnings: list[str] = []
-    joined: set[int] = set()
-    pause_ms, untimed = 0.0, False  # since the previous record
-    nan_lines = _nan_lines(text)
-    stamps: dict[tuple[str, str], float | None] = {}
+    reading = _LineReading(text, display, fields, wrapped)
     line_of = LineCounter(text).at
-    size = len(text)
     # Only a line holding one of these can change what is read (a record, its throughput line, a pause, a nan);
     # each such line goes through the same steps, in file order, as it did when every line was read
-    for start, end in _lines_with(text, _LITERALS, nan_lines):
-        number = line_of(start)
-        if number in joined:
-            continue
-        raw = text[start:end]
+    for start, end in _lines_with(text, _LITERALS, reading.nan_lines):
+        reading.line(start, end, line_of(start))
+    if not reading.steps:
+        raise EvidenceError(display, f"expected {what} 'iteration N/ M |' lines, found none. {HINT}")
+    return TrainingLog(format=fmt, file=display, steps=[make_step(step) for step in reading.steps],
+                       nan_marks=reading.nans, line_count=line_total(text), warnings=reading.warnings)
+
+
+class _LineReading:
+    """The line-by-line reading of a Megatron-style log: line() takes each line that may matter, in file order."""
+
+    def __init__(self, text: str, display: str, fields: dict[str, tuple[str, float]], wrapped: bool) -> None:
+        self.text, self.display, self.fields, self.wrapped = text, display, fields, wrapped
+        self.steps: list[dict[str, object]] = []  # built as TrainingSteps at the end (a Step Time line amends one)
+        self.nans: list[NanMark] = []
+        self.warnings: list[str] = []
+        self.joined: set[int] = set()  # lines read with the record they finish
+        self.pause_ms, self.untimed = 0.0, False  # since the previous record
+        self.nan_lines = _nan_lines(text)
+        self.stamps: dict[tuple[str, str], float | None] = {}  # each print time read once
+
+    def line(self, start: int, end: int, number: int) -> None:
+        """The line text[start:end], line `number`: its records, throughput, pause, evaluation and nan values."""
+        if number in self.joined:
+            return
+        raw = self.text[start:end]
         matches = _records(raw) if "iteration" in raw else []
-        ended = job_end(raw, matches[-1].end(), display, number, "iteration record") if matches else None
-        if ended is not None and raw[:ended[0]].rstrip().endswith("|"):
-            raw = raw[:ended[0]]  # srun's line ran into a whole record: nothing of it is lost
-        elif ended is not None:
-            # the job ended while a task printed this record, srun's line ran into it: its last value may be cut
-            cut_at, said = ended
-            raw = raw[:raw.rfind("|", 0, cut_at) + 1]
-            matches = _records(raw)
-            if not _has_step_time(raw[matches[-1].end():], fields):
-                warnings.append(f"{said}: the record is not read, its step time cut off")
-                matches.pop()
-            else:
-                warnings.append(f"{said}: its last value is not read, it may be cut short")
-        if wrapped and matches:
-            if end < size:
-                following = text.find("\n", end + 1)
-                nxt = text[end + 1:following if following >= 0 else size]
-            else:
-                nxt = ""
-            cut = not raw.rstrip().endswith("|")
-            continues = (nxt.rstrip().endswith("|") and (cut or nxt.lstrip().partition(":")[0].strip() in fields)
-                         and not _records(nxt))
-            if cut or continues:
-                if continues:
-                    raw = raw + nxt
-                    matches = _records(raw)
-                    joined.add(number + 1)
-                    warnings.append(f"{display} lines {number}-{number + 1}: one iteration record wrapped over "
-                                    "two lines; read joined")
-                else:
-                    warnings.append(f"{display} line {number}: expected the iteration record to end with '|', got "
-                                    "a line cut short; the values after the cut (TFLOPs, loss, ...) are not read")
+        ended = job_end(raw, matches[-1].end(), self.display, number, "iteration record") if matches else None
+        if ended is not None:
+            raw, matches = self._cut(raw, matches, ended)
+        if self.wrapped and matches:
+            raw, matches = self._unwrapped(raw, matches, end, number)
         if "save-checkpoint" in raw:
             pause = _PAUSE.match(raw)
             if pause is not None:
-                pause_ms += float(pause.group(1))
-        untimed = untimed or ("validation loss at" in raw and _UNTIMED.search(raw) is not None)
-        if start in nan_lines:
+                self.pause_ms += float(pause.group(1))
+        self.untimed = self.untimed or ("validation loss at" in raw and _UNTIMED.search(raw) is not None)
+        if start in self.nan_lines:
             for mark in _NAN.finditer(raw):
-                nans.append(NanMark(number, mark.group(1)))
+                self.nans.append(NanMark(number, mark.group(1)))
         if "Step Time" in raw:
-            timing = _STEP_TIME.search(raw)
-            if timing is not None and steps:
-                seconds_text, tflops_text = timing.groups()
-                try:  # parse_number(), whose strip() float() does itself
-                    seconds = float(seconds_text)
-                except ValueError:
-                    seconds = parse_number(seconds_text, file=display, line=number, field="Step Time", hint=HINT)
-                try:
-                    tflops = float(tflops_text)
-                except ValueError:
-                    tflops = parse_number(tflops_text, file=display, line=number, field="GPU utilization", hint=HINT)
-                last = steps[-1]
-                last["tflops_per_gpu"] = tflops
-                if last["step_time_s"] is None:
-                    last["step_time_s"] = seconds
+            self._step_time(raw, number)
         for index, match in enumerate(matches):
             # a print may run into the next one without a newline: a record ends where the next begins
             stop = matches[index + 1].start() if index + 1 < len(matches) else len(raw)
-            step = _record(raw[match.end() : stop], match, number, display, fields)
+            step = _record(raw[match.end() : stop], match, number, self.display, self.fields)
             stamp = _STAMP.search(raw, matches[index - 1].end() if index else 0, match.start())
             if stamp is None:
                 step["timestamp_s"] = None
             else:
                 day_time: tuple[str, str] = (stamp.group(1), stamp.group(2))
-                if day_time not in stamps:
-                    stamps[day_time] = _epoch(stamp)
-                step["timestamp_s"] = stamps[day_time]
-            step["pause_s"] = pause_ms / 1000.0
-            step["untimed_pause"] = untimed
-            steps.append(step)
-            pause_ms, untimed = 0.0, False
-    if not steps:
-        raise EvidenceError(display, f"expected {what} 'iteration N/ M |' lines, found none. {HINT}")
-    return TrainingLog(format=fmt, file=display, steps=[make_step(step) for step in steps], nan_marks=nans,
-                       line_count=line_total(text), warnings=warnings)
+                if day_time not in self.stamps:
+                    self.stamps[day_time] = _epoch(stamp)
+                step["timestamp_s"] = self.stamps[day_time]
+            step["pause_s"] = self.pause_ms / 1000.0
+            step["untimed_pause"] = self.untimed
+            self.steps.append(step)
+            self.pause_ms, self.untimed = 0.0, False
+
+    def _cut(self, raw: str, matches: list[re.Match[str]],
+             ended: tuple[int, str]) -> tuple[str, list[re.Match[str]]]:
+        """A record line srun's end-of-job line ran into: the record read as far as it is whole."""
+        cut_at, said = ended
+        if raw[:cut_at].rstrip().endswith("|"):
+            return raw[:cut_at], matches  # srun's line ran into a whole record (which ends before it): nothing lost
+        # the job ended while a task printed this record: its last value may be cut
+        raw = raw[:raw.rfind("|", 0, cut_at) + 1]
+        matches = _records(raw)
+        if not _has_step_time(raw[matches[-1].end():], self.fields):
+            self.warnings.append(f"{said}: the record is not read, its step time cut off")
+            matches.pop()
+        else:
+            self.warnings.append(f"{said}: its last value is not read, it may be cut short")
+        return raw, matches
+
+    def _unwrapped(self, raw: str, matches: list[re.Match[str]], end: int,
+                   number: int) -> tuple[str, list[re.Match[str]]]:
+        """A record line joined with the next line where that line finishes the record (a log wrapped at a
+        terminal width), with a warning where it stays cut short."""
+        text = self.text
+        if end < len(text):
+            following = text.find("\n", end + 1)
+            nxt = text[end + 1:following if following >= 0 else len(text)]
+        else:
+            nxt = ""
+        cut = not raw.rstrip().endswith("|")
+        continues = (nxt.rstrip().endswith("|") and (cut or nxt.lstrip().partition(":")[0].strip() in self.fields)
+                     and not _records(nxt))
+        if continues:
+            self.joined.add(number + 1)
+            self.warnings.append(f"{self.display} lines {number}-{number + 1}: one iteration record wrapped over "
+                                 "two lines; read joined")
+            return raw + nxt, _records(raw + nxt)
+        if cut:
+            self.warnings.append(f"{self.display} line {number}: expected the iteration record to end with '|', got "
+                                 "a line cut short; the values after the cut (TFLOPs, loss, ...) are not read")
+        return raw, matches
+
+    def _step_time(self, raw: str, number: int) -> None:
+        """A `Step Time ... MODEL_TFLOP/s/GPU` line: the last record's throughput (and its step time if it has
+        none)."""
+        timing = _STEP_TIME.search(raw)
+        if timing is None or not self.steps:
+            return
+        seconds_text, tflops_text = timing.groups()
+        try:  # parse_number(), whose strip() float() does itself
+            seconds = float(seconds_text)
+        except ValueError:
+            seconds = parse_number(seconds_text, file=self.display, line=number, field="Step Time", hint=HINT)
+        try:
+            tflops = float(tflops_text)
+        except ValueError:
+            tflops = parse_number(tflops_text, file=self.display, line=number, field="GPU utilization", hint=HINT)
+        last = self.steps[-1]
+        last["tflops_per_gpu"] = tflops
+        if last["step_time_s"] is None:
+            last["step_time_s"] = seconds
 
 
 def _records(line: str) -> list[re.Match[str]]:
@@ -336,9 +364,8 @@ def _template(text: str, fields: dict[str, tuple[str, float]], wrapped: bool) ->
     head_text = f"iteration{space}+(\\d+){space}*/{space}*(\\d+){space}*\\|"
     # The pattern's repeats are possessive (`*+`): what follows each (a key, ':', '|', a digit, a line end) is
     # never a character it takes, so giving one back never lets a match succeed that would fail; the engine then
-    # keeps no backtracking state for them (a fifth of the scan)
-    # the print time one group: one text per record to make, look up and free, not two and a pair of them (8 % of
-    # the parser bench's stamped log's reading)
+    # keeps no backtracking state for them
+    # the print time one group: one text per record to make, look up and free, not two and a pair of them
     pieces = [rf"\[(\d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}})\]{space}*+" if stamped else "",
               f"iteration{space}++(\\d++){space}*+/{space}*+(\\d++){space}*+\\|"]
     captured: list[tuple[str | None, float]] = []
@@ -389,49 +416,125 @@ def _pipe_log_fast(
     # the text before the first record, between each two and after the last; [print time,] iteration, max, values
     columns: list[list[str]] = [pieces[index::width] for index in range(width)]
     del pieces
-    between = columns[0]
-    count = len(between) - 1
-    if not count:
+    between = _Between(columns[0])
+    columns[0] = []
+    count = between.count
+    if not count or not _only_records(text, template, between) or not _unread_values_plain(columns, template, between):
         return None
-    # Records on consecutive lines (nothing printed between them, as a log without timers has it): every text
-    # between two records is the same (a line break and the next record's indent), and each check below reads the
-    # texts between records one by one, so this one text is read once, with the first and the last
-    gap = between[1] if count > 1 else ""
-    uniform = count > 1 and between.count(gap) - (between[0] == gap) - (between[-1] == gap) == count - 1
-    outer = [between[0], gap, between[-1]] if uniform else between  # the distinct texts between records
-    # Every record head of the text is one of these records. Each record holds `words` times "iteration" at its
-    # literal text, where no head can start (a key's is followed by ':' before any '|'): when the text holds no
-    # more, every head is a record's (the count, a C scan, spares most files the head pattern's scan)
+    read = _field_columns(columns, template)
+    if read is None:
+        return None
+    values, step_times = read
+    lines, unrecorded, total = between.layout()
+    del between
+    pauses = _pauses(unrecorded, lines, count)
+    if pauses is None:
+        return None
+    pause, untimed = pauses
+    # a throughput line after each record (Megatron-Bridge): split like the records, the text freed once split
+    parts = template.step_time.split(unrecorded) if "Step Time" in unrecorded else []
+    del unrecorded
+    if len(parts) > 1 and not _throughputs(template, parts, lines, values):
+        return None
+    del parts
+    timestamps: list[float | None]
+    if template.stamped:
+        # each distinct print time converted once (a whole second: many records share one)
+        stamps: dict[str, float | None] = dict.fromkeys(columns[1])
+        for stamp in stamps:
+            stamps[stamp] = _epoch_of(stamp)
+        timestamps = list(map(stamps.__getitem__, columns[1]))
+        columns[1] = []
+    else:
+        timestamps = [None] * count
+    offset = 1 if template.stamped else 0
+    names = ["iteration", "max_iteration", "step_time_s", "line", "timestamp_s", "pause_s", "untimed_pause",
+             *values]
+    iterations, most = column_ints(columns[offset + 1]), column_ints(columns[offset + 2])
+    del columns
+    steps = make_steps(names, [iterations, most, step_times, lines, timestamps, [ms / 1000.0 for ms in pause], untimed,
+                               *values.values()])
+    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=[],
+                       line_count=total + (0 if not text or text.endswith("\n") else 1), warnings=[])
+
+
+class _Between:
+    """The texts before the first record, between each two and after the last, of a text split by a template."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.count = len(texts) - 1  # records
+        # Records on consecutive lines (nothing printed between them, as a log without timers has it): every text
+        # between two records is the same (a line break and the next record's indent), and each check reads the
+        # texts between records one by one, so this one text is read once, with the first and the last
+        self.gap = texts[1] if self.count > 1 else ""
+        self.uniform = (self.count > 1 and texts.count(self.gap) - (texts[0] == self.gap)
+                        - (texts[-1] == self.gap) == self.count - 1)
+        self.outer = [texts[0], self.gap, texts[-1]] if self.uniform else texts  # the distinct texts
+
+    def layout(self) -> tuple[list[int], str, int]:
+        """Each record's line, the text without its records, and the text's line breaks.
+
+        A record holds no line break, so in the text without its records each line keeps its number; a line
+        without a record is as in the text. No record holds a throughput, pause or evaluation line's text
+        (_unread_values_plain), and none is made where a record was taken out (a record starts with "iteration"
+        or '[' and ends before a line break): each such text of the file is in it, on its line."""
+        texts, count = self.texts, self.count
+        if self.uniform:
+            # the gap holds a line break or more (a record ends at one)
+            first, step, last = (text.count("\n") for text in self.outer)
+            return (list(range(1 + first, 1 + first + step * count, step)),
+                    texts[0] + self.gap * (count - 1) + texts[-1], first + step * (count - 1) + last)
+        newlines = list(map(str.count, texts, itertools.repeat("\n")))
+        return list(itertools.accumulate(newlines[:-1], initial=1))[1:], "".join(texts), sum(newlines)
+
+
+def _only_records(text: str, template: _Template, between: _Between) -> bool:
+    """Whether every record head of the text is one of the template's records, and no print time before a record
+    is left out of one (only a stamped template reads them), nor a word character runs into a record's head."""
+    # Each record holds `words` times "iteration" in its literal text, where no head can start (a key's is followed
+    # by ':' before any '|'): when the text holds no more, every head is a record's (the count, a C scan, spares
+    # most files the head pattern's scan)
+    count = between.count
     if text.count("iteration") != count * template.words and len(template.heads.findall(text)) != count:
-        return None
-    if not template.stamped:
-        # A print time just before a record (the line-by-line reading's _STAMP, on the record's line) lies with the
-        # spaces after it in the text before the record: the texts between records joined by "iteration" hold
-        # every such one (and more: _STAMP_BEFORE_HEAD also finds one a line before, which is then read line by
-        # line all the same)
-        if _STAMP_BEFORE_HEAD.search("iteration".join(outer)) is not None:
-            return None
-        if _WORD.search("".join(map(_LAST_CHAR, outer[:-1]))) is not None:  # `preiteration`: no record
-            return None
+        return False
+    if template.stamped:
+        return True
+    # A print time just before a record (the line-by-line reading's _STAMP, on the record's line) lies with the
+    # spaces after it in the text before the record: the texts between records joined by "iteration" hold
+    # every such one (and more: _STAMP_BEFORE_HEAD also finds one a line before, which is then read line by
+    # line all the same)
+    if _STAMP_BEFORE_HEAD.search("iteration".join(between.outer)) is not None:
+        return False
+    return _WORD.search("".join(map(_LAST_CHAR, between.outer[:-1]))) is None  # `preiteration`: no record
+
+
+def _unread_values_plain(columns: list[list[str]], template: _Template, between: _Between) -> bool:
+    """Whether the texts between records and the values no field reads hold no nan or inf value and no
+    throughput, pause or evaluation line's text; those values' columns are freed."""
     # No nan or inf value (NAN_VALUE) in the text: a match starts at a ':' and stays on its line, so it lies in the
     # text between records (a record starts with '[' or 'iteration', which no match reaches into) or in a part's
     # value (a record's other ':' are its print time's, followed by digits): the values a field reads are checked
-    # as numbers below (a value NAN_VALUE matches is not a number or not finite), the others here
+    # as numbers (_field_columns: a value NAN_VALUE matches is not a number or not finite), the others here
     offset = 1 if template.stamped else 0
     unread = [offset + 3 + index for index, (name, _) in enumerate(template.fields) if name is None]
     # the values no field reads, each after its ':' and before a line break (`pieces_hold_nan_value`'s reading)
     unread_values = "\n:".join(map("\n:".join, map(columns.__getitem__, unread)))  # lists joined: no chain's copy
-    if pieces_hold_nan_value(outer) or pieces_hold_nan_value([unread_values], ":"):
-        return None
-    # A throughput, pause or evaluation line's text within a record sends the file line by line (below, where
-    # these are read from the text without its records). A record's text is its keys (none holds one: _template),
-    # its digits and its values: those a field reads convert to numbers (below), which holds none; the others
-    # are searched here
-    if any(literal in unread_values for literal in _MISC):
-        return None
-    del unread_values
     for index in unread:
         columns[index] = []
+    if pieces_hold_nan_value(between.outer) or pieces_hold_nan_value([unread_values], ":"):
+        return False
+    # A throughput, pause or evaluation line's text within a record sends the file line by line (these are read
+    # from the text without its records). A record's text is its keys (none holds one: _template), its digits and
+    # its values: those a field reads convert to numbers, which hold none; the others are searched here
+    return not any(literal in unread_values for literal in _MISC)
+
+
+def _field_columns(columns: list[list[str]],
+                   template: _Template) -> tuple[dict[str, list[Any]], list[float]] | None:
+    """Each field's values, column by column, and the step times; None where a value is not a finite number or a
+    step time is negative. Each column is freed once read."""
+    offset = 1 if template.stamped else 0
     values: dict[str, list[Any]] = {}
     step_times: list[float] | None = None
     for index, (name, factor) in enumerate(template.fields):
@@ -452,29 +555,17 @@ def _pipe_log_fast(
             values[name] = floats
     if step_times is None or any(map((0.0).__gt__, step_times)):  # none, or one below 0
         return None
-    # The text without its records: a record holds no line break, so each line keeps its number; a line without
-    # a record is as in the text. No record holds a throughput, pause or evaluation line's text (above), and none
-    # is made where a record was taken out (a record starts with "iteration" or '[' and ends before a line break):
-    # each such text of the file is in it, on its line
-    if uniform:
-        # the gap holds a line break or more (a record ends at one)
-        first, step, last = (text.count("\n") for text in outer)
-        unrecorded = between[0] + gap * (count - 1) + between[-1]
-        lines = list(range(1 + first, 1 + first + step * count, step))
-        total = first + step * (count - 1) + last  # the text's line breaks: every one lies between records
-    else:
-        newlines = list(map(str.count, between, itertools.repeat("\n")))
-        unrecorded = "".join(between)
-        lines = list(itertools.accumulate(newlines[:-1], initial=1))[1:]  # a record holds no line break
-        total = sum(newlines)
-    del between, outer
-    columns[0] = []
+    return values, step_times
+
+
+def _pauses(unrecorded: str, lines: list[int], count: int) -> tuple[list[float], list[bool]] | None:
+    """Each record's checkpoint pause (ms) and whether an evaluation ran before it, from the text without its
+    records, line by line (they are few); None where such a line is a record's."""
     pause = [0.0] * count
     untimed = [False] * count
-    tflops: dict[int, float] = {}
     record_lines = set(lines)
     line_of = LineCounter(unrecorded).at
-    for start, end in _lines_with(unrecorded, _MISC[1:], set()):  # pauses and evaluations (few): line by line
+    for start, end in _lines_with(unrecorded, _MISC[1:], set()):
         number = line_of(start)
         if number in record_lines:
             return None
@@ -486,56 +577,42 @@ def _pipe_log_fast(
                 pause[after] += float(matched.group(1))
         if after < count and "validation loss at" in raw and _UNTIMED.search(raw) is not None:
             untimed[after] = True
-    if "Step Time" in unrecorded:  # a throughput line after each record (Megatron-Bridge): all at once
-        # Searched in the text without its records (a line with a record and a throughput match goes line by line
-        # below): a line without a record reads as in the text, and a match holds no line break. Split like the
-        # records (the text between the lines and their two numbers, no Match objects): a line's number is 1 + the
-        # line breaks of the texts before it
-        parts = template.step_time.split(unrecorded)
-        del unrecorded
-        if len(parts) > 1:
-            width = template.step_time.groups + 1
-            gaps = map(str.count, parts[0:-1:width], itertools.repeat("\n"))
-            numbers = list(itertools.accumulate(gaps, initial=1))[1:]
-            if column_floats(parts[1::width]) is None:  # the seconds must be a number too
-                return None
-            throughputs = column_floats(parts[2::width])
-            del parts
-            if throughputs is None:
-                return None
-            if (len(numbers) == count and all(map(operator.lt, lines, numbers))
-                    and all(map(operator.lt, numbers, lines[1:]))):
-                # one after each record, before the next (the usual log): none on a record's line, none two to a
-                # line, and the column is the records' own
-                values["tflops_per_gpu"] = throughputs
-            else:
-                if not record_lines.isdisjoint(numbers) or len(set(numbers)) != len(numbers):
-                    return None  # on a record's line, or two on one line (the first counts): line by line
-                afters = list(map(bisect.bisect_left, itertools.repeat(lines), numbers))  # the records before each
-                tflops = {after - 1: value for after, value in zip(afters, throughputs, strict=True) if after}
+    return pause, untimed
+
+
+def _throughputs(template: _Template, parts: list[str], lines: list[int], values: dict[str, list[Any]]) -> bool:
+    """The throughput lines after the records (Megatron-Bridge), all at once, as each record's `tflops_per_gpu` in
+    `values`; False where the line-by-line reading must read them. `parts`: the text without its records split by
+    the template's throughput pattern.
+
+    Searched in the text without its records (a line with a record and a throughput match goes line by line): a
+    line without a record reads as in the text, and a match holds no line break. Split like the records (the text
+    between the lines and their two numbers, no Match objects): a line's number is 1 + the line breaks of the
+    texts before it."""
+    count = len(lines)
+    width = template.step_time.groups + 1
+    gaps = map(str.count, parts[0:-1:width], itertools.repeat("\n"))
+    numbers = list(itertools.accumulate(gaps, initial=1))[1:]
+    if column_floats(parts[1::width]) is None:  # the seconds must be a number too
+        return False
+    throughputs = column_floats(parts[2::width])
+    if throughputs is None:
+        return False
+    if len(numbers) == count and all(map(operator.lt, lines, numbers)) and all(map(operator.lt, numbers, lines[1:])):
+        # one after each record, before the next (the usual log): none on a record's line, none two to a line, and
+        # the column is the records' own
+        values["tflops_per_gpu"] = throughputs
+        return True
+    if not set(lines).isdisjoint(numbers) or len(set(numbers)) != len(numbers):
+        return False  # on a record's line, or two on one line (the first counts): line by line
+    afters = list(map(bisect.bisect_left, itertools.repeat(lines), numbers))  # the records before each
+    tflops = {after - 1: value for after, value in zip(afters, throughputs, strict=True) if after}
     if tflops:
         amended = values.get("tflops_per_gpu", [None] * count)
         for index, value in tflops.items():
             amended[index] = value
         values["tflops_per_gpu"] = amended
-    timestamps: list[float | None]
-    if template.stamped:
-        # each distinct print time converted once (a whole second: many records share one)
-        stamps: dict[str, float | None] = dict.fromkeys(columns[1])
-        for stamp in stamps:
-            stamps[stamp] = _epoch_of(stamp)
-        timestamps = list(map(stamps.__getitem__, columns[1]))
-        columns[1] = []
-    else:
-        timestamps = [None] * count
-    names = ["iteration", "max_iteration", "step_time_s", "line", "timestamp_s", "pause_s", "untimed_pause",
-             *values]
-    iterations, most = column_ints(columns[offset + 1]), column_ints(columns[offset + 2])
-    del columns
-    steps = make_steps(names, [iterations, most, step_times, lines, timestamps, [ms / 1000.0 for ms in pause], untimed,
-                               *values.values()])
-    return TrainingLog(format=fmt, file=display, steps=steps, nan_marks=[],
-                       line_count=total + (0 if not text or text.endswith("\n") else 1), warnings=[])
+    return True
 
 
 def _epoch_of(stamp: str) -> float | None:

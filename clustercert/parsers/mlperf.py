@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float
@@ -174,11 +175,9 @@ def _run_order(file: Path) -> tuple[int, str]:
 
 
 def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | None]:
+    """One result file's run (its start, stop and status, its seed) and the benchmark it names."""
     text = read_text(file, display, limit=limit)
-    start: tuple[int, int] | None = None
-    stop: tuple[int, int, str] | None = None
-    benchmark: str | None = None
-    seed: int | None = None
+    scored = _ScoredRecords(display)
     seen = False
     count = text.count
     number, counted = 1, 0  # the line at offset `counted`
@@ -208,13 +207,32 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
         key = record.get("key")
         if key not in _SCORED:
             continue
+        scored.add(record, number)
+    if not seen:
+        raise EvidenceError(display, f"expected ':::MLLOG' lines, found none. {_HINT}")
+    return scored.run(file.name), scored.benchmark
+
+
+class _ScoredRecords:
+    """What a result file's scored records say: its run's start and stop, its seed, its benchmark."""
+
+    def __init__(self, display: str) -> None:
+        self.display = display
+        self.start: tuple[int, int] | None = None  # (time ms, line)
+        self.stop: tuple[int, int, str] | None = None  # (time ms, line, status)
+        self.benchmark: str | None = None
+        self.seed: int | None = None
+
+    def add(self, record: dict[str, Any], number: int) -> None:
+        """A record whose key is one of _SCORED, at line `number`."""
+        display, key = self.display, record.get("key")
         if key == "submission_benchmark":
-            benchmark = str(record.get("value"))
-            continue
+            self.benchmark = str(record.get("value"))
+            return
         if key == "seed":
             value = record.get("value")
-            seed = value if isinstance(value, int) and not isinstance(value, bool) else None
-            continue
+            self.seed = value if isinstance(value, int) and not isinstance(value, bool) else None
+            return
         time_ms = record.get("time_ms")
         if (not isinstance(time_ms, int | float) or isinstance(time_ms, bool)
                 or not -_LAST_MS <= time_ms <= _LAST_MS):  # NaN and inf fail the range too
@@ -225,39 +243,37 @@ def _parse_run(file: Path, display: str, limit: int) -> tuple[MlperfRun, str | N
                 field="time_ms",
             )
         if key == "run_start":
-            if start is not None:
+            if self.start is not None:
                 raise EvidenceError(
                     display,
-                    f"expected one run_start, got a second (first at line {start[1]}). {_HINT}",
+                    f"expected one run_start, got a second (first at line {self.start[1]}). {_HINT}",
                     line=number,
                     field="run_start",
                 )
-            start = (int(time_ms), number)
+            self.start = (int(time_ms), number)
         else:
             meta = record.get("metadata")
             status = str(meta.get("status", "unknown")) if isinstance(meta, dict) else "unknown"
-            stop = (int(time_ms), number, status)
-    if not seen:
-        raise EvidenceError(display, f"expected ':::MLLOG' lines, found none. {_HINT}")
-    if start is None:
-        raise EvidenceError(display, f"expected a 'run_start' record, found none. {_HINT}", field="run_start")
-    if stop is not None and stop[0] < start[0]:
-        raise EvidenceError(
-            display,
-            f"expected run_stop after run_start, got {stop[0]} < {start[0]}. {_HINT}",
-            line=stop[1],
-            field="time_ms",
-        )
-    status = stop[2] if stop is not None else "missing"
-    return (
-        MlperfRun(
-            file=file.name,
-            status=status,
+            self.stop = (int(time_ms), number, status)
+
+    def run(self, name: str) -> MlperfRun:
+        """The run of file `name`; an error where it has no start or stops before it starts."""
+        start, stop, display = self.start, self.stop, self.display
+        if start is None:
+            raise EvidenceError(display, f"expected a 'run_start' record, found none. {_HINT}", field="run_start")
+        if stop is not None and stop[0] < start[0]:
+            raise EvidenceError(
+                display,
+                f"expected run_stop after run_start, got {stop[0]} < {start[0]}. {_HINT}",
+                line=stop[1],
+                field="time_ms",
+            )
+        return MlperfRun(
+            file=name,
+            status=stop[2] if stop is not None else "missing",
             start_ms=start[0],
             stop_ms=stop[0] if stop else None,
             start_line=start[1],
             stop_line=stop[1] if stop else None,
-            seed=seed,
-        ),
-        benchmark,
-    )
+            seed=self.seed,
+        )

@@ -61,8 +61,8 @@ class NcclRow(NamedTuple):
     """One message size of one test, with the line where its row ends.
 
     A named tuple (immutable, compared and hashed by value, as the frozen dataclass it replaces): a bulk reading
-    builds a file's rows from their columns in C (a 512-GPU sweep has 716,813 rows), a seventh of the dataclass'
-    cost, in half its memory."""
+    builds a file's rows from their columns in C (a cluster's sweep has hundreds of thousands of rows), at a
+    fraction of the dataclass' cost and in less memory."""
 
     size_bytes: int
     time_us_oop: float
@@ -175,8 +175,8 @@ def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
     name_hint = _BINARY.search(path.name)
     reader = _Reader(display, name_hint.group(1) if name_hint else None)
     # Read alike both ways (tests compare them): a stretch at a time pays where tables are long, line by line where
-    # header and comment lines (which go through reader.step() either way) are a third of a small file, as in each
-    # output of a cluster's pairwise sweep (8,141 files of 7 KB: 2.9 s a stretch at a time, 2.3 s line by line)
+    # header and comment lines (which go through reader.step() either way) are much of a small file, as in each
+    # output of a cluster's pairwise sweep
     (_read_fast if len(text) > _STRETCH else _read_lines)(text, reader)
     return reader.finish(line_total(text))
 

@@ -139,87 +139,17 @@ def parse_nemo_resilience(path: Path, display: str, *, limit: int = DEFAULT_LIMI
             printed = _GLOBAL.search(raw)
             current = int(printed.group(1)) if printed else int(step.group(2))
             if last_step is not None and current <= last_step:
-                events.append(
-                    LogEvent(
-                        LogEventKind.RESTART,
-                        number,
-                        step=current,
-                        ts=ts,
-                        detail=f"step went back from {last_step} to {current}",
-                    )
-                )
+                events.append(LogEvent(LogEventKind.RESTART, number, step=current, ts=ts,
+                                       detail=f"step went back from {last_step} to {current}"))
             last_step = current
             continue
         head = _REPORT.search(raw)
         if head:
             report = (head.group(1), number, [])
             continue
-        warning = _WARNING.search(raw)
-        if warning:
-            affected = _AFFECTED.findall(raw)
-            events.append(
-                LogEvent(
-                    LogEventKind.STRAGGLER_WARNING,
-                    number,
-                    step=last_step,
-                    ts=ts,
-                    detail=warning.group(1)[:200],
-                    ranks=sorted(int(r) for r, _ in affected),
-                    nodes=sorted({n for _, n in affected}),
-                )
-            )
-            continue
-        if _TERMINATE.search(raw):
-            events.append(LogEvent(LogEventKind.STRAGGLER_TERMINATION, number, step=last_step, ts=ts))
-            continue
-        failed = _WG_FAILED.search(raw)
-        if failed:
-            events.append(
-                LogEvent(
-                    LogEventKind.WORKER_GROUP_FAILED,
-                    number,
-                    step=last_step,
-                    ts=ts,
-                    detail=failed.group(1).strip()[:200],
-                )
-            )
-            continue
-        if _WG_OK.search(raw):
-            events.append(LogEvent(LogEventKind.WORKER_GROUP_SUCCEEDED, number, step=last_step, ts=ts))
-            continue
-        exited = _WORKER_EXIT.search(raw)
-        if exited:
-            events.append(
-                LogEvent(
-                    LogEventKind.WORKER_FAILED,
-                    number,
-                    step=last_step,
-                    ts=ts,
-                    detail=f"exitcode {exited.group(1)}",
-                    ranks=[int(exited.group(2))],
-                )
-            )
-            continue
-        loaded = _LOADED.search(raw)
-        if loaded:
-            ckpt = _CKPT_STEP.search(loaded.group(1))
-            events.append(
-                LogEvent(
-                    LogEventKind.CHECKPOINT_LOADED,
-                    number,
-                    step=int(ckpt.group(1)) if ckpt else None,
-                    ts=ts,
-                    detail=loaded.group(1)[:200],
-                )
-            )
-            continue
-        if "Async checkpoint save for step" in raw or "Saved checkpoint" in raw:
-            ckpt = _CKPT_STEP.search(raw)
-            events.append(
-                LogEvent(
-                    LogEventKind.CHECKPOINT_SAVED, number, step=int(ckpt.group(1)) if ckpt else None, ts=ts
-                )
-            )
+        event = _event(raw, number, last_step, ts)
+        if event is not None:
+            events.append(event)
     if report is not None:
         reports.append(StragglerReport(report[0], report[1], report[2]))
     for item in reports:
@@ -231,3 +161,34 @@ def parse_nemo_resilience(path: Path, display: str, *, limit: int = DEFAULT_LIMI
                 field="Score",
             )
     return ResilienceLog(file=display, events=events, straggler_reports=reports)
+
+
+def _event(raw: str, number: int, last_step: int | None, ts: str | None) -> LogEvent | None:
+    """The resilience event line `number` records (a straggler warning or termination, a worker group's or a
+    worker's end, a checkpoint loaded or saved), if any; `last_step`: the step printed last."""
+    warning = _WARNING.search(raw)
+    if warning:
+        affected = _AFFECTED.findall(raw)
+        return LogEvent(LogEventKind.STRAGGLER_WARNING, number, step=last_step, ts=ts, detail=warning.group(1)[:200],
+                        ranks=sorted(int(r) for r, _ in affected), nodes=sorted({n for _, n in affected}))
+    if _TERMINATE.search(raw):
+        return LogEvent(LogEventKind.STRAGGLER_TERMINATION, number, step=last_step, ts=ts)
+    failed = _WG_FAILED.search(raw)
+    if failed:
+        return LogEvent(LogEventKind.WORKER_GROUP_FAILED, number, step=last_step, ts=ts,
+                        detail=failed.group(1).strip()[:200])
+    if _WG_OK.search(raw):
+        return LogEvent(LogEventKind.WORKER_GROUP_SUCCEEDED, number, step=last_step, ts=ts)
+    exited = _WORKER_EXIT.search(raw)
+    if exited:
+        return LogEvent(LogEventKind.WORKER_FAILED, number, step=last_step, ts=ts,
+                        detail=f"exitcode {exited.group(1)}", ranks=[int(exited.group(2))])
+    loaded = _LOADED.search(raw)
+    if loaded:
+        ckpt = _CKPT_STEP.search(loaded.group(1))
+        return LogEvent(LogEventKind.CHECKPOINT_LOADED, number, step=int(ckpt.group(1)) if ckpt else None, ts=ts,
+                        detail=loaded.group(1)[:200])
+    if "Async checkpoint save for step" in raw or "Saved checkpoint" in raw:
+        ckpt = _CKPT_STEP.search(raw)
+        return LogEvent(LogEventKind.CHECKPOINT_SAVED, number, step=int(ckpt.group(1)) if ckpt else None, ts=ts)
+    return None

@@ -55,11 +55,12 @@ class RankTimings:
     """The per-rank timings table (pyarrow, never pandas) with its summary; rows are 1-based in provenance.
 
     A Parquet file's columns are read from the file when asked (`column`, `batches`), one column or a batch of
-    rows at a time, cast as parsed; the table is never held whole: a 4,096-GPU day is 45.8 M rows, about 2.9 GB
-    once cast. They are read from the bytes that were parsed: the parser keeps open what it was given (in a
-    certification, the private in-memory copy of the bytes read and hashed: clustercert/evidence/parse.py), so a
-    file changed on disk meanwhile changes nothing; what cannot be read again is refused. Pickled (a persisted
-    result, a Dask worker's), it travels as the whole table. A CSV file's table is held (Arrow reads CSV whole)."""
+    rows at a time, cast as parsed; the table is never held whole: a large cluster's day is tens of millions of
+    rows, gigabytes once cast. They are read from the bytes that were parsed: the parser keeps open what it was
+    given (in a certification, the private in-memory copy of the bytes read and hashed:
+    clustercert/evidence/parse.py), so a file changed on disk meanwhile changes nothing; what cannot be read again
+    is refused. Pickled (a persisted result, a Dask worker's), it travels as the whole table. A CSV file's table is
+    held (Arrow reads CSV whole)."""
 
     file: str
     rows: int
@@ -207,6 +208,34 @@ def parse_rank_timings(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) 
         assert source is not None
         return _guarded(display, lambda: pq.read_table(source.path, columns=[name]).column(name))
 
+    cast, summary = _checked_columns(read, display, keep=table is not None)
+    if table is not None:
+        for name, values in cast.items():
+            table = table.set_column(table.column_names.index(name), name, values)
+        head = table.slice(0, _HEAD_ROWS)
+    else:
+        assert parquet is not None
+        head = _parquet_head(parquet, display)
+    bounds = summary["bounds"]
+    return RankTimings(
+        file=display,
+        rows=rows,
+        column_names=names,
+        ranks=summary["ranks"],
+        nodes=summary["nodes"],
+        first_step=int(bounds["min"]),
+        last_step=int(bounds["max"]),
+        head=tuple(head.to_pylist()),
+        source=source,
+        held=table,
+    )
+
+
+def _checked_columns(read: Callable[[str], pa.ChunkedArray], display: str,
+                     keep: bool) -> tuple[dict[str, pa.ChunkedArray], dict[str, Any]]:
+    """Each column read, cast and checked, one at a time (kept cast where `keep`), and the table's summary: its
+    ranks, nodes and step bounds. The checks' first failure, in the order below, is the error, as one table read
+    whole would give it."""
     findings: list[EvidenceError] = []  # the value checks' failures, in the order they are reported
     first_bad: dict[str, int] = {}  # compute_s, comm_s: the first row with a non-finite value
     cast: dict[str, pa.ChunkedArray] = {}
@@ -234,7 +263,7 @@ def parse_rank_timings(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) 
             summary["nodes"] = pc.count_distinct(values).as_py()
         elif name == "step" and not values.null_count:
             summary["bounds"] = pc.min_max(values).as_py()
-        if table is not None:
+        if keep:
             cast[name] = values
         del values
     if findings:
@@ -242,29 +271,16 @@ def parse_rank_timings(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) 
     if first_bad:
         raise EvidenceError(display, f"expected finite times in seconds, got nan or inf. {_HINT}",
                             line=min(first_bad.values()), field="compute_s")
-    if table is not None:
-        for name, values in cast.items():
-            table = table.set_column(table.column_names.index(name), name, values)
-        head = table.slice(0, _HEAD_ROWS)
-    else:
-        assert parquet is not None
-        first = next(parquet.iter_batches(batch_size=_HEAD_ROWS), None)
-        head = pa.Table.from_batches([first]) if first is not None else pa.table({})
-        for name, kind in COLUMNS.items():
-            head = head.set_column(head.column_names.index(name), name, _cast(head.column(name), name, kind, display))
-    bounds = summary["bounds"]
-    return RankTimings(
-        file=display,
-        rows=rows,
-        column_names=names,
-        ranks=summary["ranks"],
-        nodes=summary["nodes"],
-        first_step=int(bounds["min"]),
-        last_step=int(bounds["max"]),
-        head=tuple(head.to_pylist()),
-        source=source,
-        held=table,
-    )
+    return cast, summary
+
+
+def _parquet_head(parquet: pq.ParquetFile, display: str) -> pa.Table:
+    """The first rows of a Parquet table, each column cast as the whole column is."""
+    first = next(parquet.iter_batches(batch_size=_HEAD_ROWS), None)
+    head = pa.Table.from_batches([first]) if first is not None else pa.table({})
+    for name, kind in COLUMNS.items():
+        head = head.set_column(head.column_names.index(name), name, _cast(head.column(name), name, kind, display))
+    return head
 
 
 def _is_parquet(path: Path, display: str) -> bool:

@@ -6,143 +6,27 @@ from __future__ import annotations
 import itertools
 import operator
 import re
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import accumulate, compress, repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.sacct_json import parse_sacct_json
+from clustercert.parsers.sacct_records import STATES, SacctJob, SacctResult, SacctStep, base_state
 from clustercert.parsers.training import read_text
 
 __all__ = ["STATES", "SacctJob", "SacctResult", "SacctStep", "base_state", "fixed_width_rule", "parse_elapsed",
            "parse_sacct"]
 
-FORMAT = "sacct"
 _HINT = "Dump with `sacct --parsable2 --format ...` and pass the same field list."
-STATES = frozenset(
-    {
-        "BOOT_FAIL",
-        "CANCELLED",
-        "COMPLETED",
-        "DEADLINE",
-        "FAILED",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "PENDING",
-        "PREEMPTED",
-        "RUNNING",
-        "REQUEUED",
-        "RESIZING",
-        "REVOKED",
-        "SUSPENDED",
-        "TIMEOUT",
-    }
-)
 # Digits bounded: a duration of thousands of digits is not a duration (and int() refuses it past 4,300).
 _ELAPSED = re.compile(r"^(?:(\d{1,9})-)?(?:(\d{1,9}):)?(\d{1,9}):(\d{1,9})(?:\.(\d{1,9}))?$")
 _NO_TIME = {"", "Unknown", "None", "N/A"}
-
-
-class _StepRow(NamedTuple):
-    step_id: str
-    state: str
-    state_raw: str
-    elapsed_s: float | None
-    start: str | None
-    end: str | None
-    line: int
-    fields: dict[str, str]
-
-
-class SacctStep(_StepRow):
-    """A step row (`JobID` with a `.`), with its line and its cells by field name. A named tuple: a dump's
-    hundreds of thousands of rows are made in C (`tuple.__new__`, as `_Rows.add` makes them), immutable as a
-    frozen dataclass is."""
-
-    __slots__ = ()
-
-    def __new__(cls, step_id: str, state: str, state_raw: str, elapsed_s: float | None, start: str | None,
-                end: str | None, line: int, fields: dict[str, str] | None = None) -> SacctStep:
-        return super().__new__(cls, step_id, state, state_raw, elapsed_s, start, end, line,
-                               {} if fields is None else fields)  # a dict of its own, not one default for all
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "step_id": self.step_id,
-            "state": self.state,
-            "state_raw": self.state_raw,
-            "elapsed_s": self.elapsed_s,
-            "start": self.start,
-            "end": self.end,
-            "line": self.line,
-        }
-
-
-class _JobRow(NamedTuple):
-    job_id: str
-    state: str
-    state_raw: str
-    elapsed_s: float | None
-    start: str | None
-    end: str | None
-    submit: str | None
-    line: int
-    steps: list[SacctStep]
-    fields: dict[str, str]
-    incarnation: int  # `sacct --duplicates` repeats a requeued job's id: 2 is its first requeue
-
-
-class SacctJob(_JobRow):
-    """A job row and the step rows that follow it (a named tuple, as SacctStep is)."""
-
-    __slots__ = ()
-
-    def __new__(cls, job_id: str, state: str, state_raw: str, elapsed_s: float | None, start: str | None,
-                end: str | None, submit: str | None, line: int, steps: list[SacctStep] | None = None,
-                fields: dict[str, str] | None = None, incarnation: int = 1) -> SacctJob:
-        return super().__new__(cls, job_id, state, state_raw, elapsed_s, start, end, submit, line,
-                               [] if steps is None else steps, {} if fields is None else fields, incarnation)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "job_id": self.job_id,
-            "incarnation": self.incarnation,
-            "state": self.state,
-            "state_raw": self.state_raw,
-            "elapsed_s": self.elapsed_s,
-            "start": self.start,
-            "end": self.end,
-            "submit": self.submit,
-            "line": self.line,
-            "steps": [s.to_json() for s in self.steps],
-        }
-
-
-@dataclass(frozen=True)
-class SacctResult:
-    """Every job of one dump, with the field list used."""
-
-    file: str
-    fields: list[str]
-    timezone: str
-    jobs: list[SacctJob]
-    warnings: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "format": FORMAT,
-            "file": self.file,
-            "fields": self.fields,
-            "timezone": self.timezone,
-            "jobs": [j.to_json() for j in self.jobs],
-            "warnings": self.warnings,
-        }
 
 
 def parse_elapsed(text: str, *, file: str, line: int, field: str = "Elapsed") -> float:
@@ -187,12 +71,18 @@ def parse_sacct(
         ) from None
     text = read_text(path, display, limit=limit)
     if text.lstrip().startswith("{"):  # `sacct --json` (no --parsable2 dump starts with a brace)
-        from clustercert.parsers.sacct_json import parse_sacct_json
-
         return parse_sacct_json(text, display, timezone=timezone, zone=zone, fields=fields)
     fast = _sacct_fast(text, display, fields, timezone, zone)
     if fast is not None:
         return fast
+    return _sacct_by_line(text, display, fields, timezone, zone)
+
+
+def _sacct_by_line(
+    text: str, display: str, fields: list[str] | None, timezone: str, zone: ZoneInfo
+) -> SacctResult:
+    """What parse_sacct() reads from `text` (read_text()'s), a line at a time: any dump the fast reading does not
+    read, each error naming its line and field."""
     lines = text.splitlines()  # read_text() joins its lines with "\n" only: these are the file's lines
     _refuse_fixed_width(lines, display)
     columns = list(fields) if fields else None
@@ -219,52 +109,17 @@ def parse_sacct(
             continue
         header_seen = True
         if columns is None:
-            raise EvidenceError(
-                display,
-                f"expected a header line or a field list (--fields State,JobID,...), got neither. {_HINT}",
-                line=number,
-            )
-        if len(cells) == len(columns) + 1 and cells[-1] == "":
-            cells = cells[:-1]  # --parsable (not 2) ends every row with a '|'
-        if len(cells) > len(columns):
-            raise EvidenceError(
-                display,
-                f"expected at most {len(columns)} fields as the field list names, got {len(cells)}. Give the "
-                "field list the dump was written with (bundle.yaml `fields`, or its header line)",
-                line=number,
-                field="row",
-            )
-        if len(cells) < len(columns):
-            # A field added between dumps: the older rows lack the trailing fields, which read as empty.
-            short.setdefault(len(columns) - len(cells), []).append(number)
-            cells = cells + [""] * (len(columns) - len(cells))
-        row = dict(zip(columns, cells, strict=True))
+            raise _no_field_list(display, number)
+        row = dict(zip(columns, _row_cells(cells, columns, display, number, short), strict=True))
         if id_column is None or "State" not in row:
-            required = "JobID" if id_column is None else "State"
-            raise EvidenceError(
-                display,
-                f"expected a '{required}' column, got {', '.join(columns)[:80]}. {_HINT}",
-                line=number,
-                field=required,
-            )
+            raise _no_column(display, number, columns, "JobID" if id_column is None else "State")
         job_id = row[id_column].strip()
         if not job_id:
-            raise EvidenceError(
-                display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID"
-            )
+            raise EvidenceError(display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID")
         state_raw = row["State"].strip()
         state = states.get(state_raw)
         if state is None:
-            try:
-                state = base_state(state_raw)
-            except ValueError:
-                raise EvidenceError(
-                    display,
-                    f"expected a Slurm state ({', '.join(sorted(STATES))}), got {state_raw[:40]!r}. {_HINT}",
-                    line=number,
-                    field="State",
-                ) from None
-            states[state_raw] = state
+            state = states[state_raw] = _state(state_raw, display, number)
         elapsed_text = row.get("Elapsed", "")
         elapsed = durations.get(elapsed_text)
         if elapsed is None and elapsed_text.strip():
@@ -276,13 +131,10 @@ def parse_sacct(
         parent, dot, _ = job_id.partition(".")
         if dot:
             if parent not in by_id:
-                raise EvidenceError(
-                    display,
-                    f"expected job {parent} before its step {job_id}, got none. {_HINT}",
-                    line=number,
-                    field="JobID",
-                )
-            jobs[by_id[parent]].steps.append(SacctStep(job_id, state, state_raw, elapsed, start, end, number, row))
+                raise EvidenceError(display, f"expected job {parent} before its step {job_id}, got none. {_HINT}",
+                                    line=number, field="JobID")
+            jobs[by_id[parent]].steps.append(
+                SacctStep._make((job_id, state, state_raw, elapsed, start, end, number, row)))
             continue
         # `sacct --duplicates` prints every incarnation of a requeued job under the same id, each with its steps
         incarnation = jobs[by_id[job_id]].incarnation + 1 if job_id in by_id else 1
@@ -290,15 +142,76 @@ def parse_sacct(
         submit = (submits[submit_text] if submit_text in submits
                   else _known_time(submits, submit_text, zone, display, number, "Submit"))
         by_id[job_id] = len(jobs)
-        jobs.append(SacctJob(job_id, state, state_raw, elapsed, start, end, submit, number, [], row, incarnation))
+        jobs.append(SacctJob._make((job_id, state, state_raw, elapsed, start, end, submit, number, [], row,
+                                    incarnation)))
     if not jobs:
         raise EvidenceError(display, f"expected sacct job rows, found none. {_HINT}")
-    warnings = [
-        f"{display} lines {_line_list(numbers)}: expected {len(columns or [])} fields as the field list names, got "
-        f"{len(columns or []) - missing}; the last {missing} ({', '.join((columns or [])[-missing:])}) read as empty"
+    return SacctResult(file=display, fields=columns or [], timezone=timezone, jobs=jobs,
+                       warnings=_short_rows(display, columns or [], short))
+
+
+def _row_cells(cells: list[str], columns: list[str], display: str, number: int,
+               short: dict[int, list[int]]) -> list[str]:
+    """A row's cells, one per column: a `--parsable` row's trailing '|' dropped, the trailing fields a short row
+    lacks read as empty and its line noted in `short` by how many it lacks; an error where there are too many."""
+    if len(cells) == len(columns) + 1 and cells[-1] == "":
+        cells = cells[:-1]  # --parsable (not 2) ends every row with a '|'
+    if len(cells) > len(columns):
+        raise _too_many_cells(display, number, len(columns), len(cells))
+    if len(cells) < len(columns):
+        # A field added between dumps: the older rows lack the trailing fields, which read as empty.
+        short.setdefault(len(columns) - len(cells), []).append(number)
+        cells = cells + [""] * (len(columns) - len(cells))
+    return cells
+
+
+def _no_field_list(display: str, number: int) -> EvidenceError:
+    return EvidenceError(
+        display,
+        f"expected a header line or a field list (--fields State,JobID,...), got neither. {_HINT}",
+        line=number,
+    )
+
+
+def _too_many_cells(display: str, number: int, columns: int, cells: int) -> EvidenceError:
+    return EvidenceError(
+        display,
+        f"expected at most {columns} fields as the field list names, got {cells}. Give the "
+        "field list the dump was written with (bundle.yaml `fields`, or its header line)",
+        line=number,
+        field="row",
+    )
+
+
+def _no_column(display: str, number: int, columns: list[str], required: str) -> EvidenceError:
+    return EvidenceError(
+        display,
+        f"expected a '{required}' column, got {', '.join(columns)[:80]}. {_HINT}",
+        line=number,
+        field=required,
+    )
+
+
+def _state(state_raw: str, display: str, number: int) -> str:
+    """base_state() of a row's State text, an error naming the line where it names none."""
+    try:
+        return base_state(state_raw)
+    except ValueError:
+        raise EvidenceError(
+            display,
+            f"expected a Slurm state ({', '.join(sorted(STATES))}), got {state_raw[:40]!r}. {_HINT}",
+            line=number,
+            field="State",
+        ) from None
+
+
+def _short_rows(display: str, columns: list[str], short: dict[int, list[int]]) -> list[str]:
+    """One warning per count of missing trailing fields, naming the rows that lacked them."""
+    return [
+        f"{display} lines {_line_list(numbers)}: expected {len(columns)} fields as the field list names, got "
+        f"{len(columns) - missing}; the last {missing} ({', '.join(columns[-missing:])}) read as empty"
         for missing, numbers in sorted(short.items())
     ]
-    return SacctResult(file=display, fields=columns or [], timezone=timezone, jobs=jobs, warnings=warnings)
 
 
 def _line_list(numbers: list[int]) -> str:
@@ -409,15 +322,6 @@ def _by_text(column: list[str], read: Callable[[str], _T]) -> dict[str, _T] | No
         return None
 
 
-def base_state(text: str) -> str:
-    """The state a printed one names (`CANCELLED by 1234`, `CANCELLED+`: CANCELLED); ValueError when none."""
-    state_raw = text.strip()
-    state = state_raw.split(" ")[0].rstrip("+").upper() if state_raw else ""
-    if state not in STATES:
-        raise ValueError(state_raw)
-    return state
-
-
 def _fields(values: dict[str, tuple[Any, list[Any] | None]], rows: list[bool], count: int, *,
             submit: bool = True) -> list[Iterable[Any]]:
     """The state, raw state, elapsed, start, end (and submit) of the `count` rows `rows` selects, as _Rows.add
@@ -461,13 +365,52 @@ class _Rows:
     def add(self, block: str, number: int) -> bool:
         """Reads the lines of `block` (the first is line `number`); False where the block is not as the comment
         above says (the dump is then read line by line)."""
+        rows = self._rows(block, number)
+        if rows is None:
+            return False
+        cells, numbers = rows
+        if not numbers:
+            return True
+        by_column, varying = self._by_column(cells)
+        del cells
+        ids = list(map(str.strip, by_column[self.id_at]))
+        if "" in ids:
+            return False
+        is_step = list(map(str.__contains__, ids, repeat(".")))
+        is_job = list(map(operator.not_, is_step))
+        job_ids = list(compress(ids, is_job))
+        owner = self._owners(ids, is_step, is_job, job_ids)
+        if owner is None:
+            return False
+        values = self._values(by_column, is_job)
+        if values is None:
+            return False
+        by_name = self._cells_by_name(by_column, varying, len(ids))
+        # the records in C (tuple.__new__, as NamedTuple._make), their fields in SacctJob's and SacctStep's order
+        jobs: list[SacctJob] = list(map(tuple.__new__, repeat(SacctJob), zip(
+            job_ids, *_fields(values, is_job, len(job_ids)), compress(numbers, is_job),
+            [[] for _ in job_ids], compress(by_name, is_job), repeat(1, len(job_ids)), strict=True)))
+        steps = map(tuple.__new__, repeat(SacctStep), zip(
+            compress(ids, is_step), *_fields(values, is_step, len(owner), submit=False), compress(numbers, is_step),
+            compress(by_name, is_step), strict=True))
+        # index 0 is the blocks before's last job: a step names it only where there is one (_owners checked)
+        owners = cast("list[SacctJob]", [self.last, *jobs])
+        for index, step in zip(owner, steps, strict=True):  # each step to its job's list, in file order
+            owners[index].steps.append(step)
+        self.jobs.extend(jobs)
+        if jobs:
+            self.last, self.last_id = jobs[-1], job_ids[-1]
+        return True
+
+    def _rows(self, block: str, number: int) -> tuple[list[str], Sequence[int]] | None:
+        """The cells of `block`'s rows, flat, and each row's line number (blank and comment lines left out); None
+        where a row has another count of '|' than the first row's, or not all end with one."""
         lines = block.split("\n")
         numbers: Sequence[int] = range(number, number + len(lines))
-        bars = self.bars
         skips = set()
-        for i in compress(range(len(lines)), map(bars.__ne__, map(str.count, lines, repeat("|")))):
+        for i in compress(range(len(lines)), map(self.bars.__ne__, map(str.count, lines, repeat("|")))):
             if not _skipped(lines[i]):
-                return False  # a short or long row, or a mix of `--parsable` rows and others
+                return None  # a short or long row, or a mix of `--parsable` rows and others
             skips.add(i)
         if "#" in block:  # a comment line may hold as many '|' as a row
             skips.update(i for i in compress(range(len(lines)), map(str.__contains__, lines, repeat("#")))
@@ -477,77 +420,74 @@ class _Rows:
             lines = list(compress(lines, keep))
             numbers = list(compress(numbers, keep))
             if not lines:
-                return True
+                return [], []
             cells = "|".join(lines).split("|")
         else:
             cells = block.replace("\n", "|").split("|")
         if self.trailing and not all(map(str.endswith, lines, repeat("|"))):
-            return False
-        del lines
-        index = self.index
-        by_column = [cells[i::bars + 1] for i in range(len(self.columns))]
-        del cells
+            return None
+        return cells, numbers
+
+    def _by_column(self, cells: list[str]) -> tuple[list[list[str]], list[int]]:
+        """Each column's texts from the rows' flat `cells`, and the columns whose text varies from row to row."""
+        stride = self.bars + 1
+        by_column = [cells[i::stride] for i in range(len(self.columns))]
         varying = []
         for i, texts in enumerate(by_column):
             if texts.count(texts[0]) == len(texts):  # one text in every row: one str kept, not one per row
                 by_column[i] = [texts[0]] * len(texts)
             else:
                 varying.append(i)
-        ids = list(map(str.strip, by_column[self.id_at]))
-        if "" in ids:
-            return False
-        is_step = list(map(str.__contains__, ids, repeat(".")))
-        is_job = list(map(operator.not_, is_step))
-        job_ids = list(compress(ids, is_job))
+        return by_column, varying
+
+    def _owners(self, ids: list[str], is_step: list[bool], is_job: list[bool], job_ids: list[str]) -> list[int] | None:
+        """For each step row, its job: 0 for the last job of the blocks before, i for this block's i-th job; None
+        where a job id was seen before (`--duplicates` incarnations) or a step does not follow its job."""
         known = len(self.seen)
         self.seen.update(job_ids)
         if len(self.seen) != known + len(job_ids):
-            return False  # `--duplicates` incarnations
-        # sacct prints a job's steps after it: the job of each step is the last job row before it (0: the last
-        # job of the blocks before)
-        owner = list(compress(accumulate(is_job), is_step))
+            return None
+        # sacct prints a job's steps after it: the job of each step is the last job row before it
+        owner: list[int] = list(compress(accumulate(is_job), is_step))  # a running count of job rows
         parents = list(map(itemgetter(0), map(str.partition, compress(ids, is_step), repeat("."))))
         if list(map([self.last_id, *job_ids].__getitem__, owner)) != parents:
-            return False  # another order, or a step without its job
-        # each field's value on every row: one value where every row's text reads alike (all COMPLETED, say)
+            return None  # another order, or a step without its job
+        return owner
+
+    def _values(self, by_column: list[list[str]], is_job: list[bool]) -> dict[str, tuple[Any, list[Any] | None]] | None:
+        """Each read field's value on every row: one value where every row's text reads alike (all COMPLETED,
+        say), else the list of the rows' values; None where a text does not read."""
         values: dict[str, tuple[Any, list[Any] | None]] = {}
         for name, read in self.reads:
-            if name not in index:
+            if name not in self.index:
                 values[name] = (None, None)
                 continue
-            texts = by_column[index[name]]
+            texts = by_column[self.index[name]]
             if name == "Submit":
                 texts = list(compress(texts, is_job))  # a step's Submit is not read
             by_text = _by_text(texts, read)
             if by_text is None:
-                return False
+                return None
             if len(by_text) == 1:
                 values[name] = (next(iter(by_text.values())), None)
             else:  # a step row's Submit: None (or a job's value, never used)
-                values[name] = (None, list(map(by_text.get, by_column[index[name]])))
-        # each row's dict of its cells by field name, as dict(zip(columns, cells)) makes it (a trailing '|' dropped)
+                values[name] = (None, list(map(by_text.get, by_column[self.index[name]])))
+        return values
+
+    def _cells_by_name(self, by_column: list[list[str]], varying: list[int], count: int) -> list[dict[str, str]]:
+        """Each row's dict of its cells by field name, as dict(zip(columns, cells)) makes it (a trailing '|'
+        dropped)."""
         columns = self.columns
-        if len(varying) * 2 <= len(columns):  # the first row's dict copied (a copy is a memcpy), the others set
-            by_name = list(map(dict.copy, repeat(dict(zip(columns, [texts[0] for texts in by_column], strict=True)),
-                                                 len(ids))))
-            for i in varying:
-                deque(map(dict.__setitem__, by_name, repeat(columns[i]), by_column[i]), maxlen=0)
-        else:
-            by_name = list(map(dict, map(zip, repeat(columns), zip(*by_column, strict=True))))
-        # the records in C (tuple.__new__, as NamedTuple._make), their fields in SacctJob's and SacctStep's order
-        jobs: list[SacctJob] = list(map(tuple.__new__, repeat(SacctJob), zip(
-            job_ids, *_fields(values, is_job, len(job_ids)), compress(numbers, is_job),
-            [[] for _ in job_ids], compress(by_name, is_job), repeat(1, len(job_ids)), strict=True)))
-        steps = map(tuple.__new__, repeat(SacctStep), zip(
-            compress(ids, is_step), *_fields(values, is_step, len(owner), submit=False), compress(numbers, is_step),
-            compress(by_name, is_step), strict=True))
-        owners = [self.last, *jobs]
-        deque(map(list.append, map(operator.attrgetter("steps"), map(owners.__getitem__, owner)), steps),
-              maxlen=0)  # in file order
-        self.jobs.extend(jobs)
-        if jobs:
-            self.last, self.last_id = jobs[-1], job_ids[-1]
-        return True
+        if len(varying) * 2 > len(columns):
+            return list(map(dict, map(zip, repeat(columns), zip(*by_column, strict=True))))
+        # the first row's dict copied (a copy is a memcpy), the varying cells set on each
+        by_name = list(map(dict.copy, repeat(dict(zip(columns, [texts[0] for texts in by_column], strict=True)),
+                                             count)))
+        for i in varying:
+            name = columns[i]
+            for row, text in zip(by_name, by_column[i], strict=True):
+                row[name] = text
+        return by_name
 
 
 _BLOCK = 1 << 16  # characters of a dump read at a time: a block's lists and records stay in the CPU's caches, and

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import json_of
-from clustercert.parsers.sacct import STATES, SacctJob, SacctResult, SacctStep, base_state
+from clustercert.parsers.sacct_records import STATES, SacctJob, SacctResult, SacctStep, base_state
 
 __all__ = ["is_sacct_json", "parse_sacct_json"]
 

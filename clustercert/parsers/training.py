@@ -118,8 +118,8 @@ _REQUIRED = _FIELD_SET - STEP_DEFAULTS.keys()
 
 
 def make_step(values: dict[str, object]) -> TrainingStep:
-    """TrainingStep(**values), built without the frozen dataclass's per-field __init__ (a tenth of the time;
-    a log of millions of steps builds one per step). `values` must hold iteration, step_time_s and line and only
+    """TrainingStep(**values), built without the frozen dataclass's per-field __init__ (much slower, and a log
+    of millions of steps builds one per step). `values` must hold iteration, step_time_s and line and only
     field names; the object is equal to, and indistinguishable from, the one TrainingStep(**values) makes."""
     step = _new(TrainingStep)
     state = step.__dict__
@@ -236,11 +236,11 @@ def _build_steps(given: dict[str, list[Any]], rows: int) -> list[TrainingStep]:
 
     Each step's state is one dict built from the row (a default a column of its own) in the order of the dict
     make_step() leaves (the defaulted fields first, each replaced in place, then the others); set as the
-    instance's __dict__ it costs a tenth less than two updates of the empty one."""
+    instance's __dict__, which is cheaper than two updates of the empty one."""
     # make_step's order: the defaulted fields first, then the others as given
     fields = (*STEP_DEFAULTS, *(name for name in given if name not in STEP_DEFAULTS))
     full = [given[name] if name in given else itertools.repeat(STEP_DEFAULTS[name], rows) for name in fields]
-    # all in C, no bytecode per row (a quarter less than a loop that does the same): the instances, then each
+    # all in C, no bytecode per row: the instances, then each
     # given the dict of its row (lengths checked by StepTable)
     steps: list[TrainingStep] = list(map(_new, itertools.repeat(TrainingStep, rows)))
     states = map(dict, map(zip, itertools.repeat(fields), zip(*full, strict=False)))
@@ -249,7 +249,7 @@ def _build_steps(given: dict[str, list[Any]], rows: int) -> list[TrainingStep]:
 
 
 # A column with few distinct texts (a constant batch size or maximum iteration, a step time printed to a few
-# digits) converts each distinct text once: a dict lookup of a short string costs a third of float()'s parse.
+# digits) converts each distinct text once: a dict lookup of a short string is cheaper than float()'s parse.
 # Which columns repeat is judged on their first texts; a wrong guess costs time, never a different value (equal
 # texts convert to the same number)
 _SAMPLE = 256

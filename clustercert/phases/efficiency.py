@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from clustercert.catalog import Baseline, LoadedCatalog
+from clustercert.catalog import Baseline, LoadedCatalog, SuiteEntry
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Bundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
@@ -14,6 +14,7 @@ from clustercert.metrics.flops import CANONICAL, Attention, FlopsConvention, Mod
 from clustercert.metrics.mlperf import MlperfRun, RunStatus, score_time_to_train
 from clustercert.metrics.stats import hierarchical_bootstrap_interval, median_index
 from clustercert.metrics.throughput import (
+    Comparison,
     RunThroughput,
     WindowProblem,
     compare_with_baseline,
@@ -24,7 +25,7 @@ from clustercert.metrics.throughput import (
 )
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
-from clustercert.verdicts import Check, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
 
 __all__ = ["EfficiencyResult", "RecipeDifference", "WorkloadResult", "judge_efficiency", "recipe_differences"]
 
@@ -309,140 +310,34 @@ def judge_efficiency(
     # a phase the catalog does not require (rules.required_phases) is measured and reported, never decisive
     required = Phase.EFFICIENCY in rules.required_phases
     for entry in catalog.spec.suite:
-        subject = _subject(entry.workload, entry.precision, entry.gpus)
-        check_id = f"{PHASE}.{subject}_meets_baseline"
-        title = (f"{entry.workload} {entry.precision.upper()} at {entry.gpus} GPUs reaches "
-                 f"> {rules.pass_ratio:.0%} of baseline")
         baseline = catalog.baseline_for(entry.workload, entry.precision, entry.gpus)
         assert baseline is not None  # the catalog model guarantees a baseline per suite entry
+        workload = _Workload(entry, baseline, _subject(entry.workload, entry.precision, entry.gpus))
+        declared = DeclaredCheck(
+            f"{PHASE}.{workload.subject}_meets_baseline",
+            f"{entry.workload} {entry.precision.upper()} at {entry.gpus} GPUs reaches > {rules.pass_ratio:.0%} of "
+            "baseline", PHASE, Severity.REQUIRED)
         mine = sorted(
             (r for r in runs if (r.workload, r.precision, r.gpus) == (entry.workload, entry.precision, entry.gpus)),
             key=lambda r: r.repeat,
         )
-
         if not mine:
-            checks.append(Check(
-                id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED,
-                status=Status.FAIL if required else Status.SKIPPED,
-                measured=None, target=baseline.step_time_s, unit="s",
-                message=f"the bundle has no efficiency training run of {subject}: the cluster did not show it",
-            ))
+            checks.append(declared.judged(
+                Status.FAIL if required else Status.SKIPPED,
+                f"the bundle has no efficiency training run of {workload.subject}: the cluster did not show it",
+                target=baseline.step_time_s, unit="s"))
             continue
-        valid: list[RunResult] = []
-        for run in mine:
-            file = run.files[0]
-            parsed = logs[run.id]
-            if isinstance(parsed, EvidenceError):
-                checks.append(_problem_check(run, file, parsed))
-                continue
-            recipe = _recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields))
-            checks.append(recipe)
-            if recipe.status is Status.ERROR:
-                continue
-            checks.append(_loss_check(run, file, parsed, rules.loss_explode_factor, rules.loss_check == "required"))
-            measured = measure_window(
-                parsed.steps, parsed.nan_marks, (baseline.window.first, baseline.window.last),
-                resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed,
-            )
-            if isinstance(measured, list):
-                checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
-                continue
-            valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
-            series.append({
-                "run": run.id, "workload": run.workload, "precision": entry.precision.value, "gpus": run.gpus,
-                "iterations": list(step_column(parsed.steps, "iteration")),
-                "step_time_s": list(step_column(parsed.steps, "step_time_s")),
-                "window": [baseline.window.first, baseline.window.last], "baseline_step_s": baseline.step_time_s,
-            })
-            checks.append(Check(
-                id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
-                severity=Severity.REQUIRED, status=Status.PASS, measured=float(len(measured.step_times)),
-                target=float(baseline.window.last - baseline.window.first + 1), unit="steps",
-                message=f"iterations {baseline.window.first}-{baseline.window.last} complete, no nan",
-                evidence=(Span(parsed.file, measured.lines[0], measured.lines[-1], len(measured.lines)),),
-            ))
+        valid, run_checks, run_series = _valid_runs(mine, workload, bundle, catalog, logs)
+        checks += run_checks
+        series += run_series
         if not valid:
-            checks.append(Check(
-                id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=Status.ERROR,
-                measured=None, target=baseline.step_time_s, unit="s",
-                message=f"no valid run of {subject}: every repeat is unusable (see the run checks)",
-            ))
+            checks.append(declared.judged(
+                Status.ERROR, f"no valid run of {workload.subject}: every repeat is unusable (see the run checks)",
+                target=baseline.step_time_s, unit="s"))
             continue
-        means = [r.throughput.mean_s for r in valid]
-        pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means))}
-        used = valid[pick[rules.repeats]]
-        t = used.throughput
-        interval = hierarchical_bootstrap_interval(
-            [r.throughput.step_times for r in valid], rule=rules.repeats,
-            resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
-        method = (f"hierarchical bootstrap of the {rules.repeats} repeat: {len(valid)} repeat(s) resampled with "
-                  f"replacement, then the steps within each, {rules.bootstrap_resamples} resamples, seed "
-                  f"{rules.bootstrap_seed}")
-        cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio, interval)
-        per_repeat = ", ".join(f"r{r.repeat} {100.0 * (baseline.step_time_s / r.throughput.mean_s - 1.0):+.1f}"
-                               for r in valid)
-        spec = catalog.spec.models[entry.workload].shape()
-        f_base = model_flops_per_sequence(spec, baseline.seq_len, baseline.flops_convention.flops())
-        f_canon = model_flops_per_sequence(spec, baseline.seq_len, CANONICAL)
-        peak = catalog.peak_tflops(entry.precision)
-        status = Status.PASS if cmp.passed else Status.FAIL
-        span = Span(used.file, t.lines[0], t.lines[-1], len(t.lines))
-        checks.append(Check(
-            id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
-            measured=t.mean_s, target=baseline.step_time_s, unit="s",
-            message=(f"step time {t.mean_s:.3f} s vs baseline {baseline.step_time_s:.3f} s: "
-                     f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over "
-                     f"repeats and steps; repeats {per_repeat} %); {rules.repeats} of {len(valid)} repeat(s), "
-                     f"run {used.run_id}"
-                     + (" (baseline derived, not published)" if baseline.illustrative else "")),
-            delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct, evidence=(span,),
-            summary=(f"{catalog.spec.models[entry.workload].name} {entry.precision.upper()} at {entry.gpus} GPUs: "
-                     f"{cmp.delta_pct:+.1f} % vs the {'derived' if baseline.illustrative else 'published'} "
-                     f"baseline {baseline.step_time_s:.3f} s (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
-                     f", run {used.run_id}"),
-        ))
-        cv = t.std_s / t.mean_s
-        checks.append(Check(
-            id=f"{PHASE}.{subject}_step_time_stable", title=f"{subject} step time is stable over the window",
-            phase=PHASE, severity=Severity.ADVISORY,
-            status=Status.PASS if cv <= rules.step_time_cv_max else Status.WARN,
-            measured=cv, target=rules.step_time_cv_max, unit="cv",
-            message=f"coefficient of variation {cv:.4f} (std {t.std_s:.4f} s over {len(t.step_times)} steps)",
-            evidence=(span,),
-        ))
-        printed = [(s.step_time_s, s.tflops_per_gpu) for s in logs_steps(logs, used.run_id, t.window)
-                   if s.step_time_s and s.tflops_per_gpu]
-        log_tflops: float | None = None
-        log_convention: str | None = None
-        if printed:
-            log_tflops, log_convention, ratios = match_log_convention(
-                spec, baseline.seq_len, baseline.gbs, entry.gpus, printed, baseline)
-            shown = ", ".join(f"{k}: {v:.3f}" for k, v in ratios.items())
-            checks.append(Check(
-                id=f"{PHASE}.{subject}_log_tflops_explained",
-                title=f"{subject}: the TFLOP/s the log prints matches a known FLOPs convention (within 2 %)",
-                phase=PHASE, severity=Severity.ADVISORY, status=Status.PASS if log_convention else Status.WARN,
-                measured=log_tflops, target=None, unit="TFLOP/s/GPU",
-                message=(f"the log prints {log_tflops:.1f} TFLOP/s/GPU on average: "
-                         + (f"the {log_convention} convention" if log_convention else "no convention explains it")
-                         + f" (printed / computed per convention: {shown})"),
-                evidence=(span,),
-            ))
-        workloads.append(WorkloadResult(
-            workload=entry.workload, precision=entry.precision.value, gpus=entry.gpus, gbs=baseline.gbs,
-            seq_len=baseline.seq_len, used=used, repeats=tuple(valid),
-            tokens_per_s_per_gpu=tokens_per_s_per_gpu(baseline.seq_len, baseline.gbs, t.mean_s, entry.gpus),
-            tflops_per_gpu=tflops_per_gpu(f_base, baseline.gbs, t.mean_s, entry.gpus),
-            tflops_per_gpu_canonical=tflops_per_gpu(f_canon, baseline.gbs, t.mean_s, entry.gpus),
-            mfu=mfu(f_base, baseline.gbs, t.mean_s, entry.gpus, peak),
-            mfu_canonical=mfu(f_canon, baseline.gbs, t.mean_s, entry.gpus, peak),
-            flops_convention=baseline.flops_convention.flops().describe(),
-            log_tflops_per_gpu=log_tflops, log_flops_convention=log_convention,
-            baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
-            baseline_source_url=catalog.spec.sources[baseline.source].url,
-            delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
-            ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method,
-        ))
+        judged, result = _judge_workload(declared, workload, valid, catalog, logs)
+        checks += judged
+        workloads.append(result)
     if not required:
         note = f" (advisory: catalog {catalog.spec.id} does not require the efficiency phase)"
         checks = [replace(c, severity=Severity.ADVISORY, message=c.message + note)
@@ -451,6 +346,154 @@ def judge_efficiency(
     if mlperf is not None:
         checks.extend(judge_mlperf(mlperf_runs, mlperf, rules.mlperf_targets_minutes))
     return EfficiencyResult(checks=checks, workloads=workloads, step_series=series)
+
+
+@dataclass(frozen=True)
+class _Workload:
+    """A suite entry being judged, with its baseline."""
+
+    entry: SuiteEntry
+    baseline: Baseline
+    subject: str  # `<workload>-<precision>-<gpus>`, as check ids name it
+
+
+def _valid_runs(
+    mine: list[RunSpec], workload: _Workload, bundle: Bundle, catalog: LoadedCatalog,
+    logs: Mapping[str, TrainingLog | EvidenceError],
+) -> tuple[list[RunResult], list[Check], list[dict[str, object]]]:
+    """The repeats of a workload measured over the baseline's window, each run's checks (recipe, loss, validity),
+    and each usable run's step times for the report's chart."""
+    rules = catalog.spec.rules
+    baseline = workload.baseline
+    window = baseline.window
+    valid: list[RunResult] = []
+    checks: list[Check] = []
+    series: list[dict[str, object]] = []
+    for run in mine:
+        file = run.files[0]
+        parsed = logs[run.id]
+        if isinstance(parsed, EvidenceError):
+            checks.append(_problem_check(run, file, parsed))
+            continue
+        recipe = _recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields))
+        checks.append(recipe)
+        if recipe.status is Status.ERROR:
+            continue
+        checks.append(_loss_check(run, file, parsed, rules.loss_explode_factor, rules.loss_check == "required"))
+        measured = measure_window(parsed.steps, parsed.nan_marks, (window.first, window.last),
+                                  resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
+        if isinstance(measured, list):
+            checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
+            continue
+        valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
+        series.append({
+            "run": run.id, "workload": run.workload, "precision": workload.entry.precision.value, "gpus": run.gpus,
+            "iterations": list(step_column(parsed.steps, "iteration")),
+            "step_time_s": list(step_column(parsed.steps, "step_time_s")),
+            "window": [window.first, window.last], "baseline_step_s": baseline.step_time_s,
+        })
+        checks.append(Check(
+            id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
+            severity=Severity.REQUIRED, status=Status.PASS, measured=float(len(measured.step_times)),
+            target=float(window.last - window.first + 1), unit="steps",
+            message=f"iterations {window.first}-{window.last} complete, no nan",
+            evidence=(Span(parsed.file, measured.lines[0], measured.lines[-1], len(measured.lines)),),
+        ))
+    return valid, checks, series
+
+
+def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], catalog: LoadedCatalog,
+                    logs: Mapping[str, TrainingLog | EvidenceError]) -> tuple[list[Check], WorkloadResult]:
+    """A workload's checks against its baseline (step time, stability, the TFLOP/s its log prints) from its valid
+    repeats, and what the report shows of it."""
+    rules = catalog.spec.rules
+    entry, baseline = workload.entry, workload.baseline
+    means = [r.throughput.mean_s for r in valid]
+    pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means))}
+    used = valid[pick[rules.repeats]]
+    t = used.throughput
+    interval = hierarchical_bootstrap_interval(
+        [r.throughput.step_times for r in valid], rule=rules.repeats,
+        resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
+    cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio, interval)
+    status = Status.PASS if cmp.passed else Status.FAIL
+    span = Span(used.file, t.lines[0], t.lines[-1], len(t.lines))
+    checks = [_baseline_check(declared, workload, valid, used, cmp, catalog)]
+    cv = t.std_s / t.mean_s
+    checks.append(Check(
+        id=f"{PHASE}.{workload.subject}_step_time_stable",
+        title=f"{workload.subject} step time is stable over the window",
+        phase=PHASE, severity=Severity.ADVISORY,
+        status=Status.PASS if cv <= rules.step_time_cv_max else Status.WARN,
+        measured=cv, target=rules.step_time_cv_max, unit="cv",
+        message=f"coefficient of variation {cv:.4f} (std {t.std_s:.4f} s over {len(t.step_times)} steps)",
+        evidence=(span,),
+    ))
+    spec = catalog.spec.models[entry.workload].shape()
+    printed = [(s.step_time_s, s.tflops_per_gpu) for s in logs_steps(logs, used.run_id, t.window)
+               if s.step_time_s and s.tflops_per_gpu]
+    log_tflops: float | None = None
+    log_convention: str | None = None
+    if printed:
+        log_tflops, log_convention, ratios = match_log_convention(
+            spec, baseline.seq_len, baseline.gbs, entry.gpus, printed, baseline)
+        shown = ", ".join(f"{k}: {v:.3f}" for k, v in ratios.items())
+        checks.append(Check(
+            id=f"{PHASE}.{workload.subject}_log_tflops_explained",
+            title=f"{workload.subject}: the TFLOP/s the log prints matches a known FLOPs convention (within 2 %)",
+            phase=PHASE, severity=Severity.ADVISORY, status=Status.PASS if log_convention else Status.WARN,
+            measured=log_tflops, target=None, unit="TFLOP/s/GPU",
+            message=(f"the log prints {log_tflops:.1f} TFLOP/s/GPU on average: "
+                     + (f"the {log_convention} convention" if log_convention else "no convention explains it")
+                     + f" (printed / computed per convention: {shown})"),
+            evidence=(span,),
+        ))
+    f_base = model_flops_per_sequence(spec, baseline.seq_len, baseline.flops_convention.flops())
+    f_canon = model_flops_per_sequence(spec, baseline.seq_len, CANONICAL)
+    peak = catalog.peak_tflops(entry.precision)
+    method = (f"hierarchical bootstrap of the {rules.repeats} repeat: {len(valid)} repeat(s) resampled with "
+              f"replacement, then the steps within each, {rules.bootstrap_resamples} resamples, seed "
+              f"{rules.bootstrap_seed}")
+    return checks, WorkloadResult(
+        workload=entry.workload, precision=entry.precision.value, gpus=entry.gpus, gbs=baseline.gbs,
+        seq_len=baseline.seq_len, used=used, repeats=tuple(valid),
+        tokens_per_s_per_gpu=tokens_per_s_per_gpu(baseline.seq_len, baseline.gbs, t.mean_s, entry.gpus),
+        tflops_per_gpu=tflops_per_gpu(f_base, baseline.gbs, t.mean_s, entry.gpus),
+        tflops_per_gpu_canonical=tflops_per_gpu(f_canon, baseline.gbs, t.mean_s, entry.gpus),
+        mfu=mfu(f_base, baseline.gbs, t.mean_s, entry.gpus, peak),
+        mfu_canonical=mfu(f_canon, baseline.gbs, t.mean_s, entry.gpus, peak),
+        flops_convention=baseline.flops_convention.flops().describe(),
+        log_tflops_per_gpu=log_tflops, log_flops_convention=log_convention,
+        baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
+        baseline_source_url=catalog.spec.sources[baseline.source].url,
+        delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
+        ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method,
+    )
+
+
+def _baseline_check(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], used: RunResult,
+                    cmp: Comparison, catalog: LoadedCatalog) -> Check:
+    """The workload's step time against its baseline, with the interval over repeats and steps."""
+    rules = catalog.spec.rules
+    entry, baseline = workload.entry, workload.baseline
+    t = used.throughput
+    per_repeat = ", ".join(f"r{r.repeat} {100.0 * (baseline.step_time_s / r.throughput.mean_s - 1.0):+.1f}"
+                           for r in valid)
+    return Check(
+        id=declared.id, title=declared.title, phase=PHASE, severity=declared.severity,
+        status=Status.PASS if cmp.passed else Status.FAIL, measured=t.mean_s, target=baseline.step_time_s, unit="s",
+        message=(f"step time {t.mean_s:.3f} s vs baseline {baseline.step_time_s:.3f} s: "
+                 f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over "
+                 f"repeats and steps; repeats {per_repeat} %); {rules.repeats} of {len(valid)} repeat(s), "
+                 f"run {used.run_id}"
+                 + (" (baseline derived, not published)" if baseline.illustrative else "")),
+        delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct,
+        evidence=(Span(used.file, t.lines[0], t.lines[-1], len(t.lines)),),
+        summary=(f"{catalog.spec.models[entry.workload].name} {entry.precision.upper()} at {entry.gpus} GPUs: "
+                 f"{cmp.delta_pct:+.1f} % vs the {'derived' if baseline.illustrative else 'published'} "
+                 f"baseline {baseline.step_time_s:.3f} s (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
+                 f", run {used.run_id}"),
+    )
 
 
 def logs_steps(

@@ -10,7 +10,7 @@ from datetime import datetime
 import numpy as np
 import pyarrow.compute as pc
 
-from clustercert.catalog import LoadedCatalog
+from clustercert.catalog import LoadedCatalog, Rules
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
@@ -25,8 +25,23 @@ from clustercert.metrics.goodput import (
     compute_ml_goodput,
     compute_readiness_goodput,
 )
-from clustercert.metrics.resilience import Actor, Event, EventType, ResilienceReport, analyze_resilience
-from clustercert.metrics.stragglers import Detection, RankPlace, RankTimings, StragglerReport, score_stragglers
+from clustercert.metrics.resilience import (
+    Actor,
+    Event,
+    EventType,
+    ResilienceReport,
+    ResilienceRules,
+    analyze_resilience,
+)
+from clustercert.metrics.stragglers import (
+    Detection,
+    RankPlace,
+    RankScore,
+    RankTimings,
+    StragglerReport,
+    StragglerRules,
+    score_stragglers,
+)
 from clustercert.parsers.dcgm import Telemetry
 from clustercert.parsers.events import EventLog
 from clustercert.parsers.events import EventType as LogType
@@ -36,7 +51,7 @@ from clustercert.parsers.sacct import SacctResult
 from clustercert.parsers.training import TrainingStep
 from clustercert.phases import PhaseResult
 from clustercert.phases.evidence import ResilienceRunLog
-from clustercert.verdicts import Check, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
 
 __all__ = ["JobTimeline", "build_job_timeline", "judge_resilience"]
 
@@ -125,23 +140,79 @@ def build_job_timeline(
     steps = run.training.steps
     if not steps:
         return f"{run.training.file}: expected step lines, got none"
-    stamps = run.clock.stamps
-    stamp_lines = [line for line, _ in stamps]
     logged = _events_from_log(event_logs)
-    starts = sorted(t for t, e, _ in logged if e.type is EventType.JOB_STARTED)
-    source = "event log"
-    if not starts:
-        starts, source = sorted(t for _, t in run.clock.worker_starts), "launcher lines"
-    if not starts:
-        starts, source = _sacct_starts(scheduler), "sacct"
+    starts, source = _job_starts(run, logged, scheduler)
     if not starts:
         return (f"{run.training.file}: expected a job start (event log job_started, a launcher 'Starting worker "
                 "group' line or sacct Start), got none")
     saved_at: list[tuple[float, int]] = sorted(
         (t, e.step) for t, e, _ in logged if e.type is EventType.CHECKPOINT_SAVED and e.step is not None)
-    placed: list[tuple[int, float, int]] = []  # (step number, epoch end, index)
+    placed = _place_steps(run, starts, saved_at)
+    origin = starts[0]
+    stamps = run.clock.stamps
+    finished = [t for t, e, lt in logged if lt is LogType.JOB_FINISHED]
+    end = max(finished) if finished else max(stamps[-1][1] if stamps else origin, placed.steps[-1][1])
+    end = max(end, placed.steps[-1][1])
+    job_starts = starts[: len(placed.bounds)]
+    faults = sorted(t for t, e, _ in logged if e.type is EventType.FAULT)
+    stamp_at = dict(stamps)
+    log_failures = sorted(stamp_at[e.line] for e in run.resilience.events
+                          if e.kind in (LogEventKind.WORKER_GROUP_FAILED, LogEventKind.WORKER_FAILED)
+                          and e.line in stamp_at)
+    found = _interruptions(run, placed, job_starts, faults + log_failures, end, source)
+    if isinstance(found, str):
+        return found
+    interruptions, resumed_from = found
+    saves = [CheckpointSave(t - origin - float(e_extra), t - origin, step)
+             for t, step, e_extra in _blocking_saves(event_logs)]
+    timeline = Timeline(
+        job_starts=tuple(s - origin for s in job_starts), end_s=end - origin,
+        steps=tuple(StepCompletion(no, t - origin) for no, t, _ in placed.steps),
+        checkpoints=tuple(sorted(saves, key=lambda c: c.end_s)),
+        interruptions=tuple(interruptions),
+        evidence=(Span(run.training.file, steps[0].line, steps[-1].line, len(steps)),),
+    )
+    events: list[Event] = [
+        Event(t - origin, e.type, e.node, e.detail, e.by, e.nodes, e.step, e.evidence) for t, e, _ in logged
+    ]
+    if not logged:
+        events = _events_from_training_log(run, origin, job_starts)
+    note = (f"job starts from the {source}; step lines print no time, so steps are laid end to end by their "
+            "printed step times as late as the log's timestamps allow (1 s resolution)")
+    return JobTimeline(origin, timeline, tuple(interruptions), tuple(sorted(events, key=lambda e: e.time_s)),
+                       tuple(placed.bounds), tuple(resumed_from), note)
+
+
+def _job_starts(run: ResilienceRunLog, logged: Sequence[tuple[float, Event, LogType]],
+                scheduler: Sequence[SacctResult]) -> tuple[list[float], str]:
+    """The job's starts (epoch seconds) and where they come from: the event log, else the launcher's lines, else
+    sacct; none where none of them has any."""
+    starts = sorted(t for t, e, _ in logged if e.type is EventType.JOB_STARTED)
+    if starts:
+        return starts, "event log"
+    starts = sorted(t for _, t in run.clock.worker_starts)
+    if starts:
+        return starts, "launcher lines"
+    return _sacct_starts(scheduler), "sacct"
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """The log's steps placed in time, in log order, and each job start's [first, last) indices among them."""
+
+    steps: list[tuple[int, float, int]]  # (step number, epoch end, index into the log's steps)
+    bounds: list[tuple[int, int]]
+
+
+def _place_steps(run: ResilienceRunLog, starts: Sequence[float], saved_at: Sequence[tuple[float, int]]) -> _Placed:
+    """Each job segment's steps laid end to end by their step times, as late as the log's timestamps (and the
+    checkpoints saved in the segment) allow, never before the segment's start or the last segment's end."""
+    steps = run.training.steps
+    stamps = run.clock.stamps
+    stamp_lines = [line for line, _ in stamps]
+    placed: list[tuple[int, float, int]] = []
+    bounds: list[tuple[int, int]] = []
     segments = _segments(run)
-    seg_bounds: list[tuple[int, int]] = []
     for k, seg in enumerate(segments):
         start = starts[min(k, len(starts) - 1)]
         following = starts[k + 1] if k + 1 < len(starts) else float("inf")
@@ -164,41 +235,41 @@ def build_job_timeline(
         first = len(placed)
         for j, i in enumerate(seg):
             placed.append((_step_no(steps[i]), offset + cum[j], i))
-        seg_bounds.append((first, len(placed)))
-    origin = starts[0]
-    finished = [t for t, e, lt in logged if lt is LogType.JOB_FINISHED]
-    end = max(finished) if finished else max(stamps[-1][1] if stamps else origin, placed[-1][1])
-    end = max(end, placed[-1][1])
-    job_starts = starts[: len(segments)] if len(starts) >= len(segments) else starts
-    # interruptions: between segment k's last step and job start k + 1
-    faults = sorted(t for t, e, _ in logged if e.type is EventType.FAULT)
-    stamp_at = dict(stamps)
-    log_failures = sorted(stamp_at[e.line] for e in run.resilience.events
-                          if e.kind in (LogEventKind.WORKER_GROUP_FAILED, LogEventKind.WORKER_FAILED)
-                          and e.line in stamp_at)
+        bounds.append((first, len(placed)))
+    return _Placed(placed, bounds)
+
+
+def _interruptions(run: ResilienceRunLog, placed: _Placed, job_starts: Sequence[float], failures: Sequence[float],
+                   end: float, source: str) -> tuple[list[Interruption], list[int | None]] | str:
+    """Between segment k's last step and job start k + 1: when the job was interrupted (the first fault or
+    failure the logs record), scheduled again and resumed, and the checkpoint step it resumed from; a reason
+    where the starts do not fit the log's segments."""
+    steps = run.training.steps
+    bounds = placed.bounds
+    origin = job_starts[0]
     interruptions: list[Interruption] = []
     resumed_from: list[int | None] = []
     previous_resume = origin
     for k in range(1, len(job_starts)):
-        last_end = placed[seg_bounds[k - 1][1] - 1][1] if seg_bounds[k - 1][1] > seg_bounds[k - 1][0] else origin
+        last_end = placed.steps[bounds[k - 1][1] - 1][1] if bounds[k - 1][1] > bounds[k - 1][0] else origin
         scheduled = job_starts[k]
-        candidates = [t for t in faults + log_failures if last_end - 1e-9 <= t <= scheduled] or [
-            t for t in faults + log_failures if job_starts[k - 1] <= t <= scheduled]
+        candidates = [t for t in failures if last_end - 1e-9 <= t <= scheduled] or [
+            t for t in failures if job_starts[k - 1] <= t <= scheduled]
         interrupted = min(candidates) if candidates else last_end
-        lo, hi = seg_bounds[k] if k < len(seg_bounds) else (len(placed), len(placed))
+        lo, hi = bounds[k] if k < len(bounds) else (len(placed.steps), len(placed.steps))
         resumed = scheduled
         ckpt: float | None = None
         from_step: int | None = None
         if hi > lo:
-            first_step, first_end, idx = placed[lo]
+            first_step, first_end, idx = placed.steps[lo]
             resumed = max(scheduled, first_end - float(steps[idx].step_time_s or 0.0))
             from_step = first_step - 1
-            earlier = [end_s for no, end_s, _ in placed[: seg_bounds[k - 1][1]] if no == from_step]
+            earlier = [end_s for no, end_s, _ in placed.steps[: bounds[k - 1][1]] if no == from_step]
             ckpt = earlier[-1] if earlier else None
         interrupted = max(min(interrupted, scheduled), previous_resume)
         resumed = min(resumed, end)
         if not previous_resume <= interrupted <= scheduled <= resumed:  # starts that do not fit the log's segments
-            return (f"{run.training.file}: expected job starts ({source}) that fit the log's {len(segments)} "
+            return (f"{run.training.file}: expected job starts ({source}) that fit the log's {len(bounds)} "
                     f"segments, got start {k + 1} at {scheduled - origin:.0f} s, before the job could resume "
                     f"(previous resume at {previous_resume - origin:.0f} s)")
         previous_resume = resumed
@@ -207,24 +278,7 @@ def build_job_timeline(
         interruptions.append(Interruption(interrupted - origin, scheduled - origin, resumed - origin,
                                           None if ckpt is None else ckpt - origin))
         resumed_from.append(from_step)
-    saves = [CheckpointSave(t - origin - float(e_extra), t - origin, step)
-             for t, step, e_extra in _blocking_saves(event_logs)]
-    timeline = Timeline(
-        job_starts=tuple(s - origin for s in job_starts), end_s=end - origin,
-        steps=tuple(StepCompletion(no, t - origin) for no, t, _ in placed),
-        checkpoints=tuple(sorted(saves, key=lambda c: c.end_s)),
-        interruptions=tuple(interruptions),
-        evidence=(Span(run.training.file, steps[0].line, steps[-1].line, len(steps)),),
-    )
-    events: list[Event] = [
-        Event(t - origin, e.type, e.node, e.detail, e.by, e.nodes, e.step, e.evidence) for t, e, _ in logged
-    ]
-    if not logged:
-        events = _events_from_training_log(run, origin, job_starts)
-    note = (f"job starts from the {source}; step lines print no time, so steps are laid end to end by their "
-            "printed step times as late as the log's timestamps allow (1 s resolution)")
-    return JobTimeline(origin, timeline, tuple(interruptions), tuple(sorted(events, key=lambda e: e.time_s)),
-                       tuple(seg_bounds), tuple(resumed_from), note)
+    return interruptions, resumed_from
 
 
 def _sacct_starts(scheduler: Sequence[SacctResult]) -> list[float]:
@@ -294,13 +348,8 @@ def _events_from_training_log(run: ResilienceRunLog, origin: float, starts: Sequ
     return out
 
 
-def _check(
-    check_id: str, title: str, severity: Severity, status: Status, message: str, *,
-    measured: float | None = None, target: float | None = None, unit: str = "", evidence: Sequence[Span] = (),
-    summary: str | None = None,
-) -> Check:
-    return Check(id=check_id, title=title, phase=PHASE, severity=severity, status=status, measured=measured,
-                 target=target, unit=unit, message=message, evidence=tuple(evidence), summary=summary)
+def _declared(check_id: str, title: str, severity: Severity) -> DeclaredCheck:
+    return DeclaredCheck(check_id, title, PHASE, severity)
 
 
 def _spans(events: Sequence[Event]) -> list[Span]:
@@ -318,7 +367,8 @@ class _Gpus:
 
 def _gpu_columns(table: RankTable, origin: float) -> _Gpus:
     """Columns for scoring, reduced column-wise (times relative to `origin`), keyed by (node, GPU); the file's
-    columns are read one at a time into arrays, each let go once used (a 4,096-GPU day is 45.8 M rows)."""
+    columns are read one at a time into arrays, each let go once used (a cluster's day is tens of millions of
+    rows)."""
     encoded = pc.dictionary_encode(table.column("node")).combine_chunks()
     key = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)  # the node's code, for now
     names = encoded.dictionary.to_pylist()
@@ -400,46 +450,126 @@ def _who(rank: int | None, place: RankPlace | None) -> str:
     return f"rank {rank} (node {place.node}, GPU {place.gpu}, NVLink domain {place.domain})"
 
 
-def _straggler_check(
-    bundle: LoadedBundle, catalog: LoadedCatalog, tables: Sequence[RankTable], table_error: str | None,
-    events: Sequence[Event], reported: Sequence[_Reported], logs: Sequence[ResilienceRunLog], origin: float,
-    severity: Severity, unread: Sequence[str], say: Callable[[str], None],
-) -> tuple[Check, list[dict[str, object]]]:
+@dataclass(frozen=True)
+class _StragglerEvidence:
+    """What the straggler check reads: the per-rank timings (or why they could not be read), what the cluster's
+    monitoring reported, the job's events, and the errors of the files where a detection or a node's exclusion
+    would be (`unread`)."""
+
+    tables: Sequence[RankTable]
+    table_error: str | None
+    events: Sequence[Event]
+    reported: Sequence[_Reported]
+    logs: Sequence[ResilienceRunLog]
+    origin: float
+    unread: Sequence[str]
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """Every rank scored from the per-rank timings, and the nodes the job excluded or replaced."""
+
+    report: StragglerReport
+    gpus: _Gpus
+    handled_nodes: set[str | None]
+
+    def rank(self, r: RankScore) -> int:
+        """The rank the scored GPU ran first (ranks are scored by physical GPU)."""
+        return self.gpus.places[r.rank][2]
+
+    def unhandled(self, r: RankScore) -> bool:
+        return (r.detection_s is None or not r.detected_in_time or r.place is None
+                or r.place.node not in self.handled_nodes)
+
+    def rows(self) -> list[dict[str, object]]:
+        return [{
+            "rank": self.rank(r), "node": r.place.node if r.place else None, "gpu": r.place.gpu if r.place else None,
+            "domain": r.place.domain if r.place else None, "relative_score": r.relative_score,
+            "individual_score": r.individual_score, "lowest_window_score": r.lowest_window_score,
+            "flagged": r.flagged, "first_visible_s": r.first_visible_s,
+            "detected_s": r.detection_s, "source": "rank-timings",
+        } for r in self.report.ranks]
+
+    def failures(self, detect_max_s: float) -> list[str]:
+        """Each straggler not reported in time or whose node was neither excluded nor replaced, and why."""
+        out: list[str] = []
+        for r in self.report.stragglers:
+            why: list[str] = []
+            if r.detection_s is None:
+                why.append("never reported by the cluster's monitoring")
+            elif not r.detected_in_time:
+                why.append(f"reported {r.detection_delay_s or 0.0:.0f} s after first visible (max {detect_max_s:g} s)")
+            if r.place is None or r.place.node not in self.handled_nodes:
+                why.append("its node was neither excluded nor replaced")
+            if why:
+                out.append(f"{_who(self.rank(r), r.place)}, relative score {r.relative_score:.3f} (lowest window "
+                           f"{r.lowest_window_score:.3f}), first visible at "
+                           f"{(r.first_visible_s or 0.0):.0f} s: {'; '.join(why)}")
+        return out
+
+
+def _straggler_check(bundle: LoadedBundle, catalog: LoadedCatalog, evidence: _StragglerEvidence,
+                     severity: Severity, say: Callable[[str], None]) -> tuple[Check, list[dict[str, object]]]:
     """Score every rank from the per-rank timings; each straggler must be reported in time and its node handled.
-    `unread`: the errors of the long run's log, event logs and sacct dumps that could not be read, where a
-    detection or a node's exclusion would be: a straggler that looks unhandled then cannot be judged (ERROR), not
-    a failure. `say` is told how many ranks are scored as they are."""
+    A straggler that looks unhandled while a file that would show its detection or its node's exclusion could
+    not be read cannot be judged (ERROR), not a failure. `say` is told how many ranks are scored as they are."""
     rules = catalog.spec.rules
-    check_id, title = (f"{PHASE}.stragglers_detected_and_handled",
-                       f"Every straggler (relative score < {rules.straggler_score_min:.2f}) was detected within "
-                       f"{rules.straggler_detect_max_s:g} s and its node excluded or replaced")
+    declared = _declared(f"{PHASE}.stragglers_detected_and_handled",
+                         f"Every straggler (relative score < {rules.straggler_score_min:.2f}) was detected within "
+                         f"{rules.straggler_detect_max_s:g} s and its node excluded or replaced", severity)
     domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
+    reported = evidence.reported
     ranks_seen = sorted({r.rank for r in reported if r.rank is not None})
     nodes_seen = sorted({r.node for r in reported if r.node is not None})
     cluster_said = (f"the cluster's own detection reported ranks {ranks_seen} on node(s) {nodes_seen}"
                     if reported else "the cluster's own detection reported no straggler")
     report_spans = [r.span for r in reported]
-    if not tables:
-        rows: list[dict[str, object]] = []
-        for run in logs:
-            for block in run.resilience.straggler_reports:
-                for sc in block.scores:
-                    rows.append({"rank": sc.rank, "node": sc.node, "gpu": None, "domain": domain_of.get(sc.node),
-                                 "relative_score" if block.kind == "relative" else "individual_score": sc.score,
-                                 "flagged": sc.rank in ranks_seen, "first_visible_s": None,
-                                 "detected_s": next((r.time_s for r in reported if r.rank == sc.rank), None),
-                                 "source": f"cluster report ({run.training.file} line {block.line})"})
+    if not evidence.tables:
+        table_error = evidence.table_error
         status = Status.ERROR if table_error else Status.FAIL if severity is Severity.REQUIRED else Status.SKIPPED
-        return _check(check_id, title, severity, status,
-                      (f"{table_error}: the per-rank timings cannot be read; {cluster_said}. Mend or re-export them"
-                       if table_error else
-                       "the bundle has no per-rank step timings (kind rank-timings): clustercert cannot find "
-                       f"stragglers itself, the cluster did not show them; {cluster_said}. Add the resilience run's "
-                       "per-rank timings"), target=rules.straggler_score_min, unit="score",
-                      evidence=report_spans), rows
-    table = tables[0]
-    gpus = _gpu_columns(table, origin)
+        return declared.judged(
+            status,
+            (f"{table_error}: the per-rank timings cannot be read; {cluster_said}. Mend or re-export them"
+             if table_error else
+             "the bundle has no per-rank step timings (kind rank-timings): clustercert cannot find "
+             f"stragglers itself, the cluster did not show them; {cluster_said}. Add the resilience run's "
+             "per-rank timings"), target=rules.straggler_score_min, unit="score",
+            evidence=report_spans), _cluster_rows(evidence.logs, reported, domain_of, ranks_seen)
+    gpus = _gpu_columns(evidence.tables[0], evidence.origin)
     placement = {k: RankPlace(node, gpu, domain_of.get(node, "unknown")) for k, (node, gpu, _) in gpus.places.items()}
+    report = score_stragglers(
+        gpus.timings, placement, _detections(reported, gpus),
+        StragglerRules(threshold=rules.straggler_score_min, window_steps=_WINDOW_SAMPLES * _stride(gpus.timings.step),
+                       detect_max_s=rules.straggler_detect_max_s, flag_windows=True),
+        told=lambda done, ranks: say(f"judge stragglers: {done:,} of {ranks:,} ranks scored"),
+    )
+    handling = [e for e in evidence.events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)]
+    scored = _Scored(report, gpus, {e.node for e in handling})
+    status, message, summary = _straggler_verdict(scored, rules, evidence.unread, cluster_said)
+    flagged = report.stragglers
+    handled = len(flagged) - sum(map(scored.unhandled, flagged))
+    return declared.judged(status, message, measured=float(handled), target=float(len(flagged)),
+                           unit="stragglers handled", evidence=[*report.evidence, *report_spans, *_spans(handling)],
+                           summary=summary), scored.rows()
+
+
+def _cluster_rows(logs: Sequence[ResilienceRunLog], reported: Sequence[_Reported], domain_of: Mapping[str, str],
+                  ranks_seen: Sequence[int]) -> list[dict[str, object]]:
+    """Without per-rank timings: the scores the cluster's own straggler reports printed, as rows."""
+    rows: list[dict[str, object]] = []
+    for run in logs:
+        for block in run.resilience.straggler_reports:
+            for sc in block.scores:
+                rows.append({"rank": sc.rank, "node": sc.node, "gpu": None, "domain": domain_of.get(sc.node),
+                             "relative_score" if block.kind == "relative" else "individual_score": sc.score,
+                             "flagged": sc.rank in ranks_seen, "first_visible_s": None,
+                             "detected_s": next((r.time_s for r in reported if r.rank == sc.rank), None),
+                             "source": f"cluster report ({run.training.file} line {block.line})"})
+    return rows
+
+
+def _detections(reported: Sequence[_Reported], gpus: _Gpus) -> list[Detection]:
+    """The cluster's reports that have a time, each naming a node (a report naming a rank alone: the rank's)."""
     detections: list[Detection] = []
     for rep in reported:
         if rep.time_s is None:
@@ -449,80 +579,46 @@ def _straggler_check(
             detections.append(Detection(rep.time_s, node, gpu))
         elif rep.node is not None:
             detections.append(Detection(rep.time_s, rep.node, rep.gpu))
-    report: StragglerReport = score_stragglers(
-        gpus.timings, placement, detections, threshold=rules.straggler_score_min,
-        window_steps=_WINDOW_SAMPLES * _stride(gpus.timings.step), detect_max_s=rules.straggler_detect_max_s,
-        flag_windows=True, told=lambda done, ranks: say(f"judge stragglers: {done:,} of {ranks:,} ranks scored"),
-    )
-    handled_nodes = {e.node for e in events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)}
-    rows = []
-    failures: list[str] = []
+    return detections
+
+
+def _straggler_verdict(scored: _Scored, rules: Rules, unread: Sequence[str],
+                       cluster_said: str) -> tuple[Status, str, str]:
+    """The straggler check's status, message and summary."""
+    report = scored.report
     flagged = report.stragglers
-    for r in report.ranks:
-        place = r.place
-        rank = gpus.places[r.rank][2]
-        rows.append({
-            "rank": rank, "node": place.node if place else None, "gpu": place.gpu if place else None,
-            "domain": place.domain if place else None, "relative_score": r.relative_score,
-            "individual_score": r.individual_score, "lowest_window_score": r.lowest_window_score,
-            "flagged": r.flagged, "first_visible_s": r.first_visible_s,
-            "detected_s": r.detection_s, "source": "rank-timings",
-        })
-        if not r.flagged:
-            continue
-        why: list[str] = []
-        if r.detection_s is None:
-            why.append("never reported by the cluster's monitoring")
-        elif not r.detected_in_time:
-            why.append(f"reported {r.detection_delay_s or 0.0:.0f} s after first visible "
-                       f"(max {rules.straggler_detect_max_s:g} s)")
-        if place is None or place.node not in handled_nodes:
-            why.append("its node was neither excluded nor replaced")
-        if why:
-            failures.append(f"{_who(rank, place)}, relative score {r.relative_score:.3f} (lowest window "
-                            f"{r.lowest_window_score:.3f}), first visible at "
-                            f"{(r.first_visible_s or 0.0):.0f} s: {'; '.join(why)}")
-    lowest = min((r.relative_score for r in report.ranks), default=None)
-    spans = [*report.evidence, *report_spans, *_spans([e for e in events if e.type in (
-        EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])]
+    failures = scored.failures(rules.straggler_detect_max_s)
     in_time = [r for r in flagged if r.detection_s is not None and r.detected_in_time]
     delays = [r.detection_delay_s for r in flagged if r.detection_delay_s is not None]
     found = (f"{len(flagged)} straggler(s) found (relative score over the run < {rules.straggler_score_min:.2f}), "
              f"{len(in_time)} detected by the cluster within {rules.straggler_detect_max_s:g} s"
              + (f" (slowest detection {max(delays):.0f} s after first visible)" if delays else ""))
-    handled = len(flagged) - len(failures)
     if failures:
-        first = next(r for r in flagged if (r.detection_s is None or not r.detected_in_time
-                                              or r.place is None or r.place.node not in handled_nodes))
-        where = (f"{first.place.node} GPU {first.place.gpu}" if first.place else f"rank {gpus.places[first.rank][2]}")
-    if failures and unread:
-        status = Status.ERROR
-        message = (f"{found}; {len(failures)} not shown handled: " + " | ".join(failures) + f"; {cluster_said}; "
-                   f"but {'; '.join(unread)}: what it would show of their detection and handling cannot be told. "
-                   "Mend or re-export it")
-        summary = f"whether the straggler on {where} was handled cannot be told: {unread[0]}"
-    elif failures:
-        status = Status.FAIL
-        message = (f"{found}; {len(failures)} not handled: " + " | ".join(failures)
-                   + f"; {cluster_said}. Make the cluster's straggler detection report and drain slow GPUs")
+        first = next(r for r in flagged if scored.unhandled(r))
+        where = (f"{first.place.node} GPU {first.place.gpu}" if first.place else f"rank {scored.rank(first)}")
+        if unread:
+            return (Status.ERROR,
+                    f"{found}; {len(failures)} not shown handled: " + " | ".join(failures) + f"; {cluster_said}; "
+                    f"but {'; '.join(unread)}: what it would show of their detection and handling cannot be told. "
+                    "Mend or re-export it",
+                    f"whether the straggler on {where} was handled cannot be told: {unread[0]}")
         kind = "unreported" if first.detection_s is None else "late-detected" if not first.detected_in_time \
             else "unhandled"
-        summary = (f"{kind} straggler on {where} (relative score {first.relative_score:.3f}); "
-                   f"{len(in_time)} of {len(flagged)} straggler(s) detected within {rules.straggler_detect_max_s:g} s")
-    elif flagged:
-        status = Status.PASS
-        message = f"{found}; every one handled: " + "; ".join(
-            f"{_who(gpus.places[r.rank][2], r.place)} relative score {r.relative_score:.3f} (lowest window "
+        return (Status.FAIL,
+                f"{found}; {len(failures)} not handled: " + " | ".join(failures)
+                + f"; {cluster_said}. Make the cluster's straggler detection report and drain slow GPUs",
+                f"{kind} straggler on {where} (relative score {first.relative_score:.3f}); "
+                f"{len(in_time)} of {len(flagged)} straggler(s) detected within {rules.straggler_detect_max_s:g} s")
+    if flagged:
+        return Status.PASS, f"{found}; every one handled: " + "; ".join(
+            f"{_who(scored.rank(r), r.place)} relative score {r.relative_score:.3f} (lowest window "
             f"{r.lowest_window_score:.3f}), reported "
-            f"{(r.detection_delay_s or 0.0):.0f} s after first visible, node excluded or replaced" for r in flagged)
-        summary = found
-    else:
-        status = Status.PASS
-        message = (f"no straggler found: every one of {len(report.ranks)} ranks has a relative score of at least "
-                   f"{rules.straggler_score_min:.2f} (lowest {lowest:.3f}); {cluster_said}")
-        summary = message
-    return _check(check_id, title, severity, status, message, measured=float(handled), target=float(len(flagged)),
-                  unit="stragglers handled", evidence=spans, summary=summary), rows
+            f"{(r.detection_delay_s or 0.0):.0f} s after first visible, node excluded or replaced"
+            for r in flagged), found
+    lowest = min((r.relative_score for r in report.ranks), default=None)
+    message = (f"no straggler found: every one of {len(report.ranks)} ranks has a relative score of at least "
+               f"{rules.straggler_score_min:.2f} (lowest {lowest:.3f}); {cluster_said}")
+    return Status.PASS, message, message
 
 
 def _intervals_ml(t: Timeline) -> list[dict[str, object]]:
@@ -638,13 +734,10 @@ def _fault_rows(report: ResilienceReport, events: Sequence[Event], job: JobTimel
 
 
 def _restart_check(rows: list[_FaultRow], rules_max: float, severity: Severity, spans: list[Span]) -> Check:
-    check_id = _RESTARTS
-    title = (f"Every fatal fault is followed by an automatic restart within {rules_max:g} s on nodes that exclude "
-             "the faulty one, from the last checkpoint")
+    declared = _declared(_RESTARTS, _restarts_title(rules_max), severity)
     if not rows:
-        return _check(check_id, title, severity, Status.SKIPPED,
-                      "no fatal fault in the run: automatic restart was not exercised", target=rules_max, unit="s",
-                      evidence=spans)
+        return declared.judged(Status.SKIPPED, "no fatal fault in the run: automatic restart was not exercised",
+                               target=rules_max, unit="s", evidence=spans)
     problems: list[str] = []
     for r in rows:
         if r.restarted_s is None or r.time_to_restart_s is None:
@@ -662,58 +755,96 @@ def _restart_check(rows: list[_FaultRow], rules_max: float, severity: Severity, 
     times = [r.time_to_restart_s for r in rows if r.time_to_restart_s is not None]
     worst = max(times) if times else None
     if problems:
-        return _check(check_id, title, severity, Status.FAIL, " | ".join(problems) + ". Fix the cluster's "
-                      "automatic requeue (exclude failed nodes, resume from the last checkpoint)",
-                      measured=worst, target=rules_max, unit="s", evidence=spans)
+        return declared.judged(Status.FAIL, " | ".join(problems) + ". Fix the cluster's automatic requeue (exclude "
+                               "failed nodes, resume from the last checkpoint)",
+                               measured=worst, target=rules_max, unit="s", evidence=spans)
     summary = "; ".join(
         f"{r.where} restarted after {r.time_to_restart_s or 0.0:.0f} s"
         + ("" if r.excludes_faulty_node is None else " without the faulty node")
         + f", resumed from step {r.resumed_from_step}" for r in rows)
-    return _check(check_id, title, severity, Status.PASS, summary, measured=worst, target=rules_max, unit="s",
-                  evidence=spans)
+    return declared.judged(Status.PASS, summary, measured=worst, target=rules_max, unit="s", evidence=spans)
+
+
+def _restarts_title(rules_max: float) -> str:
+    return (f"Every fatal fault is followed by an automatic restart within {rules_max:g} s on nodes that exclude "
+            "the faulty one, from the last checkpoint")
 
 
 def _lost_check(rows: list[_FaultRow], interval: int | None, severity: Severity, absent: Status,
                 spans: list[Span]) -> Check:
-    check_id = f"{PHASE}.lost_work_within_checkpoint_interval"
-    title = "Work lost to each fault stays within one checkpoint interval"
+    declared = _declared(f"{PHASE}.lost_work_within_checkpoint_interval",
+                         "Work lost to each fault stays within one checkpoint interval", severity)
     if not rows:
-        return _check(check_id, title, severity, Status.SKIPPED, "no fatal fault in the run: no work lost",
-                      evidence=spans)
+        return declared.judged(Status.SKIPPED, "no fatal fault in the run: no work lost", evidence=spans)
     if interval is None:
-        return _check(check_id, title, severity, absent, "fewer than two checkpoint saves in the evidence: the "
-                      "checkpoint interval cannot be shown. Record checkpoint saves in the event log", evidence=spans)
+        return declared.judged(absent, "fewer than two checkpoint saves in the evidence: the checkpoint interval "
+                               "cannot be shown. Record checkpoint saves in the event log", evidence=spans)
     lost = [r.lost_steps for r in rows if r.lost_steps is not None]
     worst = float(max(lost)) if lost else None
     over = [f"{r.where} lost {r.lost_steps} steps" for r in rows
             if r.lost_steps is not None and r.lost_steps > interval]
     over += [f"{r.where}: the job never resumed" for r in rows if r.lost_steps is None]
     if over:
-        return _check(check_id, title, severity, Status.FAIL, f"{'; '.join(over)} (checkpoint interval {interval} "
-                      "steps). Checkpoint more often", measured=worst, target=float(interval), unit="steps",
-                      evidence=spans)
-    return _check(check_id, title, severity, Status.PASS, f"at most {int(worst or 0)} step(s) lost per fault, "
-                  f"checkpoint interval {interval} steps", measured=worst, target=float(interval), unit="steps",
-                  evidence=spans)
+        return declared.judged(Status.FAIL, f"{'; '.join(over)} (checkpoint interval {interval} steps). Checkpoint "
+                               "more often", measured=worst, target=float(interval), unit="steps", evidence=spans)
+    return declared.judged(Status.PASS, f"at most {int(worst or 0)} step(s) lost per fault, checkpoint interval "
+                           f"{interval} steps", measured=worst, target=float(interval), unit="steps", evidence=spans)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The resilience phase's usable evidence by kind, and by kind the errors of the files that could not be read:
+    what an unreadable long-run log, event log or sacct dump would have shown (a detection, a restart, a node
+    excluded, an administrator's action) cannot be told, which is not the cluster failing to show it."""
+
+    logs: list[ResilienceRunLog]
+    event_logs: list[EventLog]
+    sacct: list[SacctResult]
+    tables: list[RankTable]
+    telemetry: list[Telemetry]
+    unreadable: dict[RunKind, list[str]]
+
+    @property
+    def unread_log(self) -> list[str]:
+        return self.unreadable.get(RunKind.RESILIENCE, [])
+
+    @property
+    def unread_events(self) -> list[str]:
+        return self.unreadable.get(RunKind.EVENTS, [])
+
+    @property
+    def unread(self) -> list[str]:
+        """The errors of the files where the job's timeline, a detection or a node's exclusion would be."""
+        return [*self.unread_log, *self.unread_events, *self.unreadable.get(RunKind.SCHEDULER, [])]
 
 
 def _collect(bundle: LoadedBundle, parsed: Mapping[str, object | EvidenceError], severity: Severity) -> tuple[
-    list[tuple[RunSpec, object]], list[Check]
+    _Found, list[Check]
 ]:
-    """Resilience runs' parsed evidence; an unusable file is an ERROR check naming it."""
+    """Resilience runs' parsed evidence by kind; an unusable file is an ERROR check naming it."""
     out: list[tuple[RunSpec, object]] = []
     errors: list[Check] = []
+    unreadable: dict[RunKind, list[str]] = {}
     for run in bundle.spec.runs:
         if run.phase is not Phase.RESILIENCE:
             continue
         value = parsed.get(run.id)
         if isinstance(value, EvidenceError):
-            errors.append(_check(
-                f"{PHASE}.{run.id}_valid", f"Resilience evidence {run.id} is usable", severity, Status.ERROR,
-                str(value), evidence=(Span(value.file, value.line or 0, value.line or 0, 1),)))
+            errors.append(_declared(f"{PHASE}.{run.id}_valid", f"Resilience evidence {run.id} is usable",
+                                    severity).judged(
+                Status.ERROR, str(value), evidence=(Span(value.file, value.line or 0, value.line or 0, 1),)))
+            unreadable.setdefault(run.kind, []).append(str(value))
         elif value is not None:
             out.append((run, value))
-    return out, errors
+    found = _Found(
+        logs=[v for r, v in out if r.kind is RunKind.RESILIENCE and isinstance(v, ResilienceRunLog)],
+        event_logs=[v for r, v in out if r.kind is RunKind.EVENTS and isinstance(v, EventLog)],
+        sacct=[v for r, v in out if r.kind is RunKind.SCHEDULER and isinstance(v, SacctResult)],
+        tables=[v for r, v in out if r.kind is RunKind.RANK_TIMINGS and isinstance(v, RankTable)],
+        telemetry=[v for r, v in out if r.kind is RunKind.TELEMETRY and isinstance(v, Telemetry)],
+        unreadable=unreadable,
+    )
+    return found, errors
 
 
 def _unheard(what: str) -> None:
@@ -725,140 +856,144 @@ def judge_resilience(
     told: Callable[[str], None] | None = None,
 ) -> PhaseResult:
     """Judge the resilience phase from the long run's log, event log, sacct, per-rank timings and telemetry.
-    `told` is told each step that takes seconds at cluster scale (a 4,096-GPU run's stragglers: 46 M rows)."""
+    `told` is told each step that takes seconds at cluster scale (a large cluster's stragglers: tens of millions
+    of rows)."""
     say = told or _unheard
     rules = catalog.spec.rules
     required = Phase.RESILIENCE in rules.required_phases
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     absent = Status.FAIL if required else Status.SKIPPED
     found, checks = _collect(bundle, parsed, severity)
-    logs = [v for r, v in found if r.kind is RunKind.RESILIENCE and isinstance(v, ResilienceRunLog)]
-    event_logs = [v for r, v in found if r.kind is RunKind.EVENTS and isinstance(v, EventLog)]
-    sacct = [v for r, v in found if r.kind is RunKind.SCHEDULER and isinstance(v, SacctResult)]
-    tables = [v for r, v in found if r.kind is RunKind.RANK_TIMINGS and isinstance(v, RankTable)]
-    telemetry = [v for r, v in found if r.kind is RunKind.TELEMETRY and isinstance(v, Telemetry)]
-    # by kind, the errors of the files that could not be read: what the long run's log, event logs and sacct dumps
-    # would have shown (a detection, a restart, a node excluded, an administrator's action) cannot be told, which
-    # is not the cluster failing to show it
-    unreadable: dict[RunKind, list[str]] = {}
-    for r in bundle.spec.runs:
-        if r.phase is Phase.RESILIENCE and isinstance(v := parsed.get(r.id), EvidenceError):
-            unreadable.setdefault(r.kind, []).append(str(v))
-    unread_log, unread_events = unreadable.get(RunKind.RESILIENCE, []), unreadable.get(RunKind.EVENTS, [])
-    unread = [*unread_log, *unread_events, *unreadable.get(RunKind.SCHEDULER, [])]
-    has_any = any(r.phase is Phase.RESILIENCE for r in bundle.spec.runs)
     if required:
-        checks.insert(0, _check(
-            f"{PHASE}.evidence_present", "The bundle holds resilience-phase evidence", Severity.REQUIRED,
+        has_any = any(r.phase is Phase.RESILIENCE for r in bundle.spec.runs)
+        checks.insert(0, _declared(f"{PHASE}.evidence_present", "The bundle holds resilience-phase evidence",
+                                   Severity.REQUIRED).judged(
             Status.PASS if has_any else Status.FAIL,
             "resilience runs present" if has_any else "the bundle has no run of phase resilience: the cluster did "
             "not show it. Add the long run's training log, event log, sacct dump, per-rank timings and telemetry"))
-    ids = {
+    section: dict[str, object] = {"goodput": None, "goodput_ml": None, "stragglers": [], "events": [], "stalls": [],
+                                  "faults": []}
+    timeline_checks, job = _timeline_checks(found, rules, severity, section, say)
+    checks += timeline_checks
+    origin = job.origin_epoch_s if job is not None else 0.0
+    events = list(job.events) if job is not None else []
+    checks.append(_admin_check(found, events, severity, absent))
+    if found.tables:
+        say(f"judge stragglers from {sum(t.rows for t in found.tables):,} per-rank timings")
+    straggler, rows = _straggler_check(bundle, catalog, _StragglerEvidence(
+        found.tables, next(iter(found.unreadable.get(RunKind.RANK_TIMINGS, [])), None), events,
+        _reported(found.event_logs, found.logs, origin), found.logs, origin, found.unread), severity, say)
+    checks.append(straggler)
+    if found.unread:  # a failure on the job's timeline may be what an unreadable event log or sacct dump would answer
+        timeline_ids = {c.id for c in timeline_checks}
+        checks = [_unjudged(c, found.unread) if c.id in timeline_ids else c for c in checks]
+    section["stragglers"] = rows
+    section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
+                          "by": e.by.value} for e in events]
+    if found.telemetry:
+        say(f"count the GPUs and metrics of {sum(len(t) for t in found.telemetry):,} telemetry samples")
+    section["telemetry"] = [{"file": t.file, "samples": len(t), "gpus": t.gpu_count(),
+                             "metrics": t.metric_names()} for t in found.telemetry]
+    return PhaseResult(checks=checks, section=section)
+
+
+def _timeline_ids(rules: Rules) -> dict[str, tuple[str, str]]:
+    """The id and title of each check judged on the job's timeline."""
+    return {
         "goodput": (f"{PHASE}.goodput_meets_min",
                     f"Long-run goodput (Readiness Engine definition) is at least {rules.goodput_min:.2f}"),
         "stalls": (f"{PHASE}.stalls_detected", "Every stall (no step for stall_factor x the mean step time) is "
                    "detected and acted on"),
         "lost": (f"{PHASE}.lost_work_within_checkpoint_interval", "Work lost to each fault stays within one "
                  "checkpoint interval"),
-        "admin": (f"{PHASE}.no_admin_action", "No administrator acted during the run"),
+        "restarts": (_RESTARTS, _restarts_title(rules.restart_max_s)),
     }
-    section: dict[str, object] = {"goodput": None, "goodput_ml": None, "stragglers": [], "events": [], "stalls": [],
-                                  "faults": []}
+
+
+def _timeline_checks(found: _Found, rules: Rules, severity: Severity, section: dict[str, object],
+                     say: Callable[[str], None]) -> tuple[list[Check], JobTimeline | None]:
+    """The goodput, stall, restart and lost-work checks on the long run's timeline (their sections filled in
+    `section`), and the timeline; None where there is none, the four checks then saying why."""
+    absent = Status.FAIL if severity is Severity.REQUIRED else Status.SKIPPED
     job: JobTimeline | str = ("the bundle has no resilience training log (kind resilience, format nemo): the "
                               "cluster did not show a long run")
-    if logs:
+    if found.logs:
         say("judge goodput, stalls and restarts on the long run's timeline")
-        job = build_job_timeline(logs[0], event_logs, sacct)
-    elif unread_log:  # there is a long run, its log unreadable: not judged, which is not the cluster not showing it
-        job = f"{unread_log[0]}: the long run's log cannot be read. Mend it or collect it again"
+        job = build_job_timeline(found.logs[0], found.event_logs, found.sacct)
+    elif found.unread_log:  # a long run whose log is unreadable: not judged, which is not the cluster not showing it
+        job = f"{found.unread_log[0]}: the long run's log cannot be read. Mend it or collect it again"
+    ids = _timeline_ids(rules)
     if isinstance(job, str):
-        status = absent if not logs and not unread_log else Status.ERROR
-        for key in ("goodput", "stalls", "lost"):
-            checks.append(_check(*ids[key], severity, status, job))
-        checks.append(_check(_RESTARTS, f"Every fatal fault is followed by "
-                             f"an automatic restart within {rules.restart_max_s:g} s on nodes that exclude the "
-                             "faulty one, from the last checkpoint", severity, status, job))
-        origin = 0.0
-        events: list[Event] = []
-    else:
-        origin = job.origin_epoch_s
-        events = list(job.events)
-        ready = compute_readiness_goodput(job.timeline)
-        ml = compute_ml_goodput(job.timeline)
-        section["goodput"], section["goodput_ml"] = _goodput_sections(job, ml, ready)
-        log_span = list(job.timeline.evidence)
-        breakdown = ", ".join(f"{k.value} {v:.0f} s" for k, v in ml.badput_s.items() if v > 0)
-        checks.append(_check(
-            *ids["goodput"], severity, Status.PASS if ready.goodput >= rules.goodput_min else Status.FAIL,
-            f"goodput {ready.goodput:.4f} over {ready.wall_s:.0f} s ({len(ready.interruptions)} interruption(s): "
-            f"lost work {ready.lost_work_s:.0f} s, reschedule {ready.reschedule_s:.0f} s, resume {ready.resume_s:.0f} "
-            f"s, blocking saves {ready.save_s:.0f} s); ml-goodput definition {ml.goodput:.4f} (badput: {breakdown}; "
-            f"re-done steps {list(ml.wasted_steps)})",
-            measured=ready.goodput, target=rules.goodput_min, unit="ratio",
-            evidence=[*log_span, *_spans(events)[:20]]))
-        steps = list(job.timeline.steps)
-        final = logs[0].training.steps[-1]
-        completed = final.max_iteration is not None and _step_no(final) >= final.max_iteration
-        # a job that logged its final iteration finished: the wind-down after it is no stall
-        horizon = steps[-1].end_s if completed and steps else job.timeline.end_s
-        report = analyze_resilience(steps, events, horizon, stall_factor=rules.stall_factor,
-                                    restart_max_s=rules.restart_max_s, time_resolution_s=logs[0].clock.resolution_s)
-        stall_rows = [{"start_s": s.start_s, "end_s": s.end_s, "duration_s": s.duration_s, "detected_s": s.detected_s,
-                       "acted_s": s.acted_s, "handled": s.handled} for s in report.stalls]
-        section["stalls"] = stall_rows
-        unhandled = [s for s in report.stalls if not s.handled]
-        threshold = report.stall_threshold_s
-        if unhandled:
-            msg = " | ".join(f"no step from {s.start_s:.0f} s to {s.end_s:.0f} s ({s.duration_s:.0f} s): "
-                             + ("never detected" if s.detected_s is None else "detected but never acted on")
-                             for s in unhandled) + ". Enable hang detection that stops and restarts the job"
-            checks.append(_check(*ids["stalls"], severity, Status.FAIL, msg, measured=float(len(unhandled)),
-                                 target=0.0, unit="stalls", evidence=log_span + _spans(events)))
-        else:
-            msg = (f"{len(report.stalls)} stall(s) above {threshold:.0f} s, each detected and acted on"
-                   if report.stalls else f"no gap between steps above {(threshold or 0.0):.0f} s "
-                   f"({rules.stall_factor:g} x mean step {(report.mean_step_s or 0.0):.1f} s)")
-            checks.append(_check(*ids["stalls"], severity, Status.PASS, msg, measured=float(len(report.stalls)),
-                                 unit="stalls", evidence=log_span))
-        faults = _fault_rows(report, events, job)
-        section["faults"] = [f.to_json() for f in faults]
-        fault_spans = _spans([e for e in events if e.type in (EventType.FAULT, EventType.JOB_STARTED,
-                                                              EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])
-        checks.append(_restart_check(faults, rules.restart_max_s, severity, fault_spans or log_span))
-        checks.append(_lost_check(faults, report.checkpoint_interval_steps, severity, absent,
-                                  fault_spans or log_span))
-    # administrator actions need the cluster's own event log
-    if not event_logs and unread_events:
-        checks.append(_check(*ids["admin"], severity, Status.ERROR, f"{unread_events[0]}: the job event log cannot "
-                             "be read, so whether an administrator acted cannot be told. Mend or re-export it"))
-    elif not event_logs:
-        checks.append(_check(*ids["admin"], severity, absent, "the bundle has no job event log (kind events): the "
-                             "cluster did not show that no administrator acted. Add the job's event log"))
-    else:
-        admin = [e for e in events if e.by is Actor.ADMINISTRATOR or e.type is EventType.ADMIN_ACTION]
-        spans = [Span(log.file, 1, log.events[-1].line, len(log.events)) for log in event_logs]
-        if admin:
-            checks.append(_check(*ids["admin"], severity, Status.FAIL, "administrator action(s): " + "; ".join(
-                f"{e.time_s:.0f} s {e.detail} on {e.node or '-'}" for e in admin), measured=float(len(admin)),
-                target=0.0, unit="actions", evidence=_spans(admin)))
-        else:
-            checks.append(_check(*ids["admin"], severity, Status.PASS,
-                                 f"{sum(len(x.events) for x in event_logs)} events, none by an administrator",
-                                 measured=0.0, target=0.0, unit="actions", evidence=spans))
-    table_error = next(iter(unreadable.get(RunKind.RANK_TIMINGS, [])), None)
-    if tables:
-        say(f"judge stragglers from {sum(t.rows for t in tables):,} per-rank timings")
-    straggler, rows = _straggler_check(bundle, catalog, tables, table_error, events,
-                                       _reported(event_logs, logs, origin), logs, origin, severity, unread, say)
-    checks.append(straggler)
-    if unread:  # a failure on the job's timeline may be what an unreadable event log or sacct dump would answer
-        timeline_ids = {ids[key][0] for key in ("goodput", "stalls", "lost")} | {_RESTARTS}
-        checks = [_unjudged(c, unread) if c.id in timeline_ids else c for c in checks]
-    section["stragglers"] = rows
-    section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
-                          "by": e.by.value} for e in events]
-    if telemetry:
-        say(f"count the GPUs and metrics of {sum(len(t) for t in telemetry):,} telemetry samples")
-    section["telemetry"] = [{"file": t.file, "samples": len(t), "gpus": t.gpu_count(),
-                             "metrics": t.metric_names()} for t in telemetry]
-    return PhaseResult(checks=checks, section=section)
+        status = absent if not found.logs and not found.unread_log else Status.ERROR
+        return [_declared(*ids[key], severity).judged(status, job)
+                for key in ("goodput", "stalls", "lost", "restarts")], None
+    events = list(job.events)
+    ready = compute_readiness_goodput(job.timeline)
+    ml = compute_ml_goodput(job.timeline)
+    section["goodput"], section["goodput_ml"] = _goodput_sections(job, ml, ready)
+    log_span = list(job.timeline.evidence)
+    breakdown = ", ".join(f"{k.value} {v:.0f} s" for k, v in ml.badput_s.items() if v > 0)
+    checks = [_declared(*ids["goodput"], severity).judged(
+        Status.PASS if ready.goodput >= rules.goodput_min else Status.FAIL,
+        f"goodput {ready.goodput:.4f} over {ready.wall_s:.0f} s ({len(ready.interruptions)} interruption(s): "
+        f"lost work {ready.lost_work_s:.0f} s, reschedule {ready.reschedule_s:.0f} s, resume {ready.resume_s:.0f} "
+        f"s, blocking saves {ready.save_s:.0f} s); ml-goodput definition {ml.goodput:.4f} (badput: {breakdown}; "
+        f"re-done steps {list(ml.wasted_steps)})",
+        measured=ready.goodput, target=rules.goodput_min, unit="ratio",
+        evidence=[*log_span, *_spans(events)[:20]])]
+    log = found.logs[0]
+    steps = list(job.timeline.steps)
+    final = log.training.steps[-1]
+    completed = final.max_iteration is not None and _step_no(final) >= final.max_iteration
+    # a job that logged its final iteration finished: the wind-down after it is no stall
+    horizon = steps[-1].end_s if completed and steps else job.timeline.end_s
+    report = analyze_resilience(steps, events, horizon, ResilienceRules(
+        stall_factor=rules.stall_factor, restart_max_s=rules.restart_max_s, time_resolution_s=log.clock.resolution_s))
+    section["stalls"] = [{"start_s": s.start_s, "end_s": s.end_s, "duration_s": s.duration_s,
+                          "detected_s": s.detected_s, "acted_s": s.acted_s, "handled": s.handled}
+                         for s in report.stalls]
+    checks.append(_stall_check(_declared(*ids["stalls"], severity), report, rules.stall_factor,
+                               log_span, _spans(events)))
+    faults = _fault_rows(report, events, job)
+    section["faults"] = [f.to_json() for f in faults]
+    fault_spans = _spans([e for e in events if e.type in (EventType.FAULT, EventType.JOB_STARTED,
+                                                          EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])
+    checks.append(_restart_check(faults, rules.restart_max_s, severity, fault_spans or log_span))
+    checks.append(_lost_check(faults, report.checkpoint_interval_steps, severity, absent, fault_spans or log_span))
+    return checks, job
+
+
+def _stall_check(declared: DeclaredCheck, report: ResilienceReport, stall_factor: float, log_span: list[Span],
+                 event_spans: list[Span]) -> Check:
+    """Every stall detected and acted on."""
+    unhandled = [s for s in report.stalls if not s.handled]
+    threshold = report.stall_threshold_s
+    if unhandled:
+        msg = " | ".join(f"no step from {s.start_s:.0f} s to {s.end_s:.0f} s ({s.duration_s:.0f} s): "
+                         + ("never detected" if s.detected_s is None else "detected but never acted on")
+                         for s in unhandled) + ". Enable hang detection that stops and restarts the job"
+        return declared.judged(Status.FAIL, msg, measured=float(len(unhandled)), target=0.0, unit="stalls",
+                               evidence=log_span + event_spans)
+    msg = (f"{len(report.stalls)} stall(s) above {threshold:.0f} s, each detected and acted on"
+           if report.stalls else f"no gap between steps above {(threshold or 0.0):.0f} s "
+           f"({stall_factor:g} x mean step {(report.mean_step_s or 0.0):.1f} s)")
+    return declared.judged(Status.PASS, msg, measured=float(len(report.stalls)), unit="stalls", evidence=log_span)
+
+
+def _admin_check(found: _Found, events: Sequence[Event], severity: Severity, absent: Status) -> Check:
+    """No administrator acted during the run: that needs the cluster's own event log."""
+    declared = _declared(f"{PHASE}.no_admin_action", "No administrator acted during the run", severity)
+    if not found.event_logs and found.unread_events:
+        return declared.judged(Status.ERROR, f"{found.unread_events[0]}: the job event log cannot be read, so "
+                               "whether an administrator acted cannot be told. Mend or re-export it")
+    if not found.event_logs:
+        return declared.judged(absent, "the bundle has no job event log (kind events): the cluster did not show "
+                               "that no administrator acted. Add the job's event log")
+    admin = [e for e in events if e.by is Actor.ADMINISTRATOR or e.type is EventType.ADMIN_ACTION]
+    if admin:
+        return declared.judged(Status.FAIL, "administrator action(s): " + "; ".join(
+            f"{e.time_s:.0f} s {e.detail} on {e.node or '-'}" for e in admin), measured=float(len(admin)),
+            target=0.0, unit="actions", evidence=_spans(admin))
+    spans = [Span(log.file, 1, log.events[-1].line, len(log.events)) for log in found.event_logs]
+    return declared.judged(Status.PASS, f"{sum(len(x.events) for x in found.event_logs)} events, none by an "
+                           "administrator", measured=0.0, target=0.0, unit="actions", evidence=spans)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from clustercert.catalog import LoadedCatalog, Window
+from clustercert.catalog import LoadedCatalog, Rules, Window
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
 from clustercert.metrics.collectives import (
+    Bound,
     Collective,
     CollectiveResult,
     CollectiveRun,
     LinkRates,
+    NodeVerdict,
+    PairResult,
     Placement,
     Scope,
     busbw_factor,
@@ -27,14 +30,14 @@ from clustercert.metrics.collectives import (
     rank_nodes,
     row_disagreement,
 )
-from clustercert.metrics.scaling import ScalingMode, ScalingPoint, classify_scaling, weak_scaling
+from clustercert.metrics.scaling import ScalingMode, ScalingPoint, ScalingResult, classify_scaling, weak_scaling
 from clustercert.metrics.stats import median_index
 from clustercert.metrics.throughput import WindowProblem, measure_window
 from clustercert.parsers.common import finite
-from clustercert.parsers.nccl_tests import NcclTestsResult
+from clustercert.parsers.nccl_tests import CollectiveTest, NcclTestsResult
 from clustercert.parsers.training import TrainingLog
 from clustercert.phases import PhaseResult
-from clustercert.verdicts import Check, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
 
 __all__ = ["judge_scaling"]
 
@@ -44,13 +47,8 @@ _NCCL_HINT = ("Keep the file in the bundle as evidence of the failure; re-run nc
               "the new log as a further run")
 
 
-def _check(
-    check_id: str, title: str, severity: Severity, status: Status, message: str, *,
-    measured: float | None = None, target: float | None = None, unit: str = "", evidence: Sequence[Span] = (),
-    summary: str | None = None,
-) -> Check:
-    return Check(id=check_id, title=title, phase=PHASE, severity=severity, status=status, measured=measured,
-                 target=target, unit=unit, message=message, evidence=tuple(evidence), summary=summary)
+def _declared(check_id: str, title: str, severity: Severity) -> DeclaredCheck:
+    return DeclaredCheck(check_id, title, PHASE, severity)
 
 
 def _named(items: Sequence[str], shown: int = 2) -> str:
@@ -80,6 +78,21 @@ class _Point:
     span: Span
 
 
+@dataclass
+class _Repeats:
+    """What the training runs of one workload showed: the usable ones by GPU count, the problems of the others."""
+
+    by_gpus: dict[int, list[_Point]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    problem_gpus: list[int] = field(default_factory=list)  # the GPU count of each problem's run
+    spans: list[Span] = field(default_factory=list)  # each problem's place
+
+    def unusable(self, run: RunSpec, problem: str, span: Span) -> None:
+        self.problems.append(problem)
+        self.problem_gpus.append(int(run.gpus or 0))
+        self.spans.append(span)
+
+
 def _window(catalog: LoadedCatalog, workload: str, precision: str) -> Window | None:
     """The measurement window of the workload's baseline (any GPU count), else of the catalog's first baseline."""
     own = catalog.baselines_for(workload, precision)
@@ -91,8 +104,54 @@ def _window(catalog: LoadedCatalog, workload: str, precision: str) -> Window | N
 def _weak_scaling(
     bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError], required: bool
 ) -> tuple[list[Check], list[dict[str, object]]]:
+    """One weak-scaling check per workload and precision the suite names or a scaling run measured."""
     rules = catalog.spec.rules
     runs = [r for r in bundle.spec.runs if r.kind is RunKind.TRAINING and r.phase in (Phase.SCALING, Phase.EFFICIENCY)]
+    suite = {(e.workload, e.precision.value) for e in catalog.spec.suite}
+    checks: list[Check] = []
+    section: list[dict[str, object]] = []
+    for workload, precision in _scaling_keys(catalog, runs):
+        title = (f"{workload} {precision.upper()} keeps >= {rules.scaling_efficiency_min:.0%} of its per-GPU "
+                 "throughput as GPUs grow (weak scaling)")
+        declared = _declared(f"{PHASE}.{workload}-{precision}_weak_scaling_efficiency", title,
+                             Severity.REQUIRED if required and (workload, precision) in suite else Severity.ADVISORY)
+        mine = [r for r in runs if (r.workload, r.precision.value if r.precision else "") == (workload, precision)]
+        repeats = _repeats(mine, parsed, _window(catalog, workload, precision), rules)
+        chosen = _chosen(repeats.by_gpus, rules.repeats)
+        spans = [*repeats.spans, *(p.span for p in chosen)]
+        if len(chosen) < 2:
+            status = Status.ERROR if repeats.problems else _absent(declared.severity is Severity.REQUIRED)
+            shown = f" ({'; '.join(repeats.problems)})" if repeats.problems else ""
+            counts = ", ".join(map(str, sorted(repeats.by_gpus)))
+            # the workload first: a reason shows this message's first clause, one line per workload
+            checks.append(declared.judged(
+                status,
+                f"{workload} {precision.upper()}: weak scaling needs usable training runs at 2 or more GPU counts, "
+                f"got {f'{counts} GPUs only' if counts else 'none'}{shown}: the cluster did not show it. Add runs of "
+                "this workload at smaller GPU counts (phase scaling)",
+                target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
+            ))
+            continue
+        points = [ScalingPoint(int(p.run.gpus or 0), int(p.run.gbs or 0), int(p.run.seq_len or 0), p.step_time_s,
+                               (p.span,)) for p in chosen]
+        one_length = len({p.seq_len for p in points}) == 1
+        if not one_length or classify_scaling(points) is not ScalingMode.WEAK:
+            shape = [(p.gpus, p.gbs, p.seq_len) for p in points]
+            checks.append(declared.judged(
+                Status.ERROR,
+                f"{bundle.shown('bundle.yaml')}: expected GBS proportional to GPUs at one sequence length for weak "
+                f"scaling, got (gpus, gbs, seq_len) {shape}. Re-run at GBS = k x GPUs",
+                target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
+            ))
+            continue
+        check, entry = _weak_check(declared, weak_scaling(points), chosen, repeats, rules.scaling_efficiency_min)
+        checks.append(check)
+        section.append({"workload": workload, "precision": precision, **entry})
+    return checks, section
+
+
+def _scaling_keys(catalog: LoadedCatalog, runs: Sequence[RunSpec]) -> list[tuple[str, str]]:
+    """(workload, precision) of each suite entry, then of each scaling run the suite does not name, in order."""
     keys: list[tuple[str, str]] = []
     for entry in catalog.spec.suite:
         if (entry.workload, entry.precision.value) not in keys:
@@ -101,110 +160,80 @@ def _weak_scaling(
         key = (str(run.workload), run.precision.value if run.precision else "")
         if run.phase is Phase.SCALING and key not in keys:
             keys.append(key)
-    suite = {(e.workload, e.precision.value) for e in catalog.spec.suite}
-    checks: list[Check] = []
-    section: list[dict[str, object]] = []
-    for workload, precision in keys:
-        subject = f"{workload}-{precision}"
-        check_id = f"{PHASE}.{subject}_weak_scaling_efficiency"
-        title = (f"{workload} {precision.upper()} keeps >= {rules.scaling_efficiency_min:.0%} of its per-GPU "
-                 "throughput as GPUs grow (weak scaling)")
-        severity = Severity.REQUIRED if required and (workload, precision) in suite else Severity.ADVISORY
-        mine = [r for r in runs if (r.workload, r.precision.value if r.precision else "") == (workload, precision)]
-        window = _window(catalog, workload, precision)
-        problems: list[str] = []
-        problem_gpus: list[int] = []  # the GPU count of each problem's run
-        spans: list[Span] = []
-        by_gpus: dict[int, list[_Point]] = {}
-        failed_gpus: set[int] = set()
-        for run in mine:
-            log = parsed.get(run.id)
-            if isinstance(log, EvidenceError):
-                problems.append(str(log))
-                problem_gpus.append(int(run.gpus or 0))
-                spans.append(_error_span(log))
-                failed_gpus.add(int(run.gpus or 0))
-                continue
-            if not isinstance(log, TrainingLog) or window is None:
-                continue
-            measured = measure_window(log.steps, log.nan_marks, (window.first, window.last),
-                                      resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
-            if isinstance(measured, list):
-                first: WindowProblem = measured[0]
-                located = EvidenceError(log.file, first.message, line=first.line, field=first.field)
-                problems.append(f"{located}. Re-run {run.id} and add the new log as a further repeat")
-                problem_gpus.append(int(run.gpus or 0))
-                spans.append(Span(log.file, first.line or 0, first.line or 0, 1))
-                failed_gpus.add(int(run.gpus or 0))
-                continue
-            span = Span(log.file, measured.lines[0], measured.lines[-1], len(measured.lines))
-            by_gpus.setdefault(int(run.gpus or 0), []).append(_Point(run, measured.mean_s, span))
-        chosen: list[_Point] = []
-        for gpus in sorted(by_gpus):
-            repeats = sorted(by_gpus[gpus], key=lambda p: p.run.repeat)
-            times = [p.step_time_s for p in repeats]
-            pick = {"median": median_index(times), "best": times.index(min(times)),
-                    "worst": times.index(max(times))}[rules.repeats]
-            chosen.append(repeats[pick])
-        spans.extend(p.span for p in chosen)
-        if len(chosen) < 2:
-            status = Status.ERROR if problems else _absent(severity is Severity.REQUIRED)
-            shown = f" ({'; '.join(problems)})" if problems else ""
-            counts = ", ".join(map(str, sorted(by_gpus)))
-            # the workload first: a reason shows this message's first clause, one line per workload
-            checks.append(_check(
-                check_id, title, severity, status,
-                f"{workload} {precision.upper()}: weak scaling needs usable training runs at 2 or more GPU counts, "
-                f"got {f'{counts} GPUs only' if counts else 'none'}{shown}: the cluster did not show it. Add runs of "
-                "this workload at smaller GPU counts (phase scaling)",
-                target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
-            ))
+    return keys
+
+
+def _repeats(runs: Sequence[RunSpec], parsed: Mapping[str, object | EvidenceError], window: Window | None,
+             rules: Rules) -> _Repeats:
+    """Each run's mean step time over `window`, or why it has none."""
+    out = _Repeats()
+    for run in runs:
+        log = parsed.get(run.id)
+        if isinstance(log, EvidenceError):
+            out.unusable(run, str(log), _error_span(log))
             continue
-        seq = {int(p.run.seq_len or 0) for p in chosen}
-        points = [ScalingPoint(int(p.run.gpus or 0), int(p.run.gbs or 0), int(p.run.seq_len or 0), p.step_time_s,
-                               (p.span,)) for p in chosen]
-        mode = classify_scaling(points) if len(seq) == 1 else None
-        if mode is not ScalingMode.WEAK:
-            shape = [(p.gpus, p.gbs, p.seq_len) for p in points]
-            checks.append(_check(
-                check_id, title, severity, Status.ERROR,
-                f"{bundle.shown('bundle.yaml')}: expected GBS proportional to GPUs at one sequence length for weak "
-                f"scaling, got (gpus, gbs, seq_len) {shape}. Re-run at GBS = k x GPUs",
-                target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
-            ))
+        if not isinstance(log, TrainingLog) or window is None:
             continue
-        result = weak_scaling(points)
-        worst = min(result.points, key=lambda p: p.efficiency)
-        passed = result.min_efficiency >= rules.scaling_efficiency_min
-        # an unusable repeat is judged by its own run check; only a GPU count left without any usable run
-        # makes the scaling evidence incomplete
-        missing = sorted(failed_gpus - set(by_gpus))
-        status = Status.FAIL if not passed else Status.ERROR if missing else Status.PASS
-        detail = ", ".join(f"{p.gpus} GPUs {p.efficiency:.3f}" for p in result.points)
-        extra = (f"; no usable run at {missing} GPUs: {'; '.join(problems)}" if missing
-                 else f"; {len(problems)} unusable repeat(s) left out" if problems else "")
-        # an ERROR's finding is the GPU count left without a run (and why its first run was unusable), not the
-        # ratios that were measured
-        lacking = next((f"no usable run at {', '.join(map(str, missing))} GPUs: {problem}"
-                        for gpus, problem in zip(problem_gpus, problems, strict=True) if gpus in missing), None)
-        checks.append(_check(
-            check_id, title, severity, status,
-            f"efficiency vs {result.reference_gpus} GPUs (tokens/s/GPU ratio): {detail}; lowest {worst.efficiency:.3f} "
-            f"at {worst.gpus} GPUs, minimum {rules.scaling_efficiency_min:.2f}{extra}",
-            measured=result.min_efficiency, target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
-            summary=lacking if status is Status.ERROR else None,
-        ))
-        section.append({
-            "workload": workload, "precision": precision, "reference_gpus": result.reference_gpus,
-            "status": status.value,
-            "points": [
-                {"gpus": p.gpus, "gbs": p.gbs, "step_time_s": p.step_time_s,
-                 "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "efficiency": p.efficiency,
-                 "run": c.run.id}
-                for p, c in zip(result.points, chosen, strict=True)
-            ],
-        })
-    return checks, section
+        measured = measure_window(log.steps, log.nan_marks, (window.first, window.last),
+                                  resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
+        if isinstance(measured, list):
+            first: WindowProblem = measured[0]
+            located = EvidenceError(log.file, first.message, line=first.line, field=first.field)
+            out.unusable(run, f"{located}. Re-run {run.id} and add the new log as a further repeat",
+                         Span(log.file, first.line or 0, first.line or 0, 1))
+            continue
+        span = Span(log.file, measured.lines[0], measured.lines[-1], len(measured.lines))
+        out.by_gpus.setdefault(int(run.gpus or 0), []).append(_Point(run, measured.mean_s, span))
+    return out
+
+
+def _chosen(by_gpus: Mapping[int, list[_Point]], rule: str) -> list[_Point]:
+    """The repeat the catalog's rule picks (median, best or worst step time) at each GPU count, by GPU count."""
+    chosen: list[_Point] = []
+    for gpus in sorted(by_gpus):
+        repeats = sorted(by_gpus[gpus], key=lambda p: p.run.repeat)
+        times = [p.step_time_s for p in repeats]
+        pick = {"median": median_index(times), "best": times.index(min(times)),
+                "worst": times.index(max(times))}[rule]
+        chosen.append(repeats[pick])
+    return chosen
+
+
+def _weak_check(declared: DeclaredCheck, result: ScalingResult, chosen: Sequence[_Point], repeats: _Repeats,
+                minimum: float) -> tuple[Check, dict[str, object]]:
+    """The weak-scaling check of a workload measured at 2 or more GPU counts, and its section entry."""
+    worst = min(result.points, key=lambda p: p.efficiency)
+    passed = result.min_efficiency >= minimum
+    problems = repeats.problems
+    # an unusable repeat is judged by its own run check; only a GPU count left without any usable run
+    # makes the scaling evidence incomplete
+    missing = sorted(set(repeats.problem_gpus) - set(repeats.by_gpus))
+    status = Status.FAIL if not passed else Status.ERROR if missing else Status.PASS
+    detail = ", ".join(f"{p.gpus} GPUs {p.efficiency:.3f}" for p in result.points)
+    extra = (f"; no usable run at {missing} GPUs: {'; '.join(problems)}" if missing
+             else f"; {len(problems)} unusable repeat(s) left out" if problems else "")
+    # an ERROR's finding is the GPU count left without a run (and why its first run was unusable), not the
+    # ratios that were measured
+    lacking = next((f"no usable run at {', '.join(map(str, missing))} GPUs: {problem}"
+                    for gpus, problem in zip(repeats.problem_gpus, problems, strict=True) if gpus in missing), None)
+    check = declared.judged(
+        status,
+        f"efficiency vs {result.reference_gpus} GPUs (tokens/s/GPU ratio): {detail}; lowest {worst.efficiency:.3f} "
+        f"at {worst.gpus} GPUs, minimum {minimum:.2f}{extra}",
+        measured=result.min_efficiency, target=minimum, unit="ratio",
+        evidence=[*repeats.spans, *(p.span for p in chosen)], summary=lacking if status is Status.ERROR else None,
+    )
+    entry: dict[str, object] = {
+        "reference_gpus": result.reference_gpus,
+        "status": status.value,
+        "points": [
+            {"gpus": p.gpus, "gbs": p.gbs, "step_time_s": p.step_time_s,
+             "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "efficiency": p.efficiency,
+             "run": c.run.id}
+            for p, c in zip(result.points, chosen, strict=True)
+        ],
+    }
+    return check, entry
 
 
 @dataclass(frozen=True)
@@ -259,14 +288,31 @@ def _placement(ranks: int, hosts: Sequence[str], nodes: Sequence[str], domain_of
     return Placement(ranks, count, max(1, ranks // count))
 
 
+@dataclass(frozen=True)
+class _Links:
+    """What a collective run's target follows from: the declared topology's link rates and NVLink domains."""
+
+    rates: LinkRates
+    no_net: str | None  # why the scale-out rate is unknown
+    domain_of: Mapping[str, str]  # node -> its NVLink domain
+    gpus_per_node: int
+
+
+@dataclass(frozen=True)
+class _Target:
+    gbps: float | None
+    basis: str  # where the target comes from (the model, a fixed catalog target, or none and why)
+    efficiency: float | None
+    expected_gbps: float | None
+
+
 def _collective_runs(
     bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError], required: bool
 ) -> tuple[list[Check], list[_Measured]]:
     """Per-run problems as checks (unusable files, bad scopes), and every usable test judged on its own."""
-    rules = catalog.spec.rules
-    model = rules.collective_model
     rates, no_net = _link_rates(bundle, catalog)
-    domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
+    links = _Links(rates, no_net, {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes},
+                   bundle.spec.system.gpus_per_node)
     checks: list[Check] = []
     out: list[_Measured] = []
     yaml = bundle.shown("bundle.yaml")
@@ -274,27 +320,26 @@ def _collective_runs(
     for run in bundle.spec.runs:
         if run.kind is not RunKind.COLLECTIVE:
             continue
-        valid_id, valid_title = f"{PHASE}.{run.id}_valid", f"Collective run {run.id} is a usable measurement"
+        valid = _declared(f"{PHASE}.{run.id}_valid", f"Collective run {run.id} is a usable measurement", severity)
         try:
             scope = Scope(run.scope or "")
         except ValueError:
-            checks.append(_check(
-                valid_id, valid_title, severity, Status.ERROR,
+            checks.append(valid.judged(
+                Status.ERROR,
                 f"{yaml} run '{run.id}' field 'scope': expected one of {', '.join(s.value for s in Scope)}, "
                 f"got {run.scope!r}. Fix bundle.yaml",
             ))
             continue
         if scope is Scope.PAIR and len(run.nodes or []) != 2:
-            checks.append(_check(
-                valid_id, valid_title, severity, Status.ERROR,
+            checks.append(valid.judged(
+                Status.ERROR,
                 f"{yaml} run '{run.id}' field 'nodes': expected the 2 nodes of the pair, got {run.nodes or []}. "
                 "Fix bundle.yaml",
             ))
             continue
         result = parsed.get(run.id)
         if isinstance(result, EvidenceError):
-            checks.append(_check(valid_id, valid_title, severity, Status.ERROR, str(result),
-                                 evidence=(_error_span(result),)))
+            checks.append(valid.judged(Status.ERROR, str(result), evidence=(_error_span(result),)))
             continue
         if not isinstance(result, NcclTestsResult):
             continue
@@ -303,58 +348,77 @@ def _collective_runs(
             try:
                 collective = Collective(test.collective)
             except ValueError:
-                checks.append(_check(
-                    valid_id, valid_title, Severity.ADVISORY, Status.SKIPPED,
+                checks.append(_declared(valid.id, valid.title, Severity.ADVISORY).judged(
+                    Status.SKIPPED,
                     f"{result.file} line {test.line}: collective '{test.collective}' has no busbw rule; reported only",
                     evidence=(span,),
                 ))
                 continue
-            sizes = [row.size_bytes for row in test.rows]
-            oop, ip = [row.busbw_oop for row in test.rows], [row.busbw_ip for row in test.rows]
-            samples = busbw_samples(sizes, oop, ip)
-            ranks = test.ranks or run.gpus or 0
-            nodes = tuple(run.nodes or dict.fromkeys(test.hosts))
-            disagreement = None
-            factor = busbw_factor(collective, test.ranks) if test.ranks is not None and test.ranks >= 2 else None
-            for row in test.rows:  # the first row that disagrees (its out-of-place half first) is named
-                why = row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_oop, row.algbw_oop,
-                                       row.busbw_oop, factor) or \
-                    row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_ip, row.algbw_ip,
-                                     row.busbw_ip, factor)
-                if why is not None:
-                    disagreement = f"line {row.line}: {why}"
-                    break
-            placement = _placement(ranks, test.hosts, nodes, domain_of, scope, bundle.spec.system.gpus_per_node)
-            bound = link_bound(collective, placement, rates)
-            fixed = rules.collective_targets_gbps.get(scope.value, {}).get(collective.value)
-            cls: Literal["nvlink", "scale-out"] = "nvlink" if placement.domains <= 1 else "scale-out"
-            efficiency = model.efficiency.get(cls, {}).get(collective.value) if model is not None else None
-            expected = bound.gbps * efficiency if bound.gbps is not None and efficiency is not None else None
-            if fixed is not None:
-                target, basis = fixed, f"fixed catalog target rules.collective_targets_gbps.{scope.value}"
-            elif model is None:
-                target, basis = None, "the catalog has no collective_model"
-            elif bound.gbps is None:
-                target, basis = None, f"no link bound: {no_net or bound.formula}"
-            elif expected is None:
-                target, basis = None, f"the catalog's collective_model sets no {cls} efficiency for {collective.value}"
-            else:
-                target = model.target_fraction * expected
-                basis = (f"{model.target_fraction:g} x expected {expected:.1f} GB/s (efficiency {efficiency:g} x "
-                         f"bound {bound.formula})")
-            targets = {scope.value: {collective.value: target}} if target is not None else {}
-            judged = judge_collective(
-                CollectiveRun(collective, scope, ranks, samples, complete=test.error is None,
-                              nodes=nodes, evidence=(span,), disagreement=disagreement),
-                targets, catalog.spec.nvlink_gbps_per_direction, rules.large_message_bytes,
-                bound=bound, expected_gbps=expected,
-            )
-            out.append(_Measured(
-                run, judged, sizes, list(map(max, oop, ip)),
-                test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
-                placement.domains, target, basis, efficiency, cause=test.cause,
-            ))
+            out.append(_measured_test(run, scope, test, collective, span, catalog, links))
     return checks, out
+
+
+def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective: Collective, span: Span,
+                   catalog: LoadedCatalog, links: _Links) -> _Measured:
+    """One test of a collective run judged against its target."""
+    rules = catalog.spec.rules
+    sizes = [row.size_bytes for row in test.rows]
+    oop, ip = [row.busbw_oop for row in test.rows], [row.busbw_ip for row in test.rows]
+    ranks = test.ranks or run.gpus or 0
+    nodes = tuple(run.nodes or dict.fromkeys(test.hosts))
+    placement = _placement(ranks, test.hosts, nodes, links.domain_of, scope, links.gpus_per_node)
+    bound = link_bound(collective, placement, links.rates)
+    target = _target(catalog, scope, collective, "nvlink" if placement.domains <= 1 else "scale-out",
+                     bound, links.no_net)
+    targets = {scope.value: {collective.value: target.gbps}} if target.gbps is not None else {}
+    judged = judge_collective(
+        CollectiveRun(collective, scope, ranks, busbw_samples(sizes, oop, ip), complete=test.error is None,
+                      nodes=nodes, evidence=(span,), disagreement=_disagreement(collective, test)),
+        targets, catalog.spec.nvlink_gbps_per_direction, rules.large_message_bytes,
+        bound=bound, expected_gbps=target.expected_gbps,
+    )
+    return _Measured(
+        run, judged, sizes, list(map(max, oop, ip)),
+        test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
+        placement.domains, target.gbps, target.basis, target.efficiency, cause=test.cause,
+    )
+
+
+def _disagreement(collective: Collective, test: CollectiveTest) -> str | None:
+    """The first row whose numbers disagree with each other (its out-of-place half first), named by its line."""
+    factor = busbw_factor(collective, test.ranks) if test.ranks is not None and test.ranks >= 2 else None
+    for row in test.rows:
+        why = row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_oop, row.algbw_oop,
+                               row.busbw_oop, factor) or \
+            row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_ip, row.algbw_ip,
+                             row.busbw_ip, factor)
+        if why is not None:
+            return f"line {row.line}: {why}"
+    return None
+
+
+def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, cls: Literal["nvlink", "scale-out"],
+            bound: Bound, no_net: str | None) -> _Target:
+    """A run's busbw target: the catalog's fixed one for its scope, else the model's fraction of the link bound
+    times the efficiency of its class of links (`cls`); none, and why, where either is unknown."""
+    rules = catalog.spec.rules
+    model = rules.collective_model
+    fixed = rules.collective_targets_gbps.get(scope.value, {}).get(collective.value)
+    efficiency = model.efficiency.get(cls, {}).get(collective.value) if model is not None else None
+    expected = bound.gbps * efficiency if bound.gbps is not None and efficiency is not None else None
+    if fixed is not None:
+        return _Target(fixed, f"fixed catalog target rules.collective_targets_gbps.{scope.value}", efficiency,
+                       expected)
+    if model is None:
+        return _Target(None, "the catalog has no collective_model", efficiency, expected)
+    if bound.gbps is None:
+        return _Target(None, f"no link bound: {no_net or bound.formula}", efficiency, expected)
+    if expected is None:
+        return _Target(None, f"the catalog's collective_model sets no {cls} efficiency for {collective.value}",
+                       efficiency, expected)
+    return _Target(model.target_fraction * expected,
+                   f"{model.target_fraction:g} x expected {expected:.1f} GB/s (efficiency {efficiency:g} x "
+                   f"bound {bound.formula})", efficiency, expected)
 
 
 def _where(m: _Measured) -> str:
@@ -394,12 +458,7 @@ def _collective_checks(
     """The target check of each (scope, collective). `unread`: by scope, the errors of its collective runs that
     could not be read (which collectives they ran is unknown): a required collective without a usable run at such a
     scope cannot be judged (ERROR), which is not the cluster failing to show it."""
-    model = catalog.spec.rules.collective_model
-    fixed = catalog.spec.rules.collective_targets_gbps
-    must: dict[str, list[str]] = {scope: list(colls) for scope, colls in (model.required if model else {}).items()}
-    for scope, colls in fixed.items():
-        must.setdefault(scope, [])
-        must[scope] += [c for c in colls if c not in must[scope]]
+    must = _required_collectives(catalog)
     # each (scope, collective) the catalog requires, then each other one measured, in the order first measured;
     # the runs of each, in the order measured
     of_key: dict[tuple[str, str], list[_Measured]] = {(scope, coll): [] for scope, colls in must.items()
@@ -412,94 +471,117 @@ def _collective_checks(
         needed = coll in must.get(scope, [])
         check_id = f"{PHASE}.{scope}-{coll}_busbw_meets_target"
         title = f"{coll} bus bandwidth at scope {scope} reaches its target (the link model's expected x fraction)"
-        spans = [s for m in mine for s in m.result.evidence]
         if not mine:
-            severity = Severity.REQUIRED if required and needed else Severity.ADVISORY
-            lost = (unread or {}).get(scope, [])
-            if lost:
-                checks.append(_check(
-                    check_id, title, severity, Status.ERROR,
-                    f"no usable {coll} nccl-tests run at scope {scope}, and {'; '.join(lost)}: whether it ran "
-                    f"{coll} cannot be told. Mend the file or re-run nccl-tests at this scope",
-                    unit="GB/s", summary=f"{coll} at scope {scope} cannot be judged: {lost[0]}",
-                ))
-                continue
-            checks.append(_check(
-                check_id, title, severity, _absent(severity is Severity.REQUIRED),
-                f"the bundle has no usable {coll} nccl-tests run at scope {scope}: the cluster did not show it. "
-                "Add a collective run (phase scaling, format nccl-tests) with this scope",
-                unit="GB/s",
-            ))
+            declared = _declared(check_id, title, Severity.REQUIRED if required and needed else Severity.ADVISORY)
+            checks.append(_no_usable_run(declared, scope, coll, (unread or {}).get(scope, [])))
             continue
-        judged = [m for m in mine if m.target is not None and m.result.busbw_gbps is not None]
         severity = Severity.REQUIRED if required and (needed or any(m.target is not None for m in mine)) \
             else Severity.ADVISORY
-        unusable = [m for m in mine if m.result.busbw_gbps is None]
-        untargeted = [m for m in mine if m.target is None and m.result.busbw_gbps is not None]
-        below = [m for m in judged if m.result.busbw_gbps is not None and m.target is not None
-                 and m.result.busbw_gbps < m.target]
-        for m in mine:
-            section.append({
-                "run": m.run.id, "scope": scope, "collective": coll, "ranks": m.result.ranks,
-                "ranks_per_node": m.ranks_per_node, "domains": m.domains,
-                "sizes_bytes": m.sizes, "busbw_gbps": m.busbw,
-                "large_busbw_gbps": m.result.busbw_gbps, "peak_busbw_gbps": m.result.peak_gbps,
-                "avg_busbw_gbps": m.avg_reported, "gated": "large_busbw_gbps",
-                "target_gbps": m.target, "expected_gbps": m.result.expected_gbps,
-                "bound_gbps": m.result.bound.gbps if m.result.bound else None,
-                "model": m.target_basis, "efficiency": m.efficiency,
-                "ceiling_gbps": m.result.ceiling_gbps,
-                "nodes": list(m.result.nodes), "file": m.result.evidence[0].file if m.result.evidence else None,
-                "line": m.result.evidence[0].first if m.result.evidence else None,
-                "problem": _problem_text(m) if m.result.busbw_gbps is None else None, "cause": m.cause,
-                "status": _status_of(m).value,
-            })
-        ratios = [(m.result.busbw_gbps / m.target, m) for m in judged
-                  if m.result.busbw_gbps is not None and m.target]
-        worst = min(ratios, key=lambda x: x[0])[1] if ratios else None
-        problems = [_problem_text(m) for m in unusable]
-        summary = None
-        if below:
-            status = Status.FAIL
-            summary = f"{scope} {coll} below target: " + _named(
-                [f"{m.run.id} {m.result.busbw_gbps:.1f} < {m.target:.1f} GB/s" for m in below])
-            message = (f"{len(below)} of {len(mine)} run(s) below their target: "
-                       + _listed([f"{m.run.id} {m.result.busbw_gbps:.1f} GB/s < target {m.target:.1f} "
-                                  f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})" for m in below], "; ")
-                       + f". Target = {below[0].target_basis}. Check the NICs, cables and switch ports these runs "
-                         "cross, then re-run nccl-tests and add the new logs as further runs")
-        elif unusable:
-            status = Status.ERROR
-            message = "unusable evidence: " + _listed(problems, " | ")
-            if untargeted:
-                message += f"; {len(untargeted)} usable run(s) have no target: {untargeted[0].target_basis}"
-        elif not judged:
-            # a target that needs topology the bundle did not declare is missing evidence; a collective the
-            # catalog's model does not cover is reported only
-            status = Status.ERROR if any(m.target_basis.startswith("no link bound") for m in untargeted) \
-                else Status.SKIPPED
-            # the finding first (a reason shows the message's first clause): why there is no target, then what
-            # was measured
-            gbps = [m.result.busbw_gbps for m in untargeted if m.result.busbw_gbps is not None]
-            message = (f"no target for {len(untargeted)} measured run(s): {untargeted[0].target_basis}. Declare the "
-                       f"topology the target follows from. Large-message busbw {min(gbps):.1f}-{max(gbps):.1f} "
-                       "GB/s: " + _listed([f"{m.run.id} {m.result.busbw_gbps:.1f}" for m in untargeted], ", "))
-        else:
-            status = Status.PASS
-            assert worst is not None
-            message = (f"{len(judged)} run(s) at or above their target; lowest against its target "
-                       f"{worst.run.id} {worst.result.busbw_gbps:.1f} GB/s, target {worst.target:.1f}, expected "
-                       f"{worst.result.expected_gbps or 0:.1f} ({worst.target_basis})")
-        if status is Status.FAIL and problems:
-            message += "; also unusable: " + _listed(problems, " | ")
-        shown = below[0] if below else worst
-        checks.append(_check(
-            check_id, title, severity, status, message,
-            measured=shown.result.busbw_gbps if shown else None, target=shown.target if shown else None,
-            unit="GB/s", evidence=[s for m in below for s in m.result.evidence]
-            + [s for s in spans if all(s not in m.result.evidence for m in below)], summary=summary,
-        ))
+        section += (_collective_entry(m, scope, coll) for m in mine)
+        checks.append(_target_check(_declared(check_id, title, severity), scope, coll, mine))
     return checks, section
+
+
+def _required_collectives(catalog: LoadedCatalog) -> dict[str, list[str]]:
+    """By scope, the collectives the catalog requires: its model's, then those with a fixed target."""
+    model = catalog.spec.rules.collective_model
+    must: dict[str, list[str]] = {scope: list(colls) for scope, colls in (model.required if model else {}).items()}
+    for scope, colls in catalog.spec.rules.collective_targets_gbps.items():
+        must.setdefault(scope, [])
+        must[scope] += [c for c in colls if c not in must[scope]]
+    return must
+
+
+def _no_usable_run(declared: DeclaredCheck, scope: str, coll: str, lost: list[str]) -> Check:
+    """A (scope, collective) without a usable run: ERROR where unreadable runs at the scope may have run it."""
+    if lost:
+        return declared.judged(
+            Status.ERROR,
+            f"no usable {coll} nccl-tests run at scope {scope}, and {'; '.join(lost)}: whether it ran "
+            f"{coll} cannot be told. Mend the file or re-run nccl-tests at this scope",
+            unit="GB/s", summary=f"{coll} at scope {scope} cannot be judged: {lost[0]}",
+        )
+    return declared.judged(
+        _absent(declared.severity is Severity.REQUIRED),
+        f"the bundle has no usable {coll} nccl-tests run at scope {scope}: the cluster did not show it. "
+        "Add a collective run (phase scaling, format nccl-tests) with this scope",
+        unit="GB/s",
+    )
+
+
+def _collective_entry(m: _Measured, scope: str, coll: str) -> dict[str, object]:
+    """A measured run as the report's collectives section shows it."""
+    return {
+        "run": m.run.id, "scope": scope, "collective": coll, "ranks": m.result.ranks,
+        "ranks_per_node": m.ranks_per_node, "domains": m.domains,
+        "sizes_bytes": m.sizes, "busbw_gbps": m.busbw,
+        "large_busbw_gbps": m.result.busbw_gbps, "peak_busbw_gbps": m.result.peak_gbps,
+        "avg_busbw_gbps": m.avg_reported, "gated": "large_busbw_gbps",
+        "target_gbps": m.target, "expected_gbps": m.result.expected_gbps,
+        "bound_gbps": m.result.bound.gbps if m.result.bound else None,
+        "model": m.target_basis, "efficiency": m.efficiency,
+        "ceiling_gbps": m.result.ceiling_gbps,
+        "nodes": list(m.result.nodes), "file": m.result.evidence[0].file if m.result.evidence else None,
+        "line": m.result.evidence[0].first if m.result.evidence else None,
+        "problem": _problem_text(m) if m.result.busbw_gbps is None else None, "cause": m.cause,
+        "status": _status_of(m).value,
+    }
+
+
+def _target_check(declared: DeclaredCheck, scope: str, coll: str, mine: list[_Measured]) -> Check:
+    """The target check of a (scope, collective) with runs: FAIL where one is below its target, ERROR where one
+    is unusable or a target needs topology the bundle did not declare, SKIPPED where none has a target."""
+    judged = [m for m in mine if m.target is not None and m.result.busbw_gbps is not None]
+    unusable = [m for m in mine if m.result.busbw_gbps is None]
+    untargeted = [m for m in mine if m.target is None and m.result.busbw_gbps is not None]
+    below = [m for m in judged if m.result.busbw_gbps is not None and m.target is not None
+             and m.result.busbw_gbps < m.target]
+    ratios = [(m.result.busbw_gbps / m.target, m) for m in judged
+              if m.result.busbw_gbps is not None and m.target]
+    worst = min(ratios, key=lambda x: x[0])[1] if ratios else None
+    problems = [_problem_text(m) for m in unusable]
+    summary = None
+    if below:
+        status = Status.FAIL
+        summary = f"{scope} {coll} below target: " + _named(
+            [f"{m.run.id} {m.result.busbw_gbps:.1f} < {m.target:.1f} GB/s" for m in below])
+        message = (f"{len(below)} of {len(mine)} run(s) below their target: "
+                   + _listed([f"{m.run.id} {m.result.busbw_gbps:.1f} GB/s < target {m.target:.1f} "
+                              f"(expected {m.result.expected_gbps or 0:.1f}, {_where(m)})" for m in below], "; ")
+                   + f". Target = {below[0].target_basis}. Check the NICs, cables and switch ports these runs "
+                     "cross, then re-run nccl-tests and add the new logs as further runs")
+    elif unusable:
+        status = Status.ERROR
+        message = "unusable evidence: " + _listed(problems, " | ")
+        if untargeted:
+            message += f"; {len(untargeted)} usable run(s) have no target: {untargeted[0].target_basis}"
+    elif not judged:
+        # a target that needs topology the bundle did not declare is missing evidence; a collective the
+        # catalog's model does not cover is reported only
+        status = Status.ERROR if any(m.target_basis.startswith("no link bound") for m in untargeted) \
+            else Status.SKIPPED
+        # the finding first (a reason shows the message's first clause): why there is no target, then what
+        # was measured
+        gbps = [m.result.busbw_gbps for m in untargeted if m.result.busbw_gbps is not None]
+        message = (f"no target for {len(untargeted)} measured run(s): {untargeted[0].target_basis}. Declare the "
+                   f"topology the target follows from. Large-message busbw {min(gbps):.1f}-{max(gbps):.1f} "
+                   "GB/s: " + _listed([f"{m.run.id} {m.result.busbw_gbps:.1f}" for m in untargeted], ", "))
+    else:
+        status = Status.PASS
+        assert worst is not None
+        message = (f"{len(judged)} run(s) at or above their target; lowest against its target "
+                   f"{worst.run.id} {worst.result.busbw_gbps:.1f} GB/s, target {worst.target:.1f}, expected "
+                   f"{worst.result.expected_gbps or 0:.1f} ({worst.target_basis})")
+    if status is Status.FAIL and problems:
+        message += "; also unusable: " + _listed(problems, " | ")
+    shown = below[0] if below else worst
+    spans = [s for m in mine for s in m.result.evidence]
+    return declared.judged(
+        status, message,
+        measured=shown.result.busbw_gbps if shown else None, target=shown.target if shown else None,
+        unit="GB/s", evidence=[s for m in below for s in m.result.evidence]
+        + [s for s in spans if all(s not in m.result.evidence for m in below)], summary=summary,
+    )
 
 
 def _peer_checks(catalog: LoadedCatalog, measured: list[_Measured], required: bool) -> list[Check]:
@@ -547,101 +629,127 @@ def _peer_checks(catalog: LoadedCatalog, measured: list[_Measured], required: bo
             worst = min(shares)
             message = (f"{len(shares)} run(s) of the same shape, median {median:.1f} GB/s, lowest {worst:.0%} of it "
                        f"(at least {fraction:.0%})")
-        checks.append(_check(check_id, title, severity, status, message, measured=worst, target=fraction,
+        checks.append(_declared(check_id, title, severity).judged(status, message, measured=worst, target=fraction,
                              unit="fraction of median", evidence=[s for _, m in below for s in m.result.evidence]
                              + [s for s in spans if all(s not in m.result.evidence for _, m in below)],
                              summary=summary))
     return checks
 
 
-def _pair_checks(
-    bundle: LoadedBundle, catalog: LoadedCatalog, measured: list[_Measured], required: bool
-) -> tuple[list[Check], list[dict[str, object]], list[dict[str, object]]]:
-    pairs = [m for m in measured if m.result.scope is Scope.PAIR]
-    if not pairs:
-        return [], [], []
-    domain_of = {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes}
-    fraction = catalog.spec.rules.degraded_pair_fraction
-    section: list[dict[str, object]] = []
-    degraded: list[tuple[float, str]] = []  # (fraction of the median, -1 for a failed pair; the finding)
-    spans: list[Span] = []  # the evidence of the pairs that are neither failed nor degraded
+@dataclass
+class _Pairs:
+    """Pair measurements judged against the median of their peers: the report's rows and the findings."""
+
+    domain_of: Mapping[str, str]  # node -> its NVLink domain
+    section: list[dict[str, object]] = field(default_factory=list)
+    degraded: list[tuple[float, str]] = field(default_factory=list)  # (fraction of the median, -1 failed; finding)
+    spans: list[Span] = field(default_factory=list)  # the evidence of the pairs that are neither failed nor degraded
     # (fraction of the median as in `degraded`, the pair's nodes, its evidence): a finding's own files come first
-    bad_spans: list[tuple[float, list[str], Sequence[Span]]] = []
-    # like with like: same collective, same ranks, same ranks per node, same largest message size
+    bad_spans: list[tuple[float, list[str], Sequence[Span]]] = field(default_factory=list)
+    bad_pair: dict[tuple[str, str], bool] = field(default_factory=dict)  # node pair -> any of its runs bad
+
+    def add(self, m: _Measured, judged: PairResult, peers: int) -> None:
+        """One pair run as judged among `peers` runs of its shape."""
+        coll, rpn = m.result.collective.value, m.ranks_per_node
+        nodes = list(judged.nodes)
+        self.section.append({
+            "run": m.run.id, "collective": coll, "ranks": m.result.ranks, "ranks_per_node": rpn, "nodes": nodes,
+            "domains": [self.domain_of.get(n, n) for n in nodes], "busbw_gbps": judged.busbw_gbps,
+            "median_gbps": finite(judged.median_gbps), "fraction_of_median": judged.fraction_of_median,
+            "degraded": judged.degraded, "failed": judged.busbw_gbps is None,
+            "cause": m.cause or (m.error if judged.busbw_gbps is None else None), "peers": peers,
+        })
+        key = (nodes[0], nodes[1])
+        self.bad_pair[key] = self.bad_pair.get(key, False) or judged.degraded
+        if not judged.degraded:
+            self.spans.extend(judged.evidence)
+            return
+        if judged.busbw_gbps is None:
+            why = m.cause or m.error or "no usable table"
+            shown, share, median = f"failed ({why!r}, {_where(m)})", "", ""
+        else:
+            shown = f"{judged.busbw_gbps:.1f} GB/s"
+            share = f", {judged.fraction_of_median:.0%} of" if judged.fraction_of_median is not None else ""
+            median = (f" the median {judged.median_gbps:.1f} GB/s of {peers} {coll} pairs at {rpn} GPUs "
+                      "per node")
+        ends = " - ".join(f"{n} ({self.domain_of[n]})" if n in self.domain_of else n for n in nodes)
+        order = -1.0 if judged.fraction_of_median is None else judged.fraction_of_median
+        self.degraded.append((order, f"{ends} {coll} {shown}{share}{median}"))
+        self.bad_spans.append((order, nodes, judged.evidence))
+
+
+def _pair_peers(pairs: list[_Measured]) -> list[list[_Measured]]:
+    """Pair runs grouped like with like: same collective, ranks, ranks per node and largest message size (a
+    failed run, which has no sizes, joins the largest group of its shape); implausible runs left out."""
     groups: dict[tuple[str, int, int | None], list[_Measured]] = {}
     for m in pairs:
         if not m.result.implausible:
             groups.setdefault((m.result.collective.value, m.result.ranks, m.ranks_per_node), []).append(m)
-    bad_pair: dict[tuple[str, str], bool] = {}
-    for (coll, ranks, rpn), group in groups.items():
+    peers: list[list[_Measured]] = []
+    for group in groups.values():
         by_size: dict[int | None, list[_Measured]] = {}
         for m in group:
             by_size.setdefault(max(m.sizes) if m.sizes else None, []).append(m)
         failed = by_size.pop(None, [])
-        if by_size:  # a failed run joins the largest group of its shape
+        if by_size:
             biggest = max(by_size, key=lambda k: len(by_size[k]))
             by_size[biggest] += failed
         else:
             by_size[None] = failed
-        for mine in by_size.values():
-            results = [m.result for m in mine]
-            for m, judged in zip(mine, find_degraded_pairs(results, fraction), strict=True):
-                nodes = list(judged.nodes)
-                domains = [domain_of.get(n, n) for n in nodes]
-                section.append({
-                    "run": m.run.id, "collective": coll, "ranks": ranks, "ranks_per_node": rpn, "nodes": nodes,
-                    "domains": domains, "busbw_gbps": judged.busbw_gbps, "median_gbps": finite(judged.median_gbps),
-                    "fraction_of_median": judged.fraction_of_median, "degraded": judged.degraded,
-                    "failed": judged.busbw_gbps is None, "cause": m.cause or (m.error if judged.busbw_gbps is None
-                                                                              else None),
-                    "peers": len(mine),
-                })
-                key = (nodes[0], nodes[1])
-                bad_pair[key] = bad_pair.get(key, False) or judged.degraded
-                if not judged.degraded:
-                    spans.extend(judged.evidence)
-                else:
-                    if judged.busbw_gbps is None:
-                        why = m.cause or m.error or "no usable table"
-                        shown = f"failed ({why!r}, {_where(m)})"
-                        share = ""
-                    else:
-                        shown = f"{judged.busbw_gbps:.1f} GB/s"
-                        share = f", {judged.fraction_of_median:.0%} of" if judged.fraction_of_median is not None else ""
-                    median = (f" the median {judged.median_gbps:.1f} GB/s of {len(mine)} {coll} pairs at {rpn} GPUs "
-                              "per node") if judged.busbw_gbps is not None else ""
-                    ends = " - ".join(f"{n} ({domain_of[n]})" if n in domain_of else n for n in nodes)
-                    order = -1.0 if judged.fraction_of_median is None else judged.fraction_of_median
-                    degraded.append((order, f"{ends} {coll} {shown}{share}{median}"))
-                    bad_spans.append((order, nodes, judged.evidence))
-    severity = Severity.REQUIRED if required else Severity.ADVISORY
-    title = (f"No node pair fails or falls below {fraction:.0%} of the median of pairs of its shape (collective, "
-             "GPUs per node, message sizes)")
-    pair_summary: str | None = None
-    if degraded:
-        # failed pairs first, then the slowest
-        texts = [text for _, text in sorted(degraded, key=lambda d: d[0])]
-        listed = _listed(texts, "; ")
-        status, message = Status.FAIL, (f"{len(degraded)} failed or degraded pair measurement(s): {listed}"
-                                        ". Check the cables, NICs and switch ports between these nodes")
-        pair_summary = f"{len(degraded)} failed or degraded pair measurement(s): " + _named(texts, 1)
-    else:
-        status, message = Status.PASS, f"{len(section)} pair measurement(s), none below {fraction:.0%} of the median"
-    worst = min((float(p["fraction_of_median"]) for p in section  # type: ignore[arg-type]
-                 if p["fraction_of_median"] is not None), default=None)
+        peers += by_size.values()
+    return peers
+
+
+def _pair_checks(
+    bundle: LoadedBundle, catalog: LoadedCatalog, measured: list[_Measured], required: bool
+) -> tuple[list[Check], list[dict[str, object]], list[dict[str, object]]]:
+    """The degraded-link and suspect-node checks of the pairwise sweep, its rows and its nodes' rows."""
+    pairs = [m for m in measured if m.result.scope is Scope.PAIR]
+    if not pairs:
+        return [], [], []
+    fraction = catalog.spec.rules.degraded_pair_fraction
+    found = _Pairs({node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes})
+    for mine in _pair_peers(pairs):
+        for m, judged in zip(mine, find_degraded_pairs([m.result for m in mine], fraction), strict=True):
+            found.add(m, judged, len(mine))
     # The failed and degraded pairs' files first, in the order the finding names them (a reason shows the first)
-    bad_spans.sort(key=lambda b: b[0])
-    checks = [_check(f"{PHASE}.pairs_no_degraded_link", title, severity, status, message, measured=worst,
-                     target=fraction, unit="fraction of median",
-                     evidence=[s for _, _, ev in bad_spans for s in ev] + spans, summary=pair_summary)]
-    verdicts = rank_nodes([(k, v) for k, v in bad_pair.items()])
+    found.bad_spans.sort(key=lambda b: b[0])
+    severity = Severity.REQUIRED if required else Severity.ADVISORY
+    verdicts = rank_nodes([(k, v) for k, v in found.bad_pair.items()])
     nodes_section: list[dict[str, object]] = [
         {"node": v.node, "bad_pairs": v.bad_pairs, "pairs": v.pairs, "share": v.share, "suspect": v.suspect}
         for v in verdicts
     ]
+    checks = [_degraded_link_check(found, fraction, severity), _suspect_node_check(found, verdicts, severity)]
+    return checks, found.section, nodes_section
+
+
+def _degraded_link_check(found: _Pairs, fraction: float, severity: Severity) -> Check:
+    title = (f"No node pair fails or falls below {fraction:.0%} of the median of pairs of its shape (collective, "
+             "GPUs per node, message sizes)")
+    pair_summary: str | None = None
+    if found.degraded:
+        # failed pairs first, then the slowest
+        texts = [text for _, text in sorted(found.degraded, key=lambda d: d[0])]
+        listed = _listed(texts, "; ")
+        status, message = Status.FAIL, (f"{len(found.degraded)} failed or degraded pair measurement(s): {listed}"
+                                        ". Check the cables, NICs and switch ports between these nodes")
+        pair_summary = f"{len(found.degraded)} failed or degraded pair measurement(s): " + _named(texts, 1)
+    else:
+        status, message = (Status.PASS, f"{len(found.section)} pair measurement(s), none below {fraction:.0%} of "
+                                        "the median")
+    worst = min((float(p["fraction_of_median"]) for p in found.section  # type: ignore[arg-type]
+                 if p["fraction_of_median"] is not None), default=None)
+    return _declared(f"{PHASE}.pairs_no_degraded_link", title, severity).judged(
+        status, message, measured=worst, target=fraction, unit="fraction of median",
+        evidence=[s for _, _, ev in found.bad_spans for s in ev] + found.spans, summary=pair_summary)
+
+
+def _suspect_node_check(found: _Pairs, verdicts: Sequence[NodeVerdict], severity: Severity) -> Check:
     suspects = [v for v in verdicts if v.suspect]
     node_summary: str | None = None
     node_title = "No node sits in most of its pairs' failures (a node fault, not a link fault)"
+    bad_pair = found.bad_pair
     if suspects:
         node_status = Status.FAIL
         node_message = ("node(s) in most of their failed or degraded pairs: "
@@ -659,11 +767,11 @@ def _pair_checks(
         node_status, node_message = Status.PASS, f"{len(bad_pair)} node pairs, none failed or degraded"
     # The bad pairs of the suspect nodes first, then the other bad pairs, then the rest
     suspect = {v.node for v in suspects}
-    bad_spans.sort(key=lambda b: not suspect.intersection(b[1]))
-    checks.append(_check(f"{PHASE}.pairs_no_suspect_node", node_title, severity, node_status, node_message,
-                         measured=suspects[0].share if suspects else None, target=0.5, unit="share of pairs",
-                         evidence=[s for _, _, ev in bad_spans for s in ev] + spans, summary=node_summary))
-    return checks, section, nodes_section
+    bad_spans = sorted(found.bad_spans, key=lambda b: not suspect.intersection(b[1]))
+    return _declared(f"{PHASE}.pairs_no_suspect_node", node_title, severity).judged(
+        node_status, node_message, measured=suspects[0].share if suspects else None, target=0.5,
+        unit="share of pairs", evidence=[s for _, _, ev in bad_spans for s in ev] + found.spans,
+        summary=node_summary)
 
 
 def judge_scaling(
@@ -674,8 +782,8 @@ def judge_scaling(
     checks: list[Check] = []
     has_evidence = any(r.phase is Phase.SCALING for r in bundle.spec.runs)
     if required:
-        checks.append(_check(
-            f"{PHASE}.evidence_present", "The bundle holds scaling-phase evidence", Severity.REQUIRED,
+        checks.append(_declared(f"{PHASE}.evidence_present", "The bundle holds scaling-phase evidence",
+                                Severity.REQUIRED).judged(
             Status.PASS if has_evidence else Status.FAIL,
             "scaling runs present" if has_evidence else
             "the bundle has no run of phase scaling: the cluster did not show it. Add scaling training runs "

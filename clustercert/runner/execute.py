@@ -210,13 +210,12 @@ class Runner:
         return int(steps[-1]) if steps else None
 
     def _track(self, job: PlanJob, record: JobRecord) -> None:
+        """Follow the job in Slurm until it ends: each requeue, each incarnation's nodes, a pending job that cannot
+        start, the faults to inject while a resilience run runs, its end."""
         assert record.slurm_id is not None
         deadline = time.monotonic() + job.time_limit_min * 60 * 2 + 600
         missing_since: float | None = None
-        short_since: float | None = None  # since when the pending job's partition has too few usable nodes
-        # a job may pend for hours on a busy cluster: its nodes are looked at (sinfo) every 15 s at most, not every poll
-        checked_at: float | None = None
-        every = min(15.0, self.plan.slurm.node_wait_s / 4)
+        pending = _PendingWatch(self, record)
         while True:
             info = self.slurm.job(record.slurm_id)
             if info is None:
@@ -240,61 +239,55 @@ class Runner:
             # its old NodeList and the requeue's time as StartTime (seen on Slurm 22.05): a COMPLETING job is
             # an incarnation of its own only before any requeue; a later one is seen RUNNING or ended.
             if state == "RUNNING" or state in TERMINAL or (state == "COMPLETING" and restarts == 0):
-                seen = {(i["restart"]) for i in record.incarnations}
-                if restarts not in seen and started is not None and info.get("NodeList"):
-                    nodes = self.slurm.hostnames(info["NodeList"])
-                    previous = record.incarnations[-1]["nodes"] if record.incarnations else None
-                    tasks = info.get("NumTasks", "")
-                    record.incarnations.append({"restart": restarts, "start": started.isoformat(), "nodes": nodes,
-                                                "tasks": int(tasks) if tasks.isdigit() else None})
-                    if previous is not None:
-                        for gone in sorted(set(previous) - set(nodes)):
-                            self.event(job, record.id, "node_excluded", started, by="scheduler", node=gone,
-                                       job_id=record.slurm_id, detail="not in the requeued job's allocation")
-                        for new in sorted(set(nodes) - set(previous)):
-                            self.event(job, record.id, "node_added", started, by="scheduler", node=new,
-                                       job_id=record.slurm_id)
-                    self.event(job, record.id, "job_started", started, by="scheduler", job_id=record.slurm_id,
-                               nodes=nodes, detail=f"restart {restarts}")
-                    self.log(f"{record.id}: job {record.slurm_id} running on {','.join(nodes)} (restart {restarts})")
-            if state == "PENDING" and (checked_at is None or time.monotonic() - checked_at >= every):
-                checked_at = time.monotonic()
-                short = self._short_of_nodes(info)
-                if short is None:
-                    short_since = None
-                elif short_since is None:
-                    short_since = time.monotonic()
-                    self.log(f"{record.id}: Slurm job {record.slurm_id} is pending and {short}; the run stops if it "
-                             f"still is in {self.plan.slurm.node_wait_s:.0f} s")
-                elif time.monotonic() - short_since >= self.plan.slurm.node_wait_s:
-                    raise RunnerError(
-                        f"{record.id}: expected Slurm job {record.slurm_id} to start, got it pending for "
-                        f"{time.monotonic() - short_since:.0f} s, and {short}. It was cancelled. Check those nodes "
-                        "and return them to service (scontrol update nodename=NODE state=resume), or plan the "
-                        "job on fewer nodes than the partition has (a restart needs a spare node)")
-            elif state != "PENDING":
-                short_since = checked_at = None
+                self._incarnation(job, record, info, restarts, started)
+            pending.poll(info, state)
             if state == "RUNNING" and job.kind is JobKind.RESILIENCE:
                 self._inject(job, record)
             self.save(record)
             if state in TERMINAL:
                 record.state = state
                 if state == "COMPLETED":
-                    # EndTime is truncated to the second (the job ended within the second after it) and the trainer's
-                    # own events have ms: the earlier of when the runner saw it and the end of EndTime's second is
-                    # after the job's last event and inside the scheduler's span, however late the poll came
-                    seen_at = self.now()
-                    ended = self.slurm.when(info.get("EndTime"))
-                    if ended is not None:
-                        seen_at = min(seen_at, ended + timedelta(milliseconds=999))
-                    self.event(job, record.id, "job_finished", seen_at, by="scheduler", job_id=record.slurm_id,
-                               detail=f"JobState=COMPLETED EndTime={info.get('EndTime')}")
+                    self._finished(job, record, info)
                 break
             if time.monotonic() > deadline:
                 raise RunnerError(f"{record.id}: expected Slurm job {record.slurm_id} to end within "
                                   f"{job.time_limit_min * 2 + 10} min, got state {state}. It was cancelled")
             time.sleep(self.plan.slurm.poll_s)
         self.save(record)
+
+    def _incarnation(self, job: PlanJob, record: JobRecord, info: dict[str, str], restarts: int,
+                     started: datetime | None) -> None:
+        """The job's incarnation `restarts`, which `started`, seen for the first time: its start and nodes, and the
+        nodes the requeue left out or added, as events."""
+        seen = {(i["restart"]) for i in record.incarnations}
+        if restarts in seen or started is None or not info.get("NodeList"):
+            return
+        nodes = self.slurm.hostnames(info["NodeList"])
+        previous = record.incarnations[-1]["nodes"] if record.incarnations else None
+        tasks = info.get("NumTasks", "")
+        record.incarnations.append({"restart": restarts, "start": started.isoformat(), "nodes": nodes,
+                                    "tasks": int(tasks) if tasks.isdigit() else None})
+        if previous is not None:
+            for gone in sorted(set(previous) - set(nodes)):
+                self.event(job, record.id, "node_excluded", started, by="scheduler", node=gone,
+                           job_id=record.slurm_id, detail="not in the requeued job's allocation")
+            for new in sorted(set(nodes) - set(previous)):
+                self.event(job, record.id, "node_added", started, by="scheduler", node=new, job_id=record.slurm_id)
+        self.event(job, record.id, "job_started", started, by="scheduler", job_id=record.slurm_id,
+                   nodes=nodes, detail=f"restart {restarts}")
+        self.log(f"{record.id}: job {record.slurm_id} running on {','.join(nodes)} (restart {restarts})")
+
+    def _finished(self, job: PlanJob, record: JobRecord, info: dict[str, str]) -> None:
+        """The job_finished event of a COMPLETED job. EndTime is truncated to the second (the job ended within the
+        second after it) and the trainer's own events have ms: the earlier of when the runner saw it and the end of
+        EndTime's second is after the job's last event and inside the scheduler's span, however late the poll
+        came."""
+        seen_at = self.now()
+        ended = self.slurm.when(info.get("EndTime"))
+        if ended is not None:
+            seen_at = min(seen_at, ended + timedelta(milliseconds=999))
+        self.event(job, record.id, "job_finished", seen_at, by="scheduler", job_id=record.slurm_id,
+                   detail=f"JobState=COMPLETED EndTime={info.get('EndTime')}")
 
     def _short_of_nodes(self, info: dict[str, str]) -> str | None:
         """Why a pending job cannot start until a node returns to service (its partition has fewer nodes that can
@@ -551,3 +544,37 @@ def expand_jobs(plan: Plan, nodes: list[str]) -> list[tuple[PlanJob, list[str] |
         else:
             out.append((job, None, job.id))
     return out
+
+
+class _PendingWatch:
+    """Whether a pending job can start: a job may pend for hours on a busy cluster, so its partition's nodes are
+    looked at (sinfo) every 15 s at most, not every poll; one short of usable nodes for longer than the plan's
+    node_wait_s stops the run."""
+
+    def __init__(self, run: Runner, record: JobRecord) -> None:
+        self.run, self.record = run, record
+        self.every = min(15.0, run.plan.slurm.node_wait_s / 4)
+        self.checked_at: float | None = None
+        self.short_since: float | None = None  # since when the partition has too few usable nodes
+
+    def poll(self, info: dict[str, str], state: str) -> None:
+        if state != "PENDING":
+            self.short_since = self.checked_at = None
+            return
+        if self.checked_at is not None and time.monotonic() - self.checked_at < self.every:
+            return
+        self.checked_at = time.monotonic()
+        short = self.run._short_of_nodes(info)
+        record, wait = self.record, self.run.plan.slurm.node_wait_s
+        if short is None:
+            self.short_since = None
+        elif self.short_since is None:
+            self.short_since = time.monotonic()
+            self.run.log(f"{record.id}: Slurm job {record.slurm_id} is pending and {short}; the run stops if it "
+                         f"still is in {wait:.0f} s")
+        elif time.monotonic() - self.short_since >= wait:
+            raise RunnerError(
+                f"{record.id}: expected Slurm job {record.slurm_id} to start, got it pending for "
+                f"{time.monotonic() - self.short_since:.0f} s, and {short}. It was cancelled. Check those nodes "
+                "and return them to service (scontrol update nodename=NODE state=resume), or plan the "
+                "job on fewer nodes than the partition has (a restart needs a spare node)")

@@ -24,11 +24,11 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
-from clustercert.runner.comm import ProcessGroup, rendezvous_from_env
+from clustercert.runner.comm import ProcessGroup, Rendezvous, rendezvous_from_env
 from clustercert.runner.model import Adam, ModelConfig, corpus, encode, init_params, loss_and_grads, sample_batch
 
 __all__ = ["STALL_EXIT", "STRAGGLER_EXIT", "latest_checkpoint", "main"]
@@ -162,124 +162,166 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Train until the last step (0), or until a stall (STALL_EXIT) or a straggler (STRAGGLER_EXIT) stops it."""
     args = parse_args(argv)
-    rdv = rendezvous_from_env(os.environ)
-    job_id = os.environ.get("SLURM_JOB_ID", "local")
-    restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
-    events = EventWriter(args.events if rdv.rank == 0 else None, job_id)
-    watchdog = EventWriter(args.events, job_id)  # any rank may be the one that sees a stall
-    cfg = ModelConfig()
-    data = encode(corpus(), cfg.vocab)
-    params = init_params(cfg, args.seed)
-    adam = Adam(params, lr=args.lr)
-    keys = sorted(params)
-    args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    group = ProcessGroup(rdv, timeout_s=args.hang_timeout)
-    pid_file = os.environ.get("CLUSTERCERT_PID_DIR")
-    if pid_file:  # where a fault injector finds this rank's process
-        Path(pid_file).mkdir(parents=True, exist_ok=True)
-        (Path(pid_file) / f"rank-{rdv.rank}.pid").write_text(f"{os.getpid()} {rdv.node} {restart}\n",
-                                                             encoding="utf-8")
-    gbs = args.batch * group.world
-    if rdv.rank == 0:
-        say(f"# clustercert CPU workload (clustercert.runner.workload): a NumPy transformer language model "
-            f"({cfg.n_params()} parameters, {cfg.layers} layers, d_model {cfg.d_model}, seq_len {cfg.seq_len}) "
-            f"trained data-parallel on {group.world} Slurm task(s) {group.nodes} with a ring all-reduce over TCP; "
-            "log lines in NeMo 2's format; train_step_timing is rank 0's measured wall time of the step "
-            "(compute, all-reduce, update)")
-        say(f"{_stamp('I', 'launcher')} Starting worker group: job {job_id} restart_count={restart} "
-            f"world_size={group.world} nodes={','.join(group.nodes)}")
-    start = 0
-    found = latest_checkpoint(args.checkpoint_dir)
-    if found is not None:
-        _unpack(found[1], params, adam)
-        start = found[0] + 1
-        if rdv.rank == 0:
-            say(f"{_stamp('I', 'checkpoint_io:87')} Restored all states from the checkpoint at {found[1]}")
-            events.write("checkpoint_loaded", step=found[0])
-    elif rdv.rank == 0:
-        say(f"{_stamp('W', 'resume:228')} There were no checkpoints found in {args.checkpoint_dir}. "
-            "Training from scratch.")
-    ckpt = AsyncCheckpointer(args.checkpoint_dir, events)
-    timings = None
-    if args.rank_timings is not None:
-        args.rank_timings.mkdir(parents=True, exist_ok=True)
-        path = args.rank_timings / f"rank-{rdv.rank}.csv"
-        new = not path.exists()
-        timings = path.open("a", encoding="utf-8")
-        if new:
-            timings.write("rank,node,gpu,step,compute_s,comm_s,timestamp\n")
-    compute: list[float] = []
+    trainer = _Trainer(args, rendezvous_from_env(os.environ))
+    start = trainer.resume()
+    trainer.open_timings()
     for step in range(start, args.steps):
+        stopped = trainer.step(step)
+        if stopped is not None:
+            return stopped
+    trainer.ckpt.wait()
+    if trainer.rdv.rank == 0:
+        say(f"{_stamp('I', 'launcher')} Worker group SUCCEEDED: {args.steps} steps")
+    trainer.group.barrier()
+    trainer.group.close()
+    return 0
+
+
+class _Trainer:
+    """One rank of the data-parallel job: its model, optimizer, process group, checkpointer and event writers."""
+
+    def __init__(self, args: argparse.Namespace, rdv: Rendezvous) -> None:
+        self.args, self.rdv = args, rdv
+        job_id = os.environ.get("SLURM_JOB_ID", "local")
+        restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+        self.events = EventWriter(args.events if rdv.rank == 0 else None, job_id)
+        self.watchdog = EventWriter(args.events, job_id)  # any rank may be the one that sees a stall
+        self.cfg = ModelConfig()
+        self.data = encode(corpus(), self.cfg.vocab)
+        self.params = init_params(self.cfg, args.seed)
+        self.adam = Adam(self.params, lr=args.lr)
+        self.keys = sorted(self.params)
+        args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.group = group = ProcessGroup(rdv, timeout_s=args.hang_timeout)
+        pid_file = os.environ.get("CLUSTERCERT_PID_DIR")
+        if pid_file:  # where a fault injector finds this rank's process
+            Path(pid_file).mkdir(parents=True, exist_ok=True)
+            (Path(pid_file) / f"rank-{rdv.rank}.pid").write_text(f"{os.getpid()} {rdv.node} {restart}\n",
+                                                                 encoding="utf-8")
+        self.gbs = args.batch * group.world
+        if rdv.rank == 0:
+            cfg = self.cfg
+            say(f"# clustercert CPU workload (clustercert.runner.workload): a NumPy transformer language model "
+                f"({cfg.n_params()} parameters, {cfg.layers} layers, d_model {cfg.d_model}, seq_len {cfg.seq_len}) "
+                f"trained data-parallel on {group.world} Slurm task(s) {group.nodes} with a ring all-reduce over "
+                "TCP; log lines in NeMo 2's format; train_step_timing is rank 0's measured wall time of the step "
+                "(compute, all-reduce, update)")
+            say(f"{_stamp('I', 'launcher')} Starting worker group: job {job_id} restart_count={restart} "
+                f"world_size={group.world} nodes={','.join(group.nodes)}")
+        self.ckpt: AsyncCheckpointer
+        self.timings: TextIO | None = None  # this rank's per-step timings file, when asked for
+        self.compute: list[float] = []  # compute times since the last straggler report
+
+    def resume(self) -> int:
+        """The step to start from: after the last complete checkpoint (its state loaded), else 0."""
+        args, rdv = self.args, self.rdv
+        start = 0
+        found = latest_checkpoint(args.checkpoint_dir)
+        if found is not None:
+            _unpack(found[1], self.params, self.adam)
+            start = found[0] + 1
+            if rdv.rank == 0:
+                say(f"{_stamp('I', 'checkpoint_io:87')} Restored all states from the checkpoint at {found[1]}")
+                self.events.write("checkpoint_loaded", step=found[0])
+        elif rdv.rank == 0:
+            say(f"{_stamp('W', 'resume:228')} There were no checkpoints found in {args.checkpoint_dir}. "
+                "Training from scratch.")
+        self.ckpt = AsyncCheckpointer(args.checkpoint_dir, self.events)
+        return start
+
+    def open_timings(self) -> None:
+        if self.args.rank_timings is None:
+            return
+        self.args.rank_timings.mkdir(parents=True, exist_ok=True)
+        path = self.args.rank_timings / f"rank-{self.rdv.rank}.csv"
+        new = not path.exists()
+        self.timings = path.open("a", encoding="utf-8")
+        if new:
+            self.timings.write("rank,node,gpu,step,compute_s,comm_s,timestamp\n")
+
+    def step(self, step: int) -> int | None:
+        """One training step; the exit code where the job stops here."""
+        args, rdv, group, params = self.args, self.rdv, self.group, self.params
         t0 = time.perf_counter()
-        x, y = sample_batch(data, args.batch, cfg.seq_len, seed=args.seed * 1_000_003 + step * 1009 + rdv.rank)
-        loss, grads = loss_and_grads(params, cfg, x, y)
+        x, y = sample_batch(self.data, args.batch, self.cfg.seq_len,
+                            seed=args.seed * 1_000_003 + step * 1009 + rdv.rank)
+        loss, grads = loss_and_grads(params, self.cfg, x, y)
         t1 = time.perf_counter()
-        compute.append(t1 - t0)
+        self.compute.append(t1 - t0)
         try:
-            total = group.all_reduce(_flatten(grads, keys, loss))
+            total = group.all_reduce(_flatten(grads, self.keys, loss))
         except (TimeoutError, ConnectionError) as exc:
-            say(f"{_stamp('E', 'watchdog')} Stall detected on rank {rdv.rank} ({rdv.node}) at step {step}: no answer "
-                f"from a peer for {args.hang_timeout:.0f} s ({exc.__class__.__name__}). Stopping the job for a "
-                "restart")
-            watchdog.write("stall_detected", by="watchdog", node=rdv.node, rank=rdv.rank, step=step,
-                           detail=f"all-reduce: no answer from a peer for {args.hang_timeout:.0f} s")
-            ckpt.wait()
-            marker = os.environ.get("CLUSTERCERT_STALL_FILE")
-            if marker:
-                Path(marker).write_text(f"{rdv.node} rank {rdv.rank} step {step}\n", encoding="utf-8")
-            return STALL_EXIT
+            return self._stalled(step, exc)
         comm = time.perf_counter() - t1
         offset = 0
-        for k in keys:
+        for k in self.keys:
             n = params[k].size
             grads[k] = (total[offset:offset + n] / group.world).reshape(params[k].shape)
             offset += n
-        adam.step(params, grads)
+        self.adam.step(params, grads)
         reduced_loss = float(total[-1]) / group.world
         dt = time.perf_counter() - t0
-        if timings is not None:
-            timings.write(f"{rdv.rank},{rdv.node},0,{step},{compute[-1]:.6f},{comm:.6f},"
-                          f"{_now().isoformat(timespec='milliseconds')}\n")
-            timings.flush()
+        if self.timings is not None:
+            self.timings.write(f"{rdv.rank},{rdv.node},0,{step},{self.compute[-1]:.6f},{comm:.6f},"
+                               f"{_now().isoformat(timespec='milliseconds')}\n")
+            self.timings.flush()
+        gbs = self.gbs
         if rdv.rank == 0:
             say(f"Training epoch 0, iteration {step}/{args.steps - 1} | lr: {args.lr:.3g} | global_batch_size: "
                 f"{gbs} | global_step: {step} | reduced_train_loss: {reduced_loss:.4f} | train_step_timing in s: "
                 f"{dt:.4f} | consumed_samples: {(step + 1) * gbs}")
         if (step + 1) % args.checkpoint_every == 0 and rdv.rank == 0:
-            ckpt.save(step, (step + 1) * gbs, _pack(params, adam))
-        if len(compute) >= args.straggler_window:
-            medians = [row[0] for row in group.gather_floats([statistics.median(compute)])]
-            compute.clear()
-            scores = relative_scores(medians)
-            slow = [r for r, s in enumerate(scores) if s < args.straggler_threshold]
-            if rdv.rank == 0 and group.world > 1:
-                lines = [f"{_stamp('I', 'straggler_det_callback:144')} ", "    GPU relative performance:"]
-                order = sorted(range(group.world), key=lambda r: scores[r])
-                lines += [f"      Rank={r} Node={group.nodes[r]} Score={scores[r]:.2f}" for r in order]
-                say("\n".join(lines))
-            if slow:
-                if rdv.rank == 0:
-                    ids = ", ".join(f"StragglerId(rank={r}, node='{group.nodes[r]}')" for r in slow)
-                    say(f"{_stamp('W', 'straggler_det_callback:106')} STRAGGLER DETECTION WARNING: Some GPUs have "
-                        f"worse relative performance. Affected ranks: {{{ids}}}")
-                    for r in slow:
-                        events.write("straggler_detected", by="straggler-detector", node=group.nodes[r], rank=r,
-                                     step=step, detail=f"relative performance {scores[r]:.2f} below threshold "
-                                     f"{args.straggler_threshold:.2f}")
-                    say(f"{_stamp('E', 'straggler_det_callback:239')} Detected stragglers. Terminating training...")
-                    ckpt.wait()
-                    out = os.environ.get("CLUSTERCERT_STRAGGLER_FILE")
-                    if out:
-                        Path(out).write_text("\n".join(group.nodes[r] for r in slow) + "\n", encoding="utf-8")
-                group.close()
-                return STRAGGLER_EXIT
-    ckpt.wait()
-    if rdv.rank == 0:
-        say(f"{_stamp('I', 'launcher')} Worker group SUCCEEDED: {args.steps} steps")
-    group.barrier()
-    group.close()
-    return 0
+            self.ckpt.save(step, (step + 1) * gbs, _pack(params, self.adam))
+        if len(self.compute) >= args.straggler_window:
+            return self._straggler_report(step)
+        return None
+
+    def _stalled(self, step: int, exc: BaseException) -> int:
+        """A peer did not answer the all-reduce within the hang timeout: report the stall and stop for a restart."""
+        args, rdv = self.args, self.rdv
+        say(f"{_stamp('E', 'watchdog')} Stall detected on rank {rdv.rank} ({rdv.node}) at step {step}: no answer "
+            f"from a peer for {args.hang_timeout:.0f} s ({exc.__class__.__name__}). Stopping the job for a "
+            "restart")
+        self.watchdog.write("stall_detected", by="watchdog", node=rdv.node, rank=rdv.rank, step=step,
+                            detail=f"all-reduce: no answer from a peer for {args.hang_timeout:.0f} s")
+        self.ckpt.wait()
+        marker = os.environ.get("CLUSTERCERT_STALL_FILE")
+        if marker:
+            Path(marker).write_text(f"{rdv.node} rank {rdv.rank} step {step}\n", encoding="utf-8")
+        return STALL_EXIT
+
+    def _straggler_report(self, step: int) -> int | None:
+        """Every rank's relative score over the last window (printed by rank 0); a rank below the threshold is
+        reported and the job stops so that the scheduler restarts it without that node."""
+        args, rdv, group = self.args, self.rdv, self.group
+        medians = [row[0] for row in group.gather_floats([statistics.median(self.compute)])]
+        self.compute.clear()
+        scores = relative_scores(medians)
+        slow = [r for r, s in enumerate(scores) if s < args.straggler_threshold]
+        if rdv.rank == 0 and group.world > 1:
+            lines = [f"{_stamp('I', 'straggler_det_callback:144')} ", "    GPU relative performance:"]
+            order = sorted(range(group.world), key=lambda r: scores[r])
+            lines += [f"      Rank={r} Node={group.nodes[r]} Score={scores[r]:.2f}" for r in order]
+            say("\n".join(lines))
+        if not slow:
+            return None
+        if rdv.rank == 0:
+            ids = ", ".join(f"StragglerId(rank={r}, node='{group.nodes[r]}')" for r in slow)
+            say(f"{_stamp('W', 'straggler_det_callback:106')} STRAGGLER DETECTION WARNING: Some GPUs have "
+                f"worse relative performance. Affected ranks: {{{ids}}}")
+            for r in slow:
+                self.events.write("straggler_detected", by="straggler-detector", node=group.nodes[r], rank=r,
+                                  step=step, detail=f"relative performance {scores[r]:.2f} below threshold "
+                                  f"{args.straggler_threshold:.2f}")
+            say(f"{_stamp('E', 'straggler_det_callback:239')} Detected stragglers. Terminating training...")
+            self.ckpt.wait()
+            out = os.environ.get("CLUSTERCERT_STRAGGLER_FILE")
+            if out:
+                Path(out).write_text("\n".join(group.nodes[r] for r in slow) + "\n", encoding="utf-8")
+        group.close()
+        return STRAGGLER_EXIT
 
 
 if __name__ == "__main__":

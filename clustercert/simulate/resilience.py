@@ -123,167 +123,158 @@ def _iso(start: datetime, t: float) -> str:
 def simulate_resilience(job: ResilienceJob, topology: Topology) -> ResilienceFiles:
     """Run the job's timeline forward step by step, then render every file from it."""
     rng = np.random.default_rng(job.seed)
-    gpn = topology.gpus_per_node
-    alloc = list(topology.allocation_of(job.gpus))
-    spares = [n for n in topology.spares if n not in alloc]
+    run = _Timeline(job, topology)
     end_s = job.hours * 3600.0
     slow = [f for f in job.faults if f.kind is FaultKind.SLOW_GPU]
     pending = sorted((f for f in job.faults if f.kind is not FaultKind.SLOW_GPU and f.kind is not FaultKind.BAD_LINK),
                      key=lambda f: f.at_s)
     straggler_pending = [f for f in slow if f.reported]
-    events: list[_Ev] = []
-    steps: list[_Step] = []
-    attempts: list[tuple[float, float, tuple[str, ...], str]] = []  # start, end, nodes, final state
-    replaced: set[str] = set()
-
-    def ev(t: float, type_: str, **extra: object) -> None:
-        events.append(_Ev(t, type_, {k: v for k, v in extra.items() if v is not None}))
-
-    t = 0.0
-    step = 0
-    last_ckpt = -1
-    attempt = 0
-    skipped = 0
-    ev(0.0, "job_started", by="scheduler", job_id=str(job.job_id + attempt), nodes=list(alloc))
-    attempt_start = 0.0
-    t = STARTUP_S
-    first_in_attempt = True
-    done = False
-    saving: int | None = None
-    while not done:
-        # the slowest GPU on the allocation sets the pace of a synchronous step
-        factor = 1.0
-        for f in slow:
-            if f.node in alloc and f.node not in replaced and t >= f.at_s:
-                factor = max(factor, 1.0 + COMPUTE_SHARE * (f.slowdown - 1.0))
-        warm = 2.2 if first_in_attempt else 1.0
-        dur = job.mean_step_s * factor * warm * (1.0 + 0.003 * float(rng.standard_normal()))
-        fault = pending[0] if pending and pending[0].at_s <= t + dur else None
-        if fault is not None and fault.kind is FaultKind.LOST_STEPS:
+    while True:
+        warm = 2.2 if run.first_in_attempt else 1.0
+        dur = job.mean_step_s * run.pace(slow) * warm * (1.0 + 0.003 * float(rng.standard_normal()))
+        fault = pending[0] if pending and pending[0].at_s <= run.t + dur else None
+        if fault is not None and fault.kind in (FaultKind.LOST_STEPS, FaultKind.HANG, FaultKind.NODE_FAIL):
             pending.pop(0)
-            skipped += fault.steps
-            step += fault.steps  # the counter jumps: those steps never ran and nothing says so
+            run.fault(fault)
             continue
-        if fault is not None and fault.kind is FaultKind.HANG:
-            pending.pop(0)
-            hang_end = fault.at_s + fault.duration_s
-            if fault.reported:
-                det = fault.at_s + 3.0 * job.mean_step_s + 30.0
-                ev(det, "stall_detected", by="watchdog", step=step, job_id=str(job.job_id + attempt),
-                   detail=f"no step for {det - fault.at_s:.0f} s")
-                t, attempt, attempt_start, _ = _restart(
-                    ev, job, attempts, attempt_start, det, alloc, "hang", last_ckpt, None, None, attempt)
-                step = last_ckpt + 1
-                first_in_attempt = True
-                saving = None
-                continue
-            t = hang_end
+        seen = next((f for f in straggler_pending
+                     if f.node in run.alloc and run.t + dur >= f.at_s + DETECT_STRAGGLER_S), None)
+        if seen is not None:
+            straggler_pending.remove(seen)
+            run.straggler_detected(seen, run.t + dur)
             continue
-        if fault is not None and fault.kind is FaultKind.NODE_FAIL:
-            pending.pop(0)
-            node = fault.node or alloc[len(alloc) // 2]
-            tf = fault.at_s
-            ev(tf, "fault_injected", by="injector", node=node, step=step, job_id=str(job.job_id + attempt),
-               detail="tray powered off: GPU fell off the bus (Xid 79)")
-            if fault.reported:
-                tr = tf + DETECT_FAULT_S
-                ev(tr, "fault_detected", by="watchdog", node=node, job_id=str(job.job_id + attempt),
-                   detail="heartbeat lost; NCCL watchdog timeout on peers")
-                by = "scheduler"
-            else:
-                tr = tf + ADMIN_DELAY_S
-                ev(tr, "admin_action", by="operator", node=node, detail="operator drained the node by hand")
-                by = "operator"
-            spare = spares.pop(0)
-            alloc[alloc.index(node)] = spare
-            t, attempt, attempt_start, _ = _restart(
-                ev, job, attempts, attempt_start, tr, alloc, "node-fail", last_ckpt, node, spare, attempt, by=by,
-                failed_at=tf)
-            step = last_ckpt + 1
-            first_in_attempt = True
-            saving = None
-            continue
-        for f in list(straggler_pending):
-            if f.node in alloc and t + dur >= f.at_s + DETECT_STRAGGLER_S:
-                straggler_pending.remove(f)
-                td = t + dur
-                node = f.node
-                assert node is not None
-                rank = alloc.index(node) * gpn + (f.gpu or 0)
-                ev(td, "straggler_detected", by="straggler-detector", node=node, gpu=f.gpu, rank=rank,
-                   step=step, job_id=str(job.job_id + attempt),
-                   detail=f"relative GPU performance {1.0 / f.slowdown:.2f} below threshold 0.90")
-                replaced.add(node)
-                spare = spares.pop(0)
-                alloc[alloc.index(node)] = spare
-                t, attempt, attempt_start, _ = _restart(
-                    ev, job, attempts, attempt_start, td + 20.0, alloc, "straggler", last_ckpt, node, spare,
-                    attempt, failed_at=td)
-                step = last_ckpt + 1
-                first_in_attempt = True
-                saving = None
-                break
-        else:
-            t += dur
-            steps.append(_Step(step, t, dur, attempt))
-            first_in_attempt = False
-            # async save: scheduled after its step, durable once finalized during the next step
-            if saving is not None:
-                last_ckpt = saving
-                ev(t, "checkpoint_saved", by="trainer", step=saving, job_id=str(job.job_id + attempt))
-                saving = None
-            if (step + 1) % job.checkpoint_every == 0:
-                saving = step
-            step += 1
-            if t >= end_s:
-                done = True
-    ev(t + 5.0, "job_finished", by="scheduler", job_id=str(job.job_id + attempt), step=step - 1)
-    attempts.append((attempt_start, t + 5.0, tuple(alloc), "COMPLETED"))
-    events.sort(key=lambda e: e.t)
+        run.advance(dur)
+        if run.t >= end_s:
+            break
+    run.ev(run.t + 5.0, "job_finished", by="scheduler", job_id=run.job_id, step=run.step - 1)
+    run.attempts.append((run.attempt_start, run.t + 5.0, tuple(run.alloc), "COMPLETED"))
+    run.events.sort(key=lambda e: e.t)
     return ResilienceFiles(
-        nemo_log=_render_nemo(job, topology, steps, events),
-        sacct=_render_sacct(job, attempts),
-        events=_render_events(job, events),
-        allocations=[a[2] for a in attempts],
-        steps=len(steps),
-        _plan=_LargeFiles(job, topology, steps, events, slow, attempts, end_s, dict(rng.bit_generator.state)),
+        nemo_log=_render_nemo(job, topology, run.steps, run.events),
+        sacct=_render_sacct(job, run.attempts),
+        events=_render_events(job, run.events),
+        allocations=[a[2] for a in run.attempts],
+        steps=len(run.steps),
+        _plan=_LargeFiles(job, topology, run.steps, run.events, slow, run.attempts, end_s,
+                          dict(rng.bit_generator.state)),
     )
 
 
-def _restart(
-    ev: object,
-    job: ResilienceJob,
-    attempts: list[tuple[float, float, tuple[str, ...], str]],
-    attempt_start: float,
-    t_stop: float,
-    alloc: list[str],
-    why: str,
-    last_ckpt: int,
-    bad: str | None,
-    spare: str | None,
-    attempt: int,
-    *,
-    by: str = "scheduler",
-    failed_at: float | None = None,
-) -> tuple[float, int, float, int]:
-    """Stop the attempt, swap the node, requeue, restart from the last checkpoint; returns the new clock."""
-    emit = ev  # typed loosely: the closure from simulate_resilience
-    assert callable(emit)
-    prior = [a for a in attempts]
-    state = {"straggler": "REQUEUED", "node-fail": "NODE_FAIL", "hang": "REQUEUED"}[why]
-    old_nodes = tuple(alloc) if bad is None else tuple(bad if n == spare else n for n in alloc)
-    attempts.append((attempt_start, failed_at if why == "node-fail" and failed_at else t_stop, old_nodes, state))
-    del prior
-    old, new = str(job.job_id + attempt), str(job.job_id + attempt + 1)
-    emit(t_stop, "restart_started", by=by, job_id=old,
-         detail=f"restart {attempt + 1} after {why}: requeued as job {new}")
-    if bad is not None and spare is not None:
-        emit(t_stop + 5.0, "node_excluded", by=by, node=bad, job_id=old)
-        emit(t_stop + RESCHEDULE_S - 10.0, "node_added", by=by, node=spare, job_id=new)
-    start = t_stop + RESCHEDULE_S
-    emit(start, "job_started", by=by, job_id=new, nodes=list(alloc))
-    emit(start + STARTUP_S - 30.0, "checkpoint_loaded", by="trainer", step=last_ckpt, job_id=new)
-    return start + STARTUP_S, attempt + 1, start, last_ckpt
+class _Timeline:
+    """The job as it is run forward: its clock, step counter, allocation and attempts, and what happened."""
+
+    def __init__(self, job: ResilienceJob, topology: Topology) -> None:
+        self.job = job
+        self.gpus_per_node = topology.gpus_per_node
+        self.alloc = list(topology.allocation_of(job.gpus))
+        self.spares = [n for n in topology.spares if n not in self.alloc]
+        self.events: list[_Ev] = []
+        self.steps: list[_Step] = []
+        self.attempts: list[tuple[float, float, tuple[str, ...], str]] = []  # start, end, nodes, final state
+        self.replaced: set[str] = set()
+        self.step = 0
+        self.last_ckpt = -1
+        self.attempt = 0
+        self.attempt_start = 0.0
+        self.first_in_attempt = True
+        self.saving: int | None = None  # the step whose asynchronous save is under way
+        self.ev(0.0, "job_started", by="scheduler", job_id=self.job_id, nodes=list(self.alloc))
+        self.t = STARTUP_S
+
+    @property
+    def job_id(self) -> str:
+        """Each requeue is a new job id."""
+        return str(self.job.job_id + self.attempt)
+
+    def ev(self, t: float, type_: str, **extra: object) -> None:
+        self.events.append(_Ev(t, type_, {k: v for k, v in extra.items() if v is not None}))
+
+    def pace(self, slow: list[Fault]) -> float:
+        """How much slower than healthy a step runs now: the slowest GPU on the allocation sets the pace of a
+        synchronous step."""
+        factor = 1.0
+        for f in slow:
+            if f.node in self.alloc and f.node not in self.replaced and self.t >= f.at_s:
+                factor = max(factor, 1.0 + COMPUTE_SHARE * (f.slowdown - 1.0))
+        return factor
+
+    def advance(self, dur: float) -> None:
+        """One step of `dur` seconds."""
+        self.t += dur
+        self.steps.append(_Step(self.step, self.t, dur, self.attempt))
+        self.first_in_attempt = False
+        # async save: scheduled after its step, durable once finalized during the next step
+        if self.saving is not None:
+            self.last_ckpt = self.saving
+            self.ev(self.t, "checkpoint_saved", by="trainer", step=self.saving, job_id=self.job_id)
+            self.saving = None
+        if (self.step + 1) % self.job.checkpoint_every == 0:
+            self.saving = self.step
+        self.step += 1
+
+    def fault(self, fault: Fault) -> None:
+        """A lost-steps, hang or node-fail fault that strikes during the next step."""
+        if fault.kind is FaultKind.LOST_STEPS:
+            self.step += fault.steps  # the counter jumps: those steps never ran and nothing says so
+        elif fault.kind is FaultKind.HANG:
+            if not fault.reported:
+                self.t = fault.at_s + fault.duration_s
+                return
+            det = fault.at_s + 3.0 * self.job.mean_step_s + 30.0
+            self.ev(det, "stall_detected", by="watchdog", step=self.step, job_id=self.job_id,
+                    detail=f"no step for {det - fault.at_s:.0f} s")
+            self.restart(det, "hang")
+        else:
+            node = fault.node or self.alloc[len(self.alloc) // 2]
+            tf = fault.at_s
+            self.ev(tf, "fault_injected", by="injector", node=node, step=self.step, job_id=self.job_id,
+                    detail="tray powered off: GPU fell off the bus (Xid 79)")
+            if fault.reported:
+                tr = tf + DETECT_FAULT_S
+                self.ev(tr, "fault_detected", by="watchdog", node=node, job_id=self.job_id,
+                        detail="heartbeat lost; NCCL watchdog timeout on peers")
+                by = "scheduler"
+            else:
+                tr = tf + ADMIN_DELAY_S
+                self.ev(tr, "admin_action", by="operator", node=node, detail="operator drained the node by hand")
+                by = "operator"
+            self.restart(tr, "node-fail", node, by=by, failed_at=tf)
+
+    def straggler_detected(self, f: Fault, td: float) -> None:
+        """The straggler detector reports slow GPU `f` at `td`: its node is swapped out and the job restarted."""
+        node = f.node
+        assert node is not None
+        rank = self.alloc.index(node) * self.gpus_per_node + (f.gpu or 0)
+        self.ev(td, "straggler_detected", by="straggler-detector", node=node, gpu=f.gpu, rank=rank,
+                step=self.step, job_id=self.job_id,
+                detail=f"relative GPU performance {1.0 / f.slowdown:.2f} below threshold 0.90")
+        self.replaced.add(node)
+        self.restart(td + 20.0, "straggler", node, failed_at=td)
+
+    def restart(self, t_stop: float, why: str, bad: str | None = None, *, by: str = "scheduler",
+                failed_at: float | None = None) -> None:
+        """Stop the attempt at `t_stop`, swap node `bad` for a spare, requeue, restart from the last checkpoint."""
+        state = {"straggler": "REQUEUED", "node-fail": "NODE_FAIL", "hang": "REQUEUED"}[why]
+        old_nodes = tuple(self.alloc)
+        spare = None
+        if bad is not None:
+            spare = self.spares.pop(0)
+            self.alloc[self.alloc.index(bad)] = spare
+        self.attempts.append((self.attempt_start, failed_at if why == "node-fail" and failed_at else t_stop,
+                              old_nodes, state))
+        old, new = self.job_id, str(self.job.job_id + self.attempt + 1)
+        self.ev(t_stop, "restart_started", by=by, job_id=old,
+                detail=f"restart {self.attempt + 1} after {why}: requeued as job {new}")
+        if bad is not None and spare is not None:
+            self.ev(t_stop + 5.0, "node_excluded", by=by, node=bad, job_id=old)
+            self.ev(t_stop + RESCHEDULE_S - 10.0, "node_added", by=by, node=spare, job_id=new)
+        start = t_stop + RESCHEDULE_S
+        self.ev(start, "job_started", by=by, job_id=new, nodes=list(self.alloc))
+        self.ev(start + STARTUP_S - 30.0, "checkpoint_loaded", by="trainer", step=self.last_ckpt, job_id=new)
+        self.t, self.attempt, self.attempt_start = start + STARTUP_S, self.attempt + 1, start
+        self.step = self.last_ckpt + 1
+        self.first_in_attempt = True
+        self.saving = None
 
 
 def _ckpt_path(step: int, gbs: int, name: str) -> str:
@@ -293,113 +284,132 @@ def _ckpt_path(step: int, gbs: int, name: str) -> str:
 
 def _render_nemo(job: ResilienceJob, topology: Topology, steps: list[_Step], events: list[_Ev]) -> str:
     """The console log of the whole job as NeMo-Run's fault-tolerance launcher prints it across restarts."""
-    name = f"{job.workload}-{job.precision}-resilience"
-    pre = f"{name[-10:]}/0 "
-    host = topology.allocation_of(job.gpus)[0]
-    launcher = _LAUNCHER.format(host=host)
-    lines: list[str] = []
-    total = max(s.step for s in steps) + 1
-
-    def ts_launcher(t: float) -> str:
-        return (job.start + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S,") + f"{int(t * 1000) % 1000:03d}"
-
-    def ts_nemo(t: float) -> str:
-        return (job.start + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S")
-
-    def rendezvous(t: float, restart: int) -> None:
-        lines.extend([
-            f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] starting workers for entrypoint: python",
-            f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Rendezvous'ing worker group",
-            f"{pre}[{ts_launcher(t + 0.3)}] [INFO] [{launcher}] [default] Rendezvous complete for workers. Result:",
-            f"{pre}  restart_count={restart}",
-            f"{pre}  master_addr={host}",
-            f"{pre}  master_port={29500 + restart}",
-            f"{pre}  group_rank=0",
-            f"{pre}  group_world_size={job.gpus // topology.gpus_per_node}",
-            f"{pre}  local_ranks={list(range(topology.gpus_per_node))}",
-            f"{pre}  role_ranks={list(range(topology.gpus_per_node))}",
-            f"{pre}[default0]:[NeMo I {ts_nemo(t + 20)} nemo_logger:145] Experiments will be logged at "
-            f"/lustre/ckpt/{name}",
-        ])
-
+    log = _NemoLog(job, topology, max(s.step for s in steps) + 1)
     by_time: list[tuple[float, int, str, object]] = []
     for s in steps:
         by_time.append((s.end_s, 0, "step", s))
     for e in events:
         by_time.append((e.t, 1, e.type, e))
     by_time.sort(key=lambda x: (x[0], x[1]))
-    rendezvous(0.0, 0)
-    lines.append(f"{pre}[default0]:[NeMo W {ts_nemo(25)} resume:228] There were no checkpoints found in "
-                 f"checkpoint_dir or no checkpoint folder at checkpoint_dir :/lustre/ckpt/{name}/checkpoints. "
-                 "Training from scratch.")
-    restart = 0
-    resumed = False
-    nodes_now: list[str] = []
-    scheduled: list[int] = []  # steps whose async save was scheduled
-    loss = 12.1
-    rng = np.random.default_rng(job.seed + 1)
+    log.rendezvous(0.0)
+    log.lines.append(f"{log.pre}[default0]:[NeMo W {log.ts_nemo(25)} resume:228] There were no checkpoints found in "
+                     f"checkpoint_dir or no checkpoint folder at checkpoint_dir :/lustre/ckpt/{log.name}/checkpoints. "
+                     "Training from scratch.")
     for t, _, kind, obj in by_time:
         if kind == "step":
             assert isinstance(obj, _Step)
-            loss = max(1.7, loss * (0.9985 - 0.001 * float(rng.random())))
-            lr = 1.5e-07 * (obj.step + 1)
-            head = f"Training epoch 0, iteration {obj.step}/{total - 1} | lr: {lr:.4g}"
-            consumed = f"consumed_samples: {(obj.step + 1) * job.gbs}"
-            rest = (f"global_batch_size: {job.gbs} | global_step: {obj.step} | reduced_train_loss: {loss:.4g} | "
-                    f"train_step_timing in s: {obj.dur_s:.4g}")
-            if (obj.step + 1) % job.checkpoint_every == 0:
-                scheduled.append(obj.step)
-            if resumed:
-                body = f"{head} | {consumed} | {rest}"
-            elif obj.step == 0:
-                body = f"{head} | {rest}"
-            else:
-                body = f"{head} | {rest} | {consumed}"
-            lines.append(f"{pre}[default0]:{body}")
-            if scheduled and scheduled[-1] == obj.step:
-                path = _ckpt_path(obj.step, job.gbs, name)
-                lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:497] "
-                             f"Scheduled async checkpoint save for {path}.ckpt")
-            continue
-        assert isinstance(obj, _Ev)
+            log.step(t, obj)
+        else:
+            assert isinstance(obj, _Ev)
+            log.event(t, kind, obj)
+    return "\n".join(log.lines) + "\n"
+
+
+class _NemoLog:
+    """The lines of a NeMo console log, written step by step and event by event in time order."""
+
+    def __init__(self, job: ResilienceJob, topology: Topology, total: int) -> None:
+        self.job, self.topology, self.total = job, topology, total
+        self.name = f"{job.workload}-{job.precision}-resilience"
+        self.pre = f"{self.name[-10:]}/0 "
+        self.host = topology.allocation_of(job.gpus)[0]
+        self.launcher = _LAUNCHER.format(host=self.host)
+        self.lines: list[str] = []
+        self.restart = 0
+        self.resumed = False
+        self.nodes_now: list[str] = []
+        self.scheduled: list[int] = []  # steps whose async save was scheduled
+        self.loss = 12.1
+        self.rng = np.random.default_rng(job.seed + 1)
+
+    def ts_launcher(self, t: float) -> str:
+        return (self.job.start + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S,") + f"{int(t * 1000) % 1000:03d}"
+
+    def ts_nemo(self, t: float) -> str:
+        return (self.job.start + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S")
+
+    def rendezvous(self, t: float) -> None:
+        pre, launcher, gpn = self.pre, self.launcher, self.topology.gpus_per_node
+        self.lines.extend([
+            f"{pre}[{self.ts_launcher(t)}] [INFO] [{launcher}] [default] starting workers for entrypoint: python",
+            f"{pre}[{self.ts_launcher(t)}] [INFO] [{launcher}] [default] Rendezvous'ing worker group",
+            f"{pre}[{self.ts_launcher(t + 0.3)}] [INFO] [{launcher}] [default] Rendezvous complete for workers. "
+            "Result:",
+            f"{pre}  restart_count={self.restart}",
+            f"{pre}  master_addr={self.host}",
+            f"{pre}  master_port={29500 + self.restart}",
+            f"{pre}  group_rank=0",
+            f"{pre}  group_world_size={self.job.gpus // gpn}",
+            f"{pre}  local_ranks={list(range(gpn))}",
+            f"{pre}  role_ranks={list(range(gpn))}",
+            f"{pre}[default0]:[NeMo I {self.ts_nemo(t + 20)} nemo_logger:145] Experiments will be logged at "
+            f"/lustre/ckpt/{self.name}",
+        ])
+
+    def step(self, t: float, obj: _Step) -> None:
+        """A step's line (its fields in the order NeMo prints them before and after a resume), and the async save
+        it schedules."""
+        job, pre = self.job, self.pre
+        self.loss = max(1.7, self.loss * (0.9985 - 0.001 * float(self.rng.random())))
+        lr = 1.5e-07 * (obj.step + 1)
+        head = f"Training epoch 0, iteration {obj.step}/{self.total - 1} | lr: {lr:.4g}"
+        consumed = f"consumed_samples: {(obj.step + 1) * job.gbs}"
+        rest = (f"global_batch_size: {job.gbs} | global_step: {obj.step} | reduced_train_loss: {self.loss:.4g} | "
+                f"train_step_timing in s: {obj.dur_s:.4g}")
+        if (obj.step + 1) % job.checkpoint_every == 0:
+            self.scheduled.append(obj.step)
+        if self.resumed:
+            body = f"{head} | {consumed} | {rest}"
+        elif obj.step == 0:
+            body = f"{head} | {rest}"
+        else:
+            body = f"{head} | {rest} | {consumed}"
+        self.lines.append(f"{pre}[default0]:{body}")
+        if self.scheduled and self.scheduled[-1] == obj.step:
+            path = _ckpt_path(obj.step, job.gbs, self.name)
+            self.lines.append(f"{pre}[default0]:[NeMo I {self.ts_nemo(t)} model_checkpoint:497] "
+                              f"Scheduled async checkpoint save for {path}.ckpt")
+
+    def event(self, t: float, kind: str, obj: _Ev) -> None:
+        """What the launcher and the trainer print of an event."""
+        pre, launcher, lines = self.pre, self.launcher, self.lines
         step_val = obj.extra.get("step")
         if kind == "checkpoint_saved":
             assert isinstance(step_val, int)
-            path = _ckpt_path(step_val, job.gbs, name)
-            lines.append(f"{pre}[default0]:[NeMo I {ts_nemo(t)} model_checkpoint:522] Async checkpoint save for "
+            path = _ckpt_path(step_val, self.job.gbs, self.name)
+            lines.append(f"{pre}[default0]:[NeMo I {self.ts_nemo(t)} model_checkpoint:522] Async checkpoint save for "
                          f"step {step_val + 1} ({path}.ckpt) finalized successfully.")
         elif kind == "straggler_detected":
-            lines.extend(_straggler_report(f"{pre}[default0]:", ts_nemo(t), obj, nodes_now, topology.gpus_per_node,
-                                           rng))
+            lines.extend(_straggler_report(f"{pre}[default0]:", self.ts_nemo(t), obj, self.nodes_now,
+                                           self.topology.gpus_per_node, self.rng))
         elif kind == "fault_injected":
-            lines.append(f"{pre}[default0]:[rank0]:[E {ts_nemo(t + DETECT_FAULT_S - 5)} ProcessGroupNCCL.cpp:632] "
-                         "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=184220, "
-                         f"OpType=ALLREDUCE) ran for {int((DETECT_FAULT_S - 5) * 1000)} milliseconds before timing "
-                         "out.")
+            lines.append(f"{pre}[default0]:[rank0]:[E {self.ts_nemo(t + DETECT_FAULT_S - 5)} "
+                         "ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+                         f"WorkNCCL(SeqNum=184220, OpType=ALLREDUCE) ran for {int((DETECT_FAULT_S - 5) * 1000)} "
+                         "milliseconds before timing out.")
         elif kind == "restart_started":
-            lines.append(f"{pre}[{ts_launcher(t)}] [ERROR] [{launcher}] failed (exitcode: 1) local_rank: 0 "
+            lines.append(f"{pre}[{self.ts_launcher(t)}] [ERROR] [{launcher}] failed (exitcode: 1) local_rank: 0 "
                          "(pid: 418822) of binary: /usr/bin/python")
-            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Worker group FAILED. "
-                         f"{3 - restart}/3 attempts left; will restart worker group")
-            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] Stopping worker group")
+            lines.append(f"{pre}[{self.ts_launcher(t)}] [INFO] [{launcher}] [default] Worker group FAILED. "
+                         f"{3 - self.restart}/3 attempts left; will restart worker group")
+            lines.append(f"{pre}[{self.ts_launcher(t)}] [INFO] [{launcher}] [default] Stopping worker group")
         elif kind == "job_started":
-            nodes_now = [str(n) for n in obj.extra["nodes"]]  # type: ignore[attr-defined]
+            self.nodes_now = [str(n) for n in obj.extra["nodes"]]  # type: ignore[attr-defined]
             if t > 0:
-                restart += 1
-                rendezvous(t, restart)
+                self.restart += 1
+                self.rendezvous(t)
         elif kind == "checkpoint_loaded":
             assert isinstance(step_val, int)
-            path = _ckpt_path(step_val, job.gbs, name)
+            path = _ckpt_path(step_val, self.job.gbs, self.name)
             lines.append(f"{pre}[default0]:Restoring states from the checkpoint path at {path}/weights")
             lines.append(f"{pre}[default0]:Restored all states from the checkpoint at {path}/weights")
-            resumed = True
+            self.resumed = True
         elif kind == "job_finished":
-            lines.append(f"{pre}[default0]:`Trainer.fit` stopped: `max_steps={total}` reached.")
-            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] [default] worker group successfully "
+            lines.append(f"{pre}[default0]:`Trainer.fit` stopped: `max_steps={self.total}` reached.")
+            lines.append(f"{pre}[{self.ts_launcher(t)}] [INFO] [{launcher}] [default] worker group successfully "
                          "finished. Waiting 300 seconds for other agents to finish.")
-            lines.append(f"{pre}[{ts_launcher(t)}] [INFO] [{launcher}] Local worker group finished "
+            lines.append(f"{pre}[{self.ts_launcher(t)}] [INFO] [{launcher}] Local worker group finished "
                          "(WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to finish")
-    return "\n".join(lines) + "\n"
 
 
 def _straggler_report(

@@ -288,8 +288,8 @@ def import_great_expectations() -> Any:
     scipy.stats loaded only when something first uses it, and without its SQL data sources (see below).
 
     Three of Great Expectations' modules import scipy.stats at import time for the three expectations above; the
-    import of scipy.stats (and of the linear algebra, sparse, spatial and optimisation packages it takes in, 527
-    modules) is 0.7-1.3 s of Great Expectations' 2.2-3.1 s here, on a certification's path to its first flow.
+    import of scipy.stats (and of the linear algebra, sparse, spatial and optimisation packages it takes in,
+    hundreds of modules) is much of Great Expectations' own, on a certification's path to its first flow.
     Here scipy.stats is made a lazy module (`importlib.util.LazyLoader`, the standard library's own) and set where
     `from scipy import stats` finds it: the first attribute read from it loads it, in full, as an eager import
     would; nothing else changes. Where scipy.stats is already loaded, or SciPy is not there, Great Expectations is
@@ -302,7 +302,7 @@ def import_great_expectations() -> Any:
     # SQLAlchemy, which Great Expectations takes only for its SQL data sources (an optional dependency: it runs
     # without it, as where it is not installed), is hidden from it while it is imported, unless loaded already:
     # `checks/` validates pandas frames only, and a certification loads SQLAlchemy for nothing else (the Prefect
-    # server that needs it is a process of its own). 0.2-0.3 s of the import, on the run's path to its first flow.
+    # server that needs it is a process of its own), and its import is on the run's path to its first flow.
     hidden = _UNUSED not in sys.modules
     if hidden:
         sys.modules[_UNUSED] = None  # type: ignore[assignment]  # `import sqlalchemy` raises ImportError
@@ -517,7 +517,7 @@ def _stacked_passes(gx: Any, batch_definition: Any, tables: Sequence[TableInput]
 
     Small tables of one kind whose columns, dtypes and resolved kwargs agree are stacked into one frame and
     validated once: Great Expectations' cost is per expectation and validation, not per row, and a sweep has a
-    table per file (41 in the sample, thousands on a cluster). An expectation that passes on the stack passes on
+    table per file (thousands on a cluster). An expectation that passes on the stack passes on
     each table with no unexpected row, which is all validation.json records of a pass. Where a row-wise one fails,
     the stack's unexpected rows name the tables that hold them; those tables (all of them, for any other
     expectation that does not pass or cannot run) validate it on their own, so its counts, samples and messages
@@ -673,10 +673,10 @@ def run_tables(
     tables = list(tables)
     # What exists now (the parsed evidence: millions of objects at cluster scale) lives on: frozen, it is left out
     # of the collections below, which free the cyclic garbage each batch's validation leaves (Great Expectations'
-    # objects; with such a heap Python's own full collections are rare, and a 512-GPU run's 44 telemetry
-    # batches grew the process by 1.8 GB before one came).
+    # objects; with such a heap Python's own full collections are rare, and a cluster's telemetry batches would
+    # grow the process by gigabytes before one came).
     with frozen():
-        return _run_tables(gx, context, batch_definition, tables, suites, data_docs, stack, say)
+        return _run_tables(_GxRun(gx, context, batch_definition, data_docs, say), tables, suites, stack)
 
 
 def _silent(what: str) -> None:
@@ -687,17 +687,29 @@ def _batch_told(say: Callable[[str], None], shown: str, part: int, rows: int) ->
     say(f"{shown} {part:,} ({rows:,} rows)")
 
 
-def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[TableInput],
-                suites: Mapping[str, SuiteSpec], data_docs: Path | None, stack: bool,
-                say: Callable[[str], None]) -> ValidationReport:
+@dataclass
+class _GxRun:
+    """One run of Great Expectations over the tables: the module, its context, the batch definition frames are
+    validated through, the Data Docs folder (None: none built) with the validations kept for it, and who is told."""
+
+    gx: Any
+    context: Any
+    batch_definition: Any
+    data_docs: Path | None
+    say: Callable[[str], None]
+    kept: list[tuple[str, str, Any]] = field(default_factory=list)  # (suite, batch, outcome) for the Data Docs
+
+
+def _run_tables(run: _GxRun, tables: list[TableInput], suites: Mapping[str, SuiteSpec],
+                stack: bool) -> ValidationReport:
+    gx, batch_definition, say = run.gx, run.batch_definition, run.say
     reports: list[TableReport] = []
     cross: list[TableReport] = []
-    kept: list[tuple[str, str, Any]] = []
     declared = [[s for s in suites[t.suite].expectations if s.table == t.table] for t in tables]
     applicable = [[s for s in specs if all(p in t.parameters for p in s.parameters)]
                   for t, specs in zip(tables, declared, strict=True)]
     passed: list[dict[str, bool]] = [{} for _ in tables]
-    if stack and data_docs is None:
+    if stack and run.data_docs is None:
         say(f"{len(tables):,} tables, small ones stacked by kind")
         passed = _stacked_passes(gx, batch_definition, tables, applicable)
         for number, table in enumerate(tables):
@@ -712,49 +724,55 @@ def _run_tables(gx: Any, context: Any, batch_definition: Any, tables: list[Table
         skipped = tuple(s.id for s in specs if s not in runnable)
         tallies = {s.id: _Tally(s, has_counts=passed[number].get(s.id, False)) for s in runnable}
         own = [s for s in runnable if s.id not in passed[number]]
-        gx_suite = _gx_suite(gx, f"{suite.name}.{table.table}", own)
-        index = ["_file", "_line", "_run"]
-        shown = ""  # named only for a table validated on its own (not for each of a sweep's 8,141 stacked ones)
-        if own:
+        if own:  # named only for a table validated on its own, not for each of a sweep's stacked ones
             shown = f"{table.run} ({table.table}, {table.rows:,} rows), table {number + 1:,} of {len(tables):,}"
             say(shown)
-        for part, frame in enumerate(table.batches() if own else ()):
-            if table.batched:
-                say(f"{shown}: batch {part + 1:,} ({len(frame):,} rows)")
-            batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
-            result_format = {
-                "result_format": "SUMMARY",
-                "unexpected_index_column_names": [c for c in index if c in frame.columns],
-                "partial_unexpected_count": SAMPLE_SIZE,
-            }
-            try:
-                outcome = batch.validate(gx_suite, expectation_parameters=table.parameters,
-                                         result_format=result_format)
-            except Exception as exc:  # Great Expectations failed as a whole: every expectation is an ERROR
-                for tally in tallies.values():
-                    tally.error = tally.error or f"{exc.__class__.__name__}: {exc}"
-                break
-            finally:
-                if data_docs is None:  # Data Docs are built from the batches at the end
-                    _release(batch_definition)
-                    if table.batched:
-                        gc.collect()
-            if data_docs is not None:
-                kept.append((gx_suite.name, f"{number:03d}-{table.run}-{part}", outcome))
-            for item in outcome.results:
-                eid = (item.expectation_config.meta or {}).get("id")
-                if eid in tallies:
-                    _absorb(tallies[eid], item, table)
+            _validate_batches(run, table, _gx_suite(gx, f"{suite.name}.{table.table}", own), tallies,
+                              (shown, f"{number:03d}-{table.run}"))
         results = tuple(_finish(tallies[s.id], table) for s in runnable)
         report = TableReport(suite.name, table.table, table.run, table.file, table.rows, results, skipped)
         (cross if table.suite == CROSS_SOURCE else reports).append(report)
-    if data_docs is not None:
-        _build_data_docs(context, kept)
+    if run.data_docs is not None:
+        _build_data_docs(run.context, run.kept)
     return ValidationReport(
         tables=tuple(reports),
         cross_source=tuple(r for t in cross for r in t.results),
         cross_tables=tuple(cross),
     )
+
+
+def _validate_batches(run: _GxRun, table: TableInput, gx_suite: Any, tallies: dict[str, _Tally],
+                      names: tuple[str, str]) -> None:
+    """Validate `table` batch by batch with `gx_suite`, each result added to its expectation's tally; `names`:
+    how progress names the table, and how the Data Docs name its batches."""
+    shown, docs_name = names
+    index = ["_file", "_line", "_run"]
+    for part, frame in enumerate(table.batches()):
+        if table.batched:
+            run.say(f"{shown}: batch {part + 1:,} ({len(frame):,} rows)")
+        batch = run.batch_definition.get_batch(batch_parameters={"dataframe": frame})
+        result_format = {
+            "result_format": "SUMMARY",
+            "unexpected_index_column_names": [c for c in index if c in frame.columns],
+            "partial_unexpected_count": SAMPLE_SIZE,
+        }
+        try:
+            outcome = batch.validate(gx_suite, expectation_parameters=table.parameters, result_format=result_format)
+        except Exception as exc:  # Great Expectations failed as a whole: every expectation is an ERROR
+            for tally in tallies.values():
+                tally.error = tally.error or f"{exc.__class__.__name__}: {exc}"
+            break
+        finally:
+            if run.data_docs is None:  # Data Docs are built from the batches at the end
+                _release(run.batch_definition)
+                if table.batched:
+                    gc.collect()
+        if run.data_docs is not None:
+            run.kept.append((gx_suite.name, f"{docs_name}-{part}", outcome))
+        for item in outcome.results:
+            eid = (item.expectation_config.meta or {}).get("id")
+            if eid in tallies:
+                _absorb(tallies[eid], item, table)
 
 
 def _build_data_docs(context: Any, kept: Sequence[tuple[str, str, Any]]) -> None:

@@ -76,7 +76,7 @@ class TableInput:
     batched: bool = False
     # A small table's columns as typed arrays, in its frame's order: tables of one kind are stacked from these
     # for their validation (`clustercert.validation.suites`) without a frame built for each (a sweep has a table
-    # per file: 8,141 on a 512-GPU cluster, 3.7 s of frames); `batches` builds the frame only when it is asked for
+    # per file: thousands on a cluster); `batches` builds the frame only when it is asked for
     columns: Callable[[], dict[str, np.ndarray]] | None = None
 
 
@@ -255,7 +255,7 @@ def _pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def rank_timings_table(parsed: ParsedFile, gpus_per_node: int | None, span: tuple[float, float] | None) -> TableInput:
     """rank_timings: the table with column-wise derived columns, validated in batches built as they are validated
-    (the file's columns read a batch at a time: a 4,096-GPU day's 45.8 M rows are never held whole).
+    (the file's columns read a batch at a time: a cluster's tens of millions of rows are never held whole).
 
     `key_count` (how many rows record the same execution of a step on a rank) is computed with numpy over the
     whole columns, so a duplicate shows on each of its rows even when the copies fall in different batches. An
@@ -285,7 +285,8 @@ _KEY_FACTS: weakref.WeakKeyDictionary[RankTimings, _KeyFacts] = weakref.WeakKeyD
 
 def _key_facts(result: RankTimings) -> _KeyFacts:
     """What the rank_timings and hosts tables need from the rank * (last step + 1) + step key of every row, worked
-    out once per table from two columns (a 4,096-GPU day: 45.8 M keys; a few arrays of 366 MB at most at once)."""
+    out once per table from two columns (a cluster's tens of millions of keys; a few arrays of them at most at
+    once)."""
     known = _KEY_FACTS.get(result)
     if known is not None:
         return known

@@ -1,8 +1,9 @@
 """Witness rows: the few rows of a large batch on which row-wise expectations decide as on the whole batch.
 
 A row-wise map expectation without `mostly` passes on a batch iff no row of it is unexpected, and whether a row is
-unexpected depends only on the columns the expectation reads. For the expectations a 512-GPU certification spends
-its validation on (44 million telemetry samples in 44 row-group batches), a handful of rows per batch decide it:
+unexpected depends only on the columns the expectation reads. For the expectations a cluster's certification spends
+its validation on (tens of millions of telemetry samples in row-group batches), a handful of rows per batch decide
+it:
 
 - `expect_column_values_to_be_between`: within each group of rows that agree on the columns the row condition
   reads (every row one group without a condition), a value is out of range iff the group's smallest or largest

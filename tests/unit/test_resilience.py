@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clustercert.metrics.goodput import StepCompletion
-from clustercert.metrics.resilience import Actor, Event, EventType, analyze_resilience
+from clustercert.metrics.resilience import Actor, Event, EventType, ResilienceRules, analyze_resilience
 
 NODES = ("n1", "n2", "n3", "n4")
 
@@ -35,7 +35,7 @@ HANG = (
 
 def test_hang_fault_and_automatic_restart() -> None:
     steps, events = HANG
-    report = analyze_resilience(steps, events, 510.0, stall_factor=3.0, warmup_steps=2)
+    report = analyze_resilience(steps, events, 510.0, ResilienceRules(stall_factor=3.0, warmup_steps=2))
     # mean over steps 3-12 and 13-15 (warm-up 2 per segment): 11 gaps of 10 s
     assert report.mean_step_s == pytest.approx(10.0)
     assert report.stall_threshold_s == pytest.approx(30.0)
@@ -63,7 +63,7 @@ def test_administrator_restart_on_the_faulty_node() -> None:
         Event(300.0, EventType.ADMIN_ACTION, node="n2", detail="reset GPU", by=Actor.ADMINISTRATOR),
         Event(2000.0, EventType.JOB_STARTED, nodes=NODES, by=Actor.ADMINISTRATOR),
     ]
-    report = analyze_resilience(steps, events, 2200.0, checkpoint_interval_steps=10, restart_max_s=900)
+    report = analyze_resilience(steps, events, 2200.0, ResilienceRules(checkpoint_interval_steps=10, restart_max_s=900))
     (f,) = report.faults
     assert f.detected_s is None and f.time_to_detect_s is None
     assert f.time_to_restart_s == 1795.0 and f.restarted_in_time is False
@@ -78,7 +78,7 @@ def test_unhandled_stall_within_a_segment() -> None:
     # steps every 10 s to step 5 (50 s), then step 6 at 120: a 70 s gap over 3 x 10 s, nobody reacts
     steps = [*_steps(1, 5, 10.0), StepCompletion(6, 120.0), *_steps(7, 12, 130.0)]
     events = [Event(0.0, EventType.JOB_STARTED, nodes=NODES), Event(190.0, EventType.JOB_STOPPED)]
-    report = analyze_resilience(steps, events, 200.0, warmup_steps=0)
+    report = analyze_resilience(steps, events, 200.0, ResilienceRules(warmup_steps=0))
     # gaps: 4 x 10 + 70 + 6 x 10 = 170 over 11 -> mean 15.4545, threshold 46.36
     assert report.mean_step_s == pytest.approx(170 / 11)
     (stall,) = report.stalls
@@ -95,7 +95,7 @@ def test_no_fault_no_restart() -> None:
 
 def test_stall_factor_must_exceed_one() -> None:
     with pytest.raises(ValueError, match="stall_factor must exceed 1, got 1"):
-        analyze_resilience([], [], 0.0, stall_factor=1)
+        analyze_resilience([], [], 0.0, ResilienceRules(stall_factor=1))
 
 
 def test_a_gap_within_the_timestamps_resolution_is_no_stall() -> None:
@@ -103,11 +103,11 @@ def test_a_gap_within_the_timestamps_resolution_is_no_stall() -> None:
     # log's timestamps print whole seconds: 1.2 s exceeds 0.9 s, but not 0.9 s + the 1 s resolution
     steps = _steps(1, 10, 0.3, dt=0.3)
     events = [Event(0.0, EventType.JOB_STARTED, nodes=NODES), Event(4.2, EventType.JOB_STOPPED)]
-    coarse = analyze_resilience(steps, events, 5.0, warmup_steps=0)
+    coarse = analyze_resilience(steps, events, 5.0, ResilienceRules(warmup_steps=0))
     assert [(s.start_s, s.end_s) for s in coarse.stalls] == [(pytest.approx(3.0), 4.2)]  # read as exact: a stall
-    assert analyze_resilience(steps, events, 5.0, warmup_steps=0, time_resolution_s=1.0).stalls == ()
+    assert analyze_resilience(steps, events, 5.0, ResilienceRules(warmup_steps=0, time_resolution_s=1.0)).stalls == ()
     # a real hang (8 s without a step) is a stall at either resolution
     hung = [*steps, StepCompletion(11, 11.0)]
     later = [events[0], Event(12.0, EventType.JOB_STOPPED)]
-    (stall,) = analyze_resilience(hung, later, 12.0, warmup_steps=0, time_resolution_s=1.0).stalls
+    (stall,) = analyze_resilience(hung, later, 12.0, ResilienceRules(warmup_steps=0, time_resolution_s=1.0)).stalls
     assert (stall.start_s, stall.end_s) == (pytest.approx(3.0), 11.0)

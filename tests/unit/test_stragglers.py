@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustercert.metrics.stragglers import Detection, RankPlace, RankTimings, score_stragglers
+from clustercert.metrics.stragglers import Detection, RankPlace, RankTimings, StragglerRules, score_stragglers
 
 PLACES = {
     0: RankPlace("node-a", 0, "rack1"),
@@ -35,7 +35,7 @@ def test_hand_computed_scores_and_attribution() -> None:
     # Its best window median is 1.0 -> individual 0.8889. Window 2 (steps 10-19) scores 1 / 1.25 = 0.8,
     # first visible at that window's last timestamp, 190 s. The cluster reported node-b GPU 1 at 400 s.
     detections = [Detection(100.0, "node-a", gpu=0), Detection(400.0, "node-b", gpu=1)]
-    report = score_stragglers(_slow_rank3(), PLACES, detections, threshold=0.9, window_steps=10)
+    report = score_stragglers(_slow_rank3(), PLACES, detections, StragglerRules(threshold=0.9, window_steps=10))
     (s,) = report.stragglers
     assert s.rank == 3 and s.place == RankPlace("node-b", 1, "rack2")
     assert s.median_compute_s == pytest.approx(1.125)
@@ -48,7 +48,7 @@ def test_hand_computed_scores_and_attribution() -> None:
 
 
 def test_late_or_missing_detection() -> None:
-    late = score_stragglers(_slow_rank3(), PLACES, [Detection(800.0, "node-b")], detect_max_s=600)
+    late = score_stragglers(_slow_rank3(), PLACES, [Detection(800.0, "node-b")], StragglerRules(detect_max_s=600))
     (s,) = late.stragglers
     assert s.detection_delay_s == 610.0 and s.detected_in_time is False  # node-only detection matches
     (s,) = score_stragglers(_slow_rank3(), PLACES, [Detection(300.0, "x", rank=2)]).stragglers
@@ -62,7 +62,7 @@ def test_warmup_is_excluded() -> None:
     compute[2, :12] = 2.0  # rank 2 is slow for its first 12 steps only
     timings = _grid(4, 20, compute)
     assert [s.rank for s in score_stragglers(timings, PLACES).stragglers] == [2]  # median 2.0 -> 0.5
-    assert score_stragglers(timings, PLACES, warmup_steps=12).stragglers == ()
+    assert score_stragglers(timings, PLACES, rules=StragglerRules(warmup_steps=12)).stragglers == ()
 
 
 def test_pyarrow_columns() -> None:
@@ -78,7 +78,7 @@ def test_large_input_is_reduced_column_wise() -> None:
     rng = np.random.default_rng(7)
     compute = 1.0 + rng.uniform(-0.001, 0.001, size=(1024, 1000))
     compute[777] *= 1.2
-    report = score_stragglers(_grid(1024, 1000, compute), {}, window_steps=50)
+    report = score_stragglers(_grid(1024, 1000, compute), {}, rules=StragglerRules(window_steps=50))
     (s,) = report.stragglers
     assert s.rank == 777 and s.place is None
     assert s.relative_score == pytest.approx(1 / 1.2, rel=3e-3)
@@ -89,7 +89,7 @@ def test_bad_inputs_raise() -> None:
     with pytest.raises(ValueError, match="expected four 1-D columns of one length"):
         RankTimings.from_columns([0, 1], [0], [1.0], [0.0])
     with pytest.raises(ValueError, match=r"straggler threshold must lie in \(0, 1\], got 0"):
-        score_stragglers(_slow_rank3(), PLACES, threshold=0)
+        score_stragglers(_slow_rank3(), PLACES, rules=StragglerRules(threshold=0))
     zero = RankTimings.from_columns([0], [0], [0.0], [0.0])
     with pytest.raises(ValueError, match="expected positive compute_s"):
         score_stragglers(zero, PLACES)
@@ -137,10 +137,10 @@ def test_scored_a_few_ranks_at_a_time_as_each_ranks_own_rows_say(group_rows: int
     compute[rank == 41] *= 1.3
     stamp = 10.0 * step + rng.uniform(0, 1, size=rank.size)
     told: list[tuple[int, int]] = []
-    report = score_stragglers(RankTimings.from_columns(rank, step, compute, stamp), {}, window_steps=10,
-                              flag_windows=True, told=lambda done, of: told.append((done, of)))
-    assert report == score_stragglers(RankTimings.from_columns(rank, step, compute, stamp), {}, window_steps=10,
-                                      flag_windows=True)
+    rules = StragglerRules(window_steps=10, flag_windows=True)
+    report = score_stragglers(RankTimings.from_columns(rank, step, compute, stamp), {}, rules=rules,
+                              told=lambda done, of: told.append((done, of)))
+    assert report == score_stragglers(RankTimings.from_columns(rank, step, compute, stamp), {}, rules=rules)
     # told as each group is scored: 30 rows a rank, so a group of about `group_rows` rows is 100 // 30 = 3 ranks,
     # at least one, at most all six
     scored = {1: [1, 2, 3, 4, 5, 6], 7: [1, 2, 3, 4, 5, 6], 100: [3, 6], 10**9: [6]}[group_rows]
@@ -198,9 +198,9 @@ def test_a_file_written_step_by_step_scores_as_its_rows_in_any_order(
                                      timings.timestamp_s[order])
     assert stragglers._blocks(mixed.rank, mixed.step) is None
     told: list[tuple[int, int]] = []
-    kwargs = {"window_steps": window_steps, "warmup_steps": warmup_steps, "flag_windows": True}
-    report = score_stragglers(timings, {}, told=lambda done, of: told.append((done, of)), **kwargs)  # type: ignore[arg-type]
-    assert report == score_stragglers(mixed, {}, **kwargs)  # type: ignore[arg-type]
+    rules = StragglerRules(window_steps=window_steps, warmup_steps=warmup_steps, flag_windows=True)
+    report = score_stragglers(timings, {}, rules=rules, told=lambda done, of: told.append((done, of)))
+    assert report == score_stragglers(mixed, {}, rules=rules)
     assert told[-1] == (17, 17) and [done for done, _ in told] == sorted({done for done, _ in told})
     assert {s.rank for s in report.stragglers} >= {103}
     # and against np.median over each rank's own rows, picked out one by one
