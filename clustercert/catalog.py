@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from clustercert.editions import Edition, PublishedReference, Recipe, check_edition
 from clustercert.errors import CatalogError, EvidenceError
 from clustercert.evidence.bundle import Bundle, Parallelism, Phase, Precision
 from clustercert.evidence.hashing import sha256_file
 from clustercert.metrics.flops import Attention, FlopsConvention, Mlp, ModelShape
+from clustercert.metrics.megatron_flops import Architecture, Kind
 from clustercert.yamlio import load_yaml_model
 
-__all__ = ["Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "Rules", "check_bundle_ids", "load_catalog"]
+__all__ = [
+    "Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "ModelSpec", "Rules", "check_bundle_ids", "load_catalog",
+]
 
 _SCOPES = ("nvlink-domain", "cross-rack", "full-scale", "pair")
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
@@ -31,6 +35,11 @@ class Source(_Strict):
     title: str
     url: str | None = None
     note: str | None = None
+    # a file of a repository at a release (or commit): where a value was read
+    repository: str | None = None
+    release: str | None = None
+    file: str | None = None
+    commit: str | None = None
 
 
 class ModelSpec(_Strict):
@@ -54,10 +63,63 @@ class ModelSpec(_Strict):
     v_head_dim: int | None = Field(default=None, gt=0)
     mtp_layers: int = Field(default=0, ge=0)
     source: str
+    # what Megatron-Bridge's FLOPs count reads beyond DOMAIN.md's formula (clustercert.metrics.megatron_flops)
+    kind: Kind = Kind.TRANSFORMER
+    kv_channels: int | None = Field(default=None, gt=0)
+    moe_latent_size: int | None = Field(default=None, gt=0)
+    window_size: tuple[int, int] | None = None
+    window_skip_freq: int | None = Field(default=None, gt=0)
+    hybrid_pattern: str | None = Field(default=None, pattern=r"^[M*\-E]+$")
+    mtp_pattern: str | None = Field(default=None, pattern=r"^[M*\-E]+$")
+    mamba_state_dim: int | None = Field(default=None, gt=0)
+    mamba_head_dim: int | None = Field(default=None, gt=0)
+    mamba_groups: int | None = Field(default=None, gt=0)
+    mamba_heads: int | None = Field(default=None, gt=0)
+    vocab_divisible_by: int = Field(default=128, gt=0)
+
+    @model_validator(mode="after")
+    def _kind_has_its_fields(self) -> ModelSpec:
+        mamba = (self.mamba_state_dim, self.mamba_head_dim, self.mamba_groups, self.mamba_heads)
+        if self.kind is Kind.HYBRID:
+            if self.hybrid_pattern is None or len(self.hybrid_pattern) != self.layers or None in mamba:
+                raise ValueError("a hybrid model needs a hybrid_pattern of `layers` symbols and its mamba_* sizes")
+            if (self.mtp_pattern is None) != (self.mtp_layers == 0):
+                raise ValueError("a hybrid model's MTP layers need their mtp_pattern, and only they")
+        elif self.hybrid_pattern is not None or self.mtp_pattern is not None or mamba != (None,) * 4:
+            raise ValueError("hybrid_pattern, mtp_pattern and mamba_* belong to kind: hybrid")
+        mla = (self.q_lora_rank, self.kv_lora_rank, self.qk_head_dim, self.qk_rope_head_dim, self.v_head_dim)
+        if self.kv_lora_rank is not None and None in mla[1:]:
+            raise ValueError("an MLA model needs kv_lora_rank, qk_head_dim, qk_rope_head_dim and v_head_dim")
+        return self
 
     def shape(self) -> ModelShape:
-        fields = self.model_dump(exclude={"name", "source"})
-        return ModelShape(**fields)
+        """The shape DOMAIN.md's formula reads; ValueError for a model that formula does not describe."""
+        beyond = [name for name, value in (("kind: hybrid", self.kind is Kind.HYBRID),
+                                           ("a head size other than hidden / heads",
+                                            self.kv_channels not in (None, self.hidden // self.heads)),
+                                           ("sliding-window attention", self.window_size is not None),
+                                           ("latent MoE", self.moe_latent_size is not None)) if value]
+        if beyond:
+            raise ValueError(f"{self.name}: DOMAIN.md's FLOPs formula does not describe {', '.join(beyond)}; "
+                             "count it with architecture() and clustercert.metrics.megatron_flops")
+        names = {f.name for f in fields(ModelShape)}
+        return ModelShape(**{k: v for k, v in self.model_dump().items() if k in names})
+
+    def architecture(self) -> Architecture:
+        """The model as Megatron-Bridge's FLOPs count reads it."""
+        return Architecture(
+            kind=self.kind, layers=self.layers, hidden=self.hidden, ffn_hidden=self.ffn_hidden, heads=self.heads,
+            vocab=self.vocab, kv_groups=self.kv_groups, kv_channels=self.kv_channels, gated=self.mlp is Mlp.SWIGLU,
+            experts=self.experts, top_k=self.top_k, dense_layers=self.dense_layers,
+            moe_ffn_hidden=self.moe_ffn_hidden, shared_ffn_hidden=self.shared_ffn_hidden,
+            moe_latent_size=self.moe_latent_size, q_lora_rank=self.q_lora_rank, kv_lora_rank=self.kv_lora_rank,
+            qk_head_dim=self.qk_head_dim, qk_rope_head_dim=self.qk_rope_head_dim, v_head_dim=self.v_head_dim,
+            mtp_layers=self.mtp_layers, window_size=self.window_size, window_skip_freq=self.window_skip_freq,
+            hybrid_pattern=self.hybrid_pattern, mtp_pattern=self.mtp_pattern,
+            mamba_state_dim=self.mamba_state_dim or 128, mamba_head_dim=self.mamba_head_dim or 64,
+            mamba_groups=self.mamba_groups or 8, mamba_heads=self.mamba_heads or 128,
+            vocab_divisible_by=self.vocab_divisible_by,
+        )
 
 
 class Convention(_Strict):
@@ -68,6 +130,7 @@ class Convention(_Strict):
     kv_groups: int | None = Field(default=None, gt=0)
     vocab: int | None = Field(default=None, gt=0)
     flops_per_sample: float | None = Field(default=None, gt=0)
+    mtp: bool = True  # False: the model's multi-token-prediction layers left out ("w/o MTP")
     note: str | None = None
 
     @model_validator(mode="after")
@@ -80,7 +143,7 @@ class Convention(_Strict):
 
     def flops(self) -> FlopsConvention:
         return FlopsConvention(self.attention or Attention.CAUSAL, self.kv_groups, self.vocab,
-                               self.flops_per_sample)
+                               self.flops_per_sample, self.mtp)
 
 
 class Window(_Strict):
@@ -173,7 +236,8 @@ RECIPE_FIELDS: tuple[RecipeField, ...] = (
 
 class Rules(_Strict):
     pass_ratio: float = Field(gt=0, le=1)
-    repeats: Literal["median", "best", "worst"] = "median"
+    # how repeats combine; `latest`: one run per workload and dtype is judged, the latest valid one (Exemplar 26.05 on)
+    repeats: Literal["median", "best", "worst", "latest"] = "median"
     validity_months: int = Field(gt=0)
     bootstrap_resamples: int = Field(default=2000, gt=99)
     bootstrap_seed: int = 20260101
@@ -216,6 +280,7 @@ class Catalog(_Strict):
     title: str
     system: str
     peaks_tflops: dict[Precision, float]
+    peaks_source: str | None = None  # the table the peaks come from, named beside every MFU
     nvlink_gbps_per_direction: float = Field(gt=0)
     # scale-out NIC line rate, GB/s per direction, by the bundle's `system.interconnect.scale_out` name
     scale_out_gbps: dict[str, float] = Field(default_factory=dict)
@@ -224,6 +289,11 @@ class Catalog(_Strict):
     baselines: list[Baseline]
     suite: list[SuiteEntry] = Field(min_length=1)
     rules: Rules
+    # an edition tied to a recipe release (Exemplar 26.08 on): its suite file, its recipes' configuration tables and
+    # NVIDIA's published figures for the same runs (clustercert.editions); the 25.05 editions have none
+    edition: Edition | None = None
+    recipes: dict[str, Recipe] = Field(default_factory=dict)
+    published: list[PublishedReference] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> Catalog:
@@ -234,15 +304,23 @@ class Catalog(_Strict):
                 raise ValueError(f"baselines[{i}] precision '{b.precision}' has no entry under peaks_tflops")
             if b.source not in self.sources:
                 raise ValueError(f"baselines[{i}] source '{b.source}' is not under sources")
+            unknown = sorted(set(b.allowed_differences) - set(RECIPE_FIELDS))
+            if unknown:
+                raise ValueError(f"baselines[{i}] allowed_differences names unknown recipe field(s) {unknown}; "
+                                 f"expected some of {list(RECIPE_FIELDS)}")
         model = self.rules.collective_model
         if model is not None:
             for key in [model.source, model.efficiency_source, *(g.source for g in model.public_gates)]:
                 if key not in self.sources:
                     raise ValueError(f"rules.collective_model names source '{key}' which is not under sources")
-            unknown = sorted(set(b.allowed_differences) - set(RECIPE_FIELDS))
-            if unknown:
-                raise ValueError(f"baselines[{i}] allowed_differences names unknown recipe field(s) {unknown}; "
-                                 f"expected some of {list(RECIPE_FIELDS)}")
+        if self.peaks_source is not None and self.peaks_source not in self.sources:
+            raise ValueError(f"peaks_source '{self.peaks_source}' is not under sources")
+        if self.edition is not None:
+            # NVIDIA's account team gives an edition's baselines at certify time; none are public
+            check_edition(self.edition, self.suite, self.recipes, self.published, self.models, self.sources)
+            return self
+        if self.recipes or self.published:
+            raise ValueError("recipes and published belong to an edition: give `edition`")
         for i, e in enumerate(self.suite):
             if not any(
                 b.workload == e.workload and b.precision == e.precision and b.gpus == e.gpus for b in self.baselines

@@ -110,7 +110,8 @@ def _catalog_for(system: str, references_dir: Path) -> LoadedCatalog | None:
             cat = load_catalog(str(path), references_dir)
         except ClusterCertError:
             continue
-        if cat.spec.system == system:
+        # an edition tied to a recipe release judges evidence of that release, not a folder of logs by default
+        if cat.spec.system == system and cat.spec.edition is None:
             return cat
     return None
 

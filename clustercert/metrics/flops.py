@@ -53,12 +53,14 @@ class FlopsConvention:
 
     `per_sample` is a fixed FLOPs-per-sample figure that replaces the formula (Google's
     `process_training_results.py` counts 2.2e15 per GPT-3 175B sample), so a published TFLOP/s can be reproduced.
+    `mtp` False leaves a model's multi-token-prediction layers out (NVIDIA's "w/o MTP" figures).
     """
 
     attention: Attention = Attention.CAUSAL
     kv_groups: int | None = None
     vocab: int | None = None
     per_sample: float | None = None
+    mtp: bool = True
 
     def apply(self, shape: ModelShape) -> ModelShape:
         out = shape
@@ -76,6 +78,8 @@ class FlopsConvention:
             parts.append(f"g={self.kv_groups}")
         if self.vocab is not None:
             parts.append(f"V={self.vocab}")
+        if not self.mtp:
+            parts.append("no MTP")
         return ", ".join(parts)
 
 
@@ -92,7 +96,7 @@ def model_flops_per_sequence(
         return convention.per_sample
     m = convention.apply(shape)
     if m.is_mla:
-        return _mla_moe_flops(m, seq_len, convention.attention)
+        return _mla_moe_flops(m if convention.mtp else replace(m, mtp_layers=0), seq_len, convention.attention)
     c = 0.5 if convention.attention is Attention.CAUSAL else 1.0
     s, n_l, h, f, a = float(seq_len), m.layers, float(m.hidden), float(m.ffn_hidden), float(m.heads)
     g = float(m.kv_groups if m.kv_groups is not None else m.heads)
