@@ -1,0 +1,133 @@
+"""Kernel logs as `dmesg`, `dmesg -T`, `dmesg --time-format iso [--decode]` and syslog write them: the GPU
+driver's Xid lines, the GPUs it names, and network links losing and regaining carrier (IB link flaps)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from clustercert.errors import EvidenceError
+from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.health.common import LineCounter, read_tool_text
+
+__all__ = ["CarrierEvent", "KernelLog", "XidEvent", "parse_kernel_log", "parse_kernel_log_of"]
+
+_FIX = "Add the kernel log as `dmesg -T` (or `journalctl -k`) wrote it"
+# the forms a kernel log line starts with; `--decode` puts `kern  :warn  : ` before any of them
+_TIME = (r"\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
+         r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:Z|[+-]\d\d:?\d\d)?|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d")
+_FIRST = re.compile(r"^(?:\w+ *:\w+ *: )?(?:" + _TIME + ")")
+_STAMP = re.compile(_TIME)
+_SYSLOG_HOST = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) (\S+) \S+?(?:\[\d+\])?: ")
+_XID_LINE = re.compile(r"^([^\n]*?)NVRM: Xid \(([^\n]*)$", re.MULTILINE)
+_XID = re.compile(r"(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?\): (\d{1,4}),[ \t]*"
+                  r"(?:pid=([^,]*), name=([^,]*), )?([^\n]*)$")
+_GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}): (GPU-[0-9a-fA-F-]{36})")
+_CARRIER = re.compile(r"^([^\n]*?)\b([\w.-]{1,32}): (lost carrier|Lost carrier|Gained carrier|gained carrier)[ \t]*$",
+                      re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """One Xid line: the GPU's PCI address (domain:bus:device, as the driver prints it), the code, the process and
+    the message, and the time as the line prints it."""
+
+    pci: str
+    xid: int
+    line: int
+    stamp: str
+    message: str
+    pid: str | None = None
+    process: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"pci": self.pci, "xid": self.xid, "line": self.line, "stamp": self.stamp, "message": self.message,
+                "pid": self.pid, "process": self.process}
+
+
+@dataclass(frozen=True)
+class CarrierEvent:
+    """A network interface losing (`up` False) or regaining its carrier."""
+
+    interface: str
+    up: bool
+    line: int
+    stamp: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"interface": self.interface, "up": self.up, "line": self.line, "stamp": self.stamp}
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    """The events of one kernel log, in file order, and the hosts its syslog lines name."""
+
+    file: str
+    line: int
+    last_line: int
+    xids: list[XidEvent]
+    carrier: list[CarrierEvent]
+    gpu_uuids: dict[str, str]
+    hosts: list[str]
+    first_stamp: str
+    last_stamp: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "last_line": self.last_line,
+            "first_stamp": self.first_stamp,
+            "last_stamp": self.last_stamp,
+            "hosts": self.hosts,
+            "gpu_uuids": self.gpu_uuids,
+            "xids": [x.to_json() for x in self.xids],
+            "carrier": [c.to_json() for c in self.carrier],
+        }
+
+
+def parse_kernel_log(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> KernelLog:
+    """Every Xid and carrier event of a kernel log (none is a clean log, not an error)."""
+    text = read_tool_text(path, display, limit=limit, what="a kernel log")
+    return parse_kernel_log_of(text, display)
+
+
+def _stamp(prefix: str) -> str:
+    """The time a line's prefix prints (`[Sun Feb 23 16:24:18 2025]`, `2024-11-15T12:02:03,470068+00:00`)."""
+    found = _STAMP.search(prefix)
+    return found.group(0) if found is not None else prefix.strip()[:80]
+
+
+def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> KernelLog:
+    """parse_kernel_log() of a log's text; `first_line` is the file line the text starts at."""
+    lines = LineCounter(text, first_line)
+    body = text.lstrip("\n")
+    start = len(text) - len(body)
+    first = _FIRST.match(body)
+    if first is None:
+        raise EvidenceError(display, f"expected kernel log lines (as dmesg, dmesg -T, dmesg --time-format iso or "
+                            f"syslog print them), got {body.partition(chr(10))[0][:60]!r}. {_FIX}",
+                            line=lines.line_at(start))
+    xids: list[XidEvent] = []
+    for found in _XID_LINE.finditer(text):
+        line = lines.line_at(found.start())
+        event = _XID.match(found.group(2))
+        if event is None:
+            raise EvidenceError(display, f"expected an Xid line `NVRM: Xid (PCI:0000:19:00): 48, ...`, got "
+                                f"{found.group(0).strip()[:80]!r}: cut short or garbled. {_FIX}", line=line)
+        pci, code, pid, process, message = event.groups()
+        xids.append(XidEvent(pci=pci.lower(), xid=int(code), line=line, stamp=_stamp(found.group(1)),
+                             message=message.strip(), pid=None if pid is None else pid.strip("'"),
+                             process=None if process is None else process.strip()))
+    carrier: list[CarrierEvent] = []
+    lines = LineCounter(text, first_line)
+    for found in _CARRIER.finditer(text):
+        carrier.append(CarrierEvent(interface=found.group(2), up=found.group(3).lower() == "gained carrier",
+                                    line=lines.line_at(found.start()), stamp=_stamp(found.group(1))))
+    uuids = {m.group(1).lower(): m.group(2) for m in _GPU_AT.finditer(text)}
+    last = body.rstrip("\n").rpartition("\n")[2]
+    hosts = sorted({m.group(1) for m in (_SYSLOG_HOST.match(body), _SYSLOG_HOST.match(last)) if m is not None})
+    return KernelLog(file=display, line=lines.line_at(start), last_line=lines.line_at(len(text.rstrip("\n"))),
+                     xids=xids, carrier=carrier, gpu_uuids=uuids, hosts=hosts,
+                     first_stamp=_stamp(first.group(0)), last_stamp=_stamp(last))
