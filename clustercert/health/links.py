@@ -45,7 +45,8 @@ def judge_nvlink(status: NvlinkStatus, rules: HealthRules) -> list[HealthVerdict
     for device in status.devices:
         if device.message is not None:
             out.append(HealthVerdict(_link_unit(device, None), "nvlink.down", Status(r.down),
-                                     f"no NVLink up: {device.message}", status.file, device.line, r.source))
+                                     f"no NVLink up: {device.message}", status.file,
+                                     device.message_line or device.line, r.source))
             continue
         for link in device.links:
             unit = _link_unit(device, link.link)

@@ -15,7 +15,6 @@ __all__ = ["DiagMessage", "DiagRun", "DiagTest", "parse_dcgm_diag", "parse_dcgm_
 _FIX = "Re-run `dcgmi diag` on the node and add its whole output"
 _ROW = re.compile(r"^\|([^|\n]*)\|([^\n]*)\|[ \t]*$", re.MULTILINE)
 _RULE = re.compile(r"^[+|]-+\+-+[+|][ \t]*$")
-_CATEGORY = re.compile(r"^[+|]-+\s+(\w[\w ]*?)\s+-+\+-+[+|][ \t]*$")
 _RESULTS = ("Pass", "Fail", "Warn", "Skip", "Not Run", "Error")
 # `Pass - All`, `Fail - GPU: 1`, `Pass - GPUs: 0, 2, 3` (DCGM 2-3); `GPU0: Pass` (DCGM 4, one per row)
 _SPLIT = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run|Error) - (?:(All)|GPUs?: ?(\d+(?:, ?\d+)*))$")
@@ -137,11 +136,11 @@ def parse_dcgm_diag_of(text: str, display: str, *, first_line: int = 1) -> DiagR
             continue
         if closed:
             break  # what follows the table (a second table, a prompt) is not this run's
-        named = _CATEGORY.match(row)
+        named = _category(row)
         if named is not None:
             _flush(message, tests, category)
             message = None
-            category = named.group(1)
+            category = named
             categories.append(category)
             continue
         if _RULE.match(row) is not None:
@@ -166,9 +165,13 @@ def parse_dcgm_diag_of(text: str, display: str, *, first_line: int = 1) -> DiagR
             message = (name, line_no, [cell])
             continue
         if not name:
-            if message is not None:
+            # a message's next row, unless it is a GPU's result (DCGM 4 prints a test's per-GPU rows around the
+            # messages of those GPUs)
+            if message is not None and _PER_GPU.match(value) is None:
                 message[2].append(cell)
                 continue
+            _flush(message, tests, category)
+            message = None
             if not tests:
                 raise EvidenceError(display, f"expected a test row before a continuation row, got {value[:60]!r}. "
                                     f"{_FIX}", line=line_no)
@@ -185,6 +188,18 @@ def parse_dcgm_diag_of(text: str, display: str, *, first_line: int = 1) -> DiagR
     return DiagRun(file=display, line=table_line, last_line=last_line, tests=tests, metadata=metadata,
                    gpu_count=None if count is None else len([i for i in count.split(",") if i.strip()]),
                    categories=categories)
+
+
+def _category(row: str) -> str | None:
+    """The name a category rule carries (`+-----  Hardware  ----------+------...+`), None for any other row; told
+    with string operations, never a pattern that could rescan a long run of spaces."""
+    if row[:2] not in ("+-", "|-") or row[-1:] not in ("+", "|"):
+        return None
+    left, plus, right = row[1:-1].partition("+")
+    name = left.strip("-").strip()
+    if not plus or not name or right.strip("-") or not left.startswith("-") or not left.endswith("-"):
+        return None
+    return name if all(part.isalnum() for part in name.split()) else None
 
 
 def _test(category: str, name: str, value: str, display: str, line: int) -> DiagTest:

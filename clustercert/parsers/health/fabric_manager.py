@@ -17,6 +17,8 @@ _FIX = "Add /var/log/fabricmanager.log as nv-fabricmanager wrote it"
 _ENTRY = re.compile(r"^\[([A-Z][a-z]{2} \d\d \d{4} \d\d:\d\d:\d\d)\] \[([A-Z]+)\] \[tid \d+\] ?([^\n]*)$",
                     re.MULTILINE)
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
+# a line that starts as an entry does: it must be a whole entry (a log cut inside one is not read as clean)
+_STARTED = re.compile(r"^\[[A-Z][a-z]{2} ", re.MULTILINE)
 _SXID = re.compile(r"detected NVSwitch (non-fatal|fatal) error (\d+) on fid (\d+) on NVSwitch pci bus id "
                    r"(\S+) physical id (\d+) port (\d+)")
 
@@ -72,6 +74,7 @@ def parse_fabric_manager_of(text: str, display: str, *, first_line: int = 1) -> 
     entries: list[FabricManagerEntry] = []
     first: re.Match[str] | None = None
     last: re.Match[str] | None = None
+    whole: set[int] = set()
     for found in _ENTRY.finditer(text):
         if first is None:
             first = found
@@ -80,6 +83,7 @@ def parse_fabric_manager_of(text: str, display: str, *, first_line: int = 1) -> 
                                     f"1803] ...`, got {text.lstrip()[:60]!r} first. {_FIX}",
                                     line=lines.line_at(len(text) - len(text.lstrip())))
         last = found
+        whole.add(found.start())
         stamp, level, message = found.groups()
         if level not in _LEVELS:
             raise EvidenceError(display, f"expected a level ({', '.join(_LEVELS)}), got {level[:20]!r}. {_FIX}",
@@ -96,6 +100,12 @@ def parse_fabric_manager_of(text: str, display: str, *, first_line: int = 1) -> 
             entries.append(FabricManagerEntry(level, stamp, message.strip(), line, fatal=kind == "fatal",
                                               sxid=int(code), switch_pci=pci, switch_physical_id=int(physical),
                                               port=int(port)))
+    for started in _STARTED.finditer(text):
+        if started.start() not in whole:
+            end = text.find("\n", started.start())
+            bad = text[started.start():] if end < 0 else text[started.start():end]
+            raise EvidenceError(display, f"expected a whole entry `[Feb 25 2025 13:59:45] [INFO] [tid 1803] ...`, "
+                                f"got {bad[:60]!r}: cut short or garbled. {_FIX}", line=lines.line_at(started.start()))
     if first is None or last is None:
         raise EvidenceError(display, f"expected fabric manager entries `[Feb 25 2025 13:59:45] [INFO] [tid 1803] "
                             f"...`, got none. {_FIX}", line=first_line)

@@ -11,12 +11,19 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.health.common import LineCounter, read_tool_text
 
-__all__ = ["IbPort", "IbPorts", "parse_ibstat", "parse_ibstat_of", "rate_of"]
+__all__ = ["LINK_LAYERS", "PHYSICAL_STATES", "STATES", "IbPort", "IbPorts", "parse_ibstat", "parse_ibstat_of",
+           "rate_of", "word_of"]
 
 _FIX = "Re-run `ibstat` on the node and add its whole output"
 _CA = re.compile(r"^CA '([^'\n]{1,64})'[ \t]*$", re.MULTILINE)
 _PANIC = re.compile(r"^ibpanic: ([^\n]*)$", re.MULTILINE)
 _PORT_KEYS = ("State", "Physical state", "Rate", "Link layer")
+# the words infiniband-diags prints (ibstat's port_state_str, port_phy_state_str, link layer); another word is a
+# garbled or cut line, not a state
+STATES = ("Down", "Initializing", "Init", "Armed", "Active", "Active_defer", "Unknown")
+PHYSICAL_STATES = ("Sleep", "Polling", "Disabled", "PortConfigurationTraining", "LinkUp", "LinkErrorRecovery",
+                   "PhyTest", "Unknown")
+LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,14 @@ class IbPorts:
         return {"file": self.file, "source": self.source, "line": self.line, "last_line": self.last_line,
                 "failure": self.failure, "failure_line": self.failure_line,
                 "ports": [p.to_json() for p in self.ports]}
+
+
+def word_of(value: str, words: tuple[str, ...], what: str, *, file: str, line: int, fix: str) -> str:
+    """`value` when it is one of the tool's `words` for `what`; anything else is a located error."""
+    if value in words:
+        return value
+    raise EvidenceError(file, f"expected a {what.lower()} ({', '.join(words)}), got {value[:40]!r}: garbled or cut. "
+                        f"{fix}", line=line, field=what)
 
 
 def rate_of(text: str, *, file: str, line: int, fix: str) -> float | None:
@@ -136,6 +151,8 @@ def _ca(text: str, display: str, lines: LineCounter, ca: re.Match[str], end: int
         if missing:
             raise EvidenceError(display, f"expected port {number} of CA '{name}' to show {', '.join(missing)}, "
                                 f"got none: cut short or garbled. {_FIX}", line=line)
+        for key, words in (("State", STATES), ("Physical state", PHYSICAL_STATES), ("Link layer", LINK_LAYERS)):
+            word_of(keys[key][0], words, key, file=display, line=keys[key][1], fix=_FIX)
         rate_text, rate_line = keys["Rate"]
         ports.append(IbPort(ca=name, port=number, state=keys["State"][0], physical_state=keys["Physical state"][0],
                             rate_gbps=rate_of(rate_text, file=display, line=rate_line, fix=_FIX),

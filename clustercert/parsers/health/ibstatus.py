@@ -8,7 +8,7 @@ from pathlib import Path
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.health.common import LineCounter, read_tool_text
-from clustercert.parsers.health.ibstat import IbPort, IbPorts, rate_of
+from clustercert.parsers.health.ibstat import LINK_LAYERS, PHYSICAL_STATES, STATES, IbPort, IbPorts, rate_of, word_of
 
 __all__ = ["parse_ibstatus", "parse_ibstatus_of"]
 
@@ -56,9 +56,12 @@ def parse_ibstatus_of(text: str, display: str, *, first_line: int = 1) -> IbPort
         if missing:
             raise EvidenceError(display, f"expected device '{device.group(1)}' port {device.group(2)} to show "
                                 f"{', '.join(missing)}, got none: cut short or garbled. {_FIX}", line=line)
+        state, physical = _word(keys["state"][0]), _word(keys["phys state"][0])
+        word_of(state, STATES, "State", file=display, line=keys["state"][1], fix=_FIX)
+        word_of(physical, PHYSICAL_STATES, "Physical state", file=display, line=keys["phys state"][1], fix=_FIX)
+        word_of(keys["link_layer"][0], LINK_LAYERS, "Link layer", file=display, line=keys["link_layer"][1], fix=_FIX)
         rate_text, rate_line = keys["rate"]
-        ports.append(IbPort(ca=device.group(1), port=int(device.group(2)), state=_word(keys["state"][0]),
-                            physical_state=_word(keys["phys state"][0]),
+        ports.append(IbPort(ca=device.group(1), port=int(device.group(2)), state=state, physical_state=physical,
                             rate_gbps=rate_of(rate_text, file=display, line=rate_line, fix=_FIX),
                             link_layer=keys["link_layer"][0], line=line))
     return IbPorts(file=display, source="ibstatus", line=lines.line_at(devices[0].start()),

@@ -19,13 +19,17 @@ _TIME = (r"\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \
          r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:Z|[+-]\d\d:?\d\d)?|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d")
 _FIRST = re.compile(r"^(?:\w+ *:\w+ *: )?(?:" + _TIME + ")")
 _STAMP = re.compile(_TIME)
+# a whole line: its time stamp complete, then what it says (a line cut inside its stamp is not one)
+_WHOLE = re.compile(_FIRST.pattern + r"[ \t]+\S")
 _SYSLOG_HOST = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) (\S+) \S+?(?:\[\d+\])?: ")
-_XID_LINE = re.compile(r"^([^\n]*?)NVRM: Xid \(([^\n]*)$", re.MULTILINE)
+_XID_MARK = "NVRM: Xid ("
 _XID = re.compile(r"(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?\): (\d{1,4}),[ \t]*"
                   r"(?:pid=([^,]*), name=([^,]*), )?([^\n]*)$")
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}): (GPU-[0-9a-fA-F-]{36})")
-_CARRIER = re.compile(r"^([^\n]*?)\b([\w.-]{1,32}): (lost carrier|Lost carrier|Gained carrier|gained carrier)[ \t]*$",
-                      re.MULTILINE)
+# the interface before `: lost carrier` (systemd-networkd and the kernel print it so); found from the literal, then
+# read back to its line's start, so a long line is scanned once
+_CARRIER = re.compile(r": ([Ll]ost|[Gg]ained) carrier[ \t]*$", re.MULTILINE)
+_INTERFACE = re.compile(r"[\w.-]{1,32}")
 
 
 @dataclass(frozen=True)
@@ -110,23 +114,37 @@ def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> Kern
                             f"syslog print them), got {body.partition(chr(10))[0][:60]!r}. {_FIX}",
                             line=lines.line_at(start))
     xids: list[XidEvent] = []
-    for found in _XID_LINE.finditer(text):
-        line = lines.line_at(found.start())
-        event = _XID.match(found.group(2))
+    at = text.find(_XID_MARK)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        line = lines.line_at(start)
+        event = _XID.match(text, at + len(_XID_MARK), end)
         if event is None:
             raise EvidenceError(display, f"expected an Xid line `NVRM: Xid (PCI:0000:19:00): 48, ...`, got "
-                                f"{found.group(0).strip()[:80]!r}: cut short or garbled. {_FIX}", line=line)
+                                f"{text[start:end].strip()[:80]!r}: cut short or garbled. {_FIX}", line=line)
         pci, code, pid, process, message = event.groups()
-        xids.append(XidEvent(pci=pci.lower(), xid=int(code), line=line, stamp=_stamp(found.group(1)),
+        xids.append(XidEvent(pci=pci.lower(), xid=int(code), line=line, stamp=_stamp(text[start:at]),
                              message=message.strip(), pid=None if pid is None else pid.strip("'"),
                              process=None if process is None else process.strip()))
+        at = text.find(_XID_MARK, end)
     carrier: list[CarrierEvent] = []
     lines = LineCounter(text, first_line)
     for found in _CARRIER.finditer(text):
-        carrier.append(CarrierEvent(interface=found.group(2), up=found.group(3).lower() == "gained carrier",
-                                    line=lines.line_at(found.start()), stamp=_stamp(found.group(1))))
+        start = text.rfind("\n", 0, found.start()) + 1
+        before = text[start:found.start()]
+        interface = before.rpartition(" ")[2]
+        if _INTERFACE.fullmatch(interface) is None:
+            continue  # not an interface's carrier line
+        carrier.append(CarrierEvent(interface=interface, up=found.group(1).lower() == "gained",
+                                    line=lines.line_at(start), stamp=_stamp(before)))
     uuids = {m.group(1).lower(): m.group(2) for m in _GPU_AT.finditer(text)}
     last = body.rstrip("\n").rpartition("\n")[2]
+    if last.strip() and _WHOLE.match(last.lstrip()) is None:
+        raise EvidenceError(display, f"expected the last line to start with a time stamp as the first does, got "
+                            f"{last.strip()[:60]!r}: the log looks cut. {_FIX}",
+                            line=lines.line_at(len(text.rstrip(chr(10)))))
     hosts = sorted({m.group(1) for m in (_SYSLOG_HOST.match(body), _SYSLOG_HOST.match(last)) if m is not None})
     return KernelLog(file=display, line=lines.line_at(start), last_line=lines.line_at(len(text.rstrip("\n"))),
                      xids=xids, carrier=carrier, gpu_uuids=uuids, hosts=hosts,

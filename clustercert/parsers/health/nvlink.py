@@ -14,7 +14,7 @@ from clustercert.parsers.health.common import read_tool_text
 __all__ = ["NvLink", "NvlinkDevice", "NvlinkStatus", "parse_nvlink_status", "parse_nvlink_status_of"]
 
 _FIX = "Re-run `nvidia-smi nvlink -s` on the node and add its whole output"
-_GPU = re.compile(r"^GPU (\d{1,4}): ([^\n]*?)(?: \(UUID: ([^)\n]*)\))?[ \t]*$")
+_GPU = re.compile(r"^GPU (\d{1,4}): ([^\n]*)$")
 _LINK = re.compile(r"^[ \t]+Link (\d{1,3}): ([^\n]*?)[ \t]*$")
 _SPEED = re.compile(r"^(\d{1,6}(?:\.\d{1,6})?) GB/s$")
 _INACTIVE = ("<inactive>", "inactive", "Inactive", "Not Active", "Disabled", "<disabled>")
@@ -46,10 +46,12 @@ class NvlinkDevice:
     name: str | None = None
     uuid: str | None = None
     message: str | None = None
+    message_line: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"kind": self.kind, "index": self.index, "line": self.line, "name": self.name, "uuid": self.uuid,
-                "message": self.message, "links": [link.to_json() for link in self.links]}
+                "message": self.message, "message_line": self.message_line,
+                "links": [link.to_json() for link in self.links]}
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def parse_nvlink_status(path: Path, display: str, *, limit: int = DEFAULT_LIMIT)
 def parse_nvlink_status_of(text: str, display: str, *, first_line: int = 1) -> NvlinkStatus:
     """parse_nvlink_status() of an output's text; `first_line` is the file line the text starts at."""
     devices: list[NvlinkDevice] = []
-    current: tuple[int, int, str, str | None, list[NvLink], list[str]] | None = None
+    current: tuple[int, int, str, str | None, list[NvLink], list[tuple[str, int]]] | None = None
     line = first_line - 1
     first = last = 0
     for raw in text.split("\n"):
@@ -89,7 +91,8 @@ def parse_nvlink_status_of(text: str, display: str, *, first_line: int = 1) -> N
         if gpu is not None:
             if current is not None:
                 devices.append(_device(current, display))
-            current = (int(gpu.group(1)), line, gpu.group(2).strip(), gpu.group(3), [], [])
+            name, marker, uuid = gpu.group(2).rstrip().partition(" (UUID: ")
+            current = (int(gpu.group(1)), line, name.strip(), uuid.removesuffix(")") if marker else None, [], [])
             continue
         if current is None:
             raise EvidenceError(display, f"expected `GPU N: <name> (UUID: ...)` first, got {raw.strip()[:60]!r}. "
@@ -98,7 +101,7 @@ def parse_nvlink_status_of(text: str, display: str, *, first_line: int = 1) -> N
         if link is not None:
             current[4].append(_link(int(link.group(1)), link.group(2), display, line))
         elif _ALL_INACTIVE in raw:
-            current[5].append(raw.strip())
+            current[5].append((raw.strip(), line))
         else:
             raise EvidenceError(display, f"expected `Link N: <speed> GB/s` or `<inactive>` under GPU {current[0]}, "
                                 f"got {raw.strip()[:60]!r}: garbled. {_FIX}", line=line)
@@ -126,10 +129,12 @@ def _link(number: int, value: str, display: str, line: int) -> NvLink:
                         line=line)
 
 
-def _device(current: tuple[int, int, str, str | None, list[NvLink], list[str]], display: str) -> NvlinkDevice:
+def _device(current: tuple[int, int, str, str | None, list[NvLink], list[tuple[str, int]]],
+            display: str) -> NvlinkDevice:
     index, line, name, uuid, links, messages = current
     if not links and not messages:
         raise EvidenceError(display, f"expected GPU {index}'s links (or NVML's line saying why there are none), got "
                             f"none: the output looks cut short. {_FIX}", line=line)
     return NvlinkDevice("gpu", index, line, links, name=name, uuid=uuid,
-                        message=messages[0] if messages else None)
+                        message=messages[0][0] if messages else None,
+                        message_line=messages[0][1] if messages else None)

@@ -109,13 +109,14 @@ def parse_nvsmi_text_of(text: str, display: str, *, first_line: int = 1) -> GpuR
         raise EvidenceError(display, f"expected the number of attached GPUs, got {attached_text[:40]!r}. {_FIX}",
                             line=attached_line)
     attached = int(attached_text)
+    if len(heads) != attached:  # counted before any is read: a report cut short, or one of a million headers
+        last_line = lines.line_at(len(text.rstrip("\n")))
+        raise EvidenceError(
+            display, f"expected {attached} GPU sections (`Attached GPUs` at line {attached_line}), got "
+            f"{len(heads)}: the report ends at line {last_line}, cut short. {_FIX}", line=last_line)
     gpus = [_gpu(text, display, lines, i, head, heads[i + 1].start() if i + 1 < len(heads) else len(text))
             for i, head in enumerate(heads)]
     last_line = lines.line_at(len(text.rstrip("\n")))
-    if len(gpus) != attached:
-        raise EvidenceError(
-            display, f"expected {attached} GPU sections (`Attached GPUs` at line {attached_line}), got "
-            f"{len(gpus)}: the report ends at line {last_line}, cut short. {_FIX}", line=last_line)
     full = any("name" in gpu.readings for gpu in gpus)
     displayed: list[str] = []
     if gpus and not full:  # `nvidia-smi -q -d ...`: every GPU shows the same sections
