@@ -581,3 +581,19 @@ def test_prescreen_cut_short_is_a_located_error(real_samples: Path, tmp_path: Pa
     with pytest.raises(EvidenceError, match=r"slurm-4242.out line \d+: expected the prescreen's closing `System "
                                             r"Info Collection Summary` banner"):
         FORMATS["prescreen"](path, "slurm-4242.out")
+
+
+@pytest.mark.parametrize("name", ["a100", "b200", "gb200", "gb300", "h100"])
+def test_xml_read_by_its_tags_equals_expat_element_by_element(real_samples: Path, name: str) -> None:
+    """The fast reading of a plain nvidia-smi document gives the report expat's handlers give; a document with a
+    comment (or a CDATA section, an entity reference) is read by the handlers alone, to the same report."""
+    from clustercert.parsers.health import nvsmi_xml
+
+    data = (real_samples / "node-health" / f"k8s-test-infra-nvidia-smi-xml/nvidia-smi-q-x.{name}.xml").read_bytes()
+    fast = nvsmi_xml.parse_nvsmi_xml_of(data, "q.xml")
+    slow = nvsmi_xml._Reader("q.xml", 1).read(data)
+    assert fast.to_json() == slow.to_json()
+    assert nvsmi_xml._plain(data) is not None
+    commented = data.replace(b"<fabric>", b"<fabric><!-- <state>Not Started</state> -->", 1)
+    assert nvsmi_xml._plain(commented) is None
+    assert nvsmi_xml.parse_nvsmi_xml_of(commented, "q.xml").to_json() == slow.to_json()

@@ -74,6 +74,8 @@ def reading_of(key: str, text: str, *, file: str, line: int) -> Reading:
     """The reading `key` of a value as the tool printed it, typed by FIELDS; a value of the wrong kind is located."""
     kind = FIELDS[key]
     value: int | float | bool | str | None
+    if kind == "count" and text.isdigit() and len(text) < 20:  # the common case, `0`, read at once
+        return Reading(int(text), line, text)
     if kind == "count":
         value = to_count(text, file=file, line=line, field=key, fix=_FIX)
     elif kind == "flag":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
@@ -19,12 +20,14 @@ _TIME = (r"\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \
          r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:Z|[+-]\d\d:?\d\d)?|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d")
 _FIRST = re.compile(r"^(?:\w+ *:\w+ *: )?(?:" + _TIME + ")")
 _STAMP = re.compile(_TIME)
+_STAMP_AT = re.compile(r"(?:\w{1,8} *:\w{1,8} *: )?(" + _TIME + ")")
 # a whole line: its time stamp complete, then what it says (a line cut inside its stamp is not one)
 _WHOLE = re.compile(_FIRST.pattern + r"[ \t]+\S")
 _SYSLOG_HOST = re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\S+) (\S+) \S+?(?:\[\d+\])?: ")
 _XID_MARK = "NVRM: Xid ("
-_XID = re.compile(r"(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?\): (\d{1,4}),[ \t]*"
-                  r"(?:pid=([^,]*), name=([^,]*), )?([^\n]*)$")
+# starts with its literal, so the scan for it runs at C speed; an Xid line it does not match is found by count
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?\): "
+                  r"(\d{1,4}),[ \t]*(?:pid=([^,\n]*), name=([^,\n]*), )?([^\n]*)")
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}): (GPU-[0-9a-fA-F-]{36})")
 # the interface before `: lost carrier` (systemd-networkd and the kernel print it so); found from the literal, then
 # read back to its line's start, so a long line is scanned once
@@ -32,10 +35,9 @@ _CARRIER = re.compile(r": ([Ll]ost|[Gg]ained) carrier[ \t]*$", re.MULTILINE)
 _INTERFACE = re.compile(r"[\w.-]{1,32}")
 
 
-@dataclass(frozen=True)
-class XidEvent:
+class XidEvent(NamedTuple):
     """One Xid line: the GPU's PCI address (domain:bus:device, as the driver prints it), the code, the process and
-    the message, and the time as the line prints it."""
+    the message, and the time as the line prints it (a tuple: a flood of them is built at C speed)."""
 
     pci: str
     xid: int
@@ -99,36 +101,55 @@ def parse_kernel_log(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) ->
 
 def _stamp(prefix: str) -> str:
     """The time a line's prefix prints (`[Sun Feb 23 16:24:18 2025]`, `2024-11-15T12:02:03,470068+00:00`)."""
-    found = _STAMP.search(prefix)
-    return found.group(0) if found is not None else prefix.strip()[:80]
+    # the two forms a flood of Xid lines comes in, told by string operations (the pattern below reads the rest)
+    if prefix[:1] == "[":
+        close = prefix.find("]")
+        if close > 0 and prefix[close + 1:].strip() == "":
+            return prefix[:close + 1]
+    last = prefix.rstrip().rpartition(" ")[2]
+    if len(last) > 19 and last[4:5] == "-" and last[10:11] == "T" and last[:4].isdigit():
+        return last
+    found = _STAMP_AT.match(prefix)
+    if found is not None:
+        return found.group(1)
+    anywhere = _STAMP.search(prefix)  # a syslog line's `host kernel: [ 5107.64]`
+    return anywhere.group(0) if anywhere is not None else prefix.strip()[:80]
 
 
-def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> KernelLog:
-    """parse_kernel_log() of a log's text; `first_line` is the file line the text starts at."""
+def _refuse_xid(text: str, display: str, read: set[int], first_line: int) -> None:
+    """The located refusal of the first Xid line the pattern did not read (cut short or garbled)."""
     lines = LineCounter(text, first_line)
-    body = text.lstrip("\n")
-    start = len(text) - len(body)
-    first = _FIRST.match(body)
-    if first is None:
-        raise EvidenceError(display, f"expected kernel log lines (as dmesg, dmesg -T, dmesg --time-format iso or "
-                            f"syslog print them), got {body.partition(chr(10))[0][:60]!r}. {_FIX}",
-                            line=lines.line_at(start))
-    xids: list[XidEvent] = []
     at = text.find(_XID_MARK)
     while at >= 0:
         start = text.rfind("\n", 0, at) + 1
         end = text.find("\n", at)
         end = len(text) if end < 0 else end
         line = lines.line_at(start)
-        event = _XID.match(text, at + len(_XID_MARK), end)
-        if event is None:
+        if line not in read:
             raise EvidenceError(display, f"expected an Xid line `NVRM: Xid (PCI:0000:19:00): 48, ...`, got "
                                 f"{text[start:end].strip()[:80]!r}: cut short or garbled. {_FIX}", line=line)
-        pci, code, pid, process, message = event.groups()
-        xids.append(XidEvent(pci=pci.lower(), xid=int(code), line=line, stamp=_stamp(text[start:at]),
-                             message=message.strip(), pid=None if pid is None else pid.strip("'"),
-                             process=None if process is None else process.strip()))
         at = text.find(_XID_MARK, end)
+
+
+def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> KernelLog:
+    """parse_kernel_log() of a log's text; `first_line` is the file line the text starts at."""
+    lines = LineCounter(text, first_line)
+    body = text.lstrip("\n")
+    body_start = len(text) - len(body)
+    first = _FIRST.match(body)
+    if first is None:
+        raise EvidenceError(display, f"expected kernel log lines (as dmesg, dmesg -T, dmesg --time-format iso or "
+                            f"syslog print them), got {body.partition(chr(10))[0][:60]!r}. {_FIX}",
+                            line=lines.line_at(body_start))
+    xids: list[XidEvent] = []
+    for event in _XID.finditer(text):
+        at = event.start()
+        start = text.rfind("\n", 0, at) + 1
+        pci, code, pid, process, message = event.groups()
+        xids.append(XidEvent(pci.lower(), int(code), lines.line_at(start), _stamp(text[start:at]), message.strip(),
+                             None if pid is None else pid.strip("'"), None if process is None else process.strip()))
+    if len(xids) != text.count(_XID_MARK):
+        _refuse_xid(text, display, {x.line for x in xids}, first_line)
     carrier: list[CarrierEvent] = []
     lines = LineCounter(text, first_line)
     for found in _CARRIER.finditer(text):
@@ -146,6 +167,6 @@ def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> Kern
                             f"{last.strip()[:60]!r}: the log looks cut. {_FIX}",
                             line=lines.line_at(len(text.rstrip(chr(10)))))
     hosts = sorted({m.group(1) for m in (_SYSLOG_HOST.match(body), _SYSLOG_HOST.match(last)) if m is not None})
-    return KernelLog(file=display, line=lines.line_at(start), last_line=lines.line_at(len(text.rstrip("\n"))),
+    return KernelLog(file=display, line=lines.line_at(body_start), last_line=lines.line_at(len(text.rstrip("\n"))),
                      xids=xids, carrier=carrier, gpu_uuids=uuids, hosts=hosts,
                      first_stamp=_stamp(first.group(0)), last_stamp=_stamp(last))

@@ -19,6 +19,8 @@ _HEAD_FIELD = re.compile(r"^(Timestamp|Driver Version|CUDA Version|Attached GPUs
                          re.MULTILINE)
 # a GPU's own lines (four spaces in): its readings and the headings of its sections
 _TOP = re.compile(r"^    (?! )([^\n]*)$", re.MULTILINE)
+# a section's lines: indent, key (up to its colon: no pattern rescans a long run of spaces), `: value` if any
+_BODY = re.compile(r"^( {8,64})([^ \n:][^:\n]*)(:[^\n]*)?$", re.MULTILINE)
 
 # The tool's names of the readings kept (section, sub-section..., key) -> FIELDS name. R535 renamed `Clocks Throttle
 # Reasons` to `Clocks Event Reasons` and `Power Readings` to `GPU Power Readings`; both spellings are read.
@@ -187,21 +189,17 @@ def _gpu(text: str, display: str, lines: LineCounter, index: int, head: re.Match
 
 def _section(text: str, display: str, lines: LineCounter, name: str, start: int, end: int,
              readings: dict[str, Reading]) -> None:
-    """The readings of one section: its lines nest by four spaces under the section's heading."""
+    """The readings of one section: its lines nest by four spaces under the section's heading (one pattern finds
+    them at C speed; each line's key is looked up with the headings above it)."""
     path: list[str] = [name]
-    at = start + 1  # the line after the heading's
-    for raw in text[at:end].split("\n"):
-        stripped = raw.lstrip(" ")
-        if stripped:
-            depth = (len(raw) - len(stripped)) // 4 - 1  # 1: right under the heading
-            if depth >= 1:
-                key, colon, value = stripped.partition(":")
-                key = key.rstrip()
-                del path[depth:]
-                if len(path) == depth:
-                    path.append(key)
-                    if colon:
-                        field = _PATHS.get(tuple(path))
-                        if field is not None:
-                            readings[field] = reading_of(field, value, file=display, line=lines.line_at(at))
-        at += len(raw) + 1
+    for found in _BODY.finditer(text, start, end):
+        indent, key, value = found.groups()
+        depth = len(indent) // 4 - 1  # 1: right under the heading
+        del path[depth:]
+        if len(path) == depth:
+            path.append(key.rstrip())
+            if value is not None:
+                field = _PATHS.get(tuple(path))
+                if field is not None:
+                    readings[field] = reading_of(field, value[1:].strip(), file=display,
+                                                 line=lines.line_at(found.start()))
