@@ -14,11 +14,12 @@ from clustercert.parsers.health.common import LineCounter, read_tool_text
 __all__ = ["FabricManagerEntry", "FabricManagerLog", "parse_fabric_manager", "parse_fabric_manager_of"]
 
 _FIX = "Add /var/log/fabricmanager.log as nv-fabricmanager wrote it"
-_ENTRY = re.compile(r"^\[([A-Z][a-z]{2} \d\d \d{4} \d\d:\d\d:\d\d)\] \[([A-Z]+)\] \[tid \d+\] ?([^\n]*)$",
-                    re.MULTILINE)
+# read over "\n" + the text: each pattern starts with its line's `\n`, found at C speed (`^` in MULTILINE mode is
+# tried at every offset); a match at offset k of that text is the line at offset k of the log
+_ENTRY = re.compile(r"\n\[([A-Z][a-z]{2} \d\d \d{4} \d\d:\d\d:\d\d)\] \[([A-Z]+)\] \[tid \d+\] ?([^\n]*)")
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
 # a line that starts as an entry does: it must be a whole entry (a log cut inside one is not read as clean)
-_STARTED = re.compile(r"^\[[A-Z][a-z]{2} ", re.MULTILINE)
+_STARTED = re.compile(r"\n\[[A-Z][a-z]{2} ")
 _SXID = re.compile(r"detected NVSwitch (non-fatal|fatal) error (\d+) on fid (\d+) on NVSwitch pci bus id "
                    r"(\S+) physical id (\d+) port (\d+)")
 
@@ -75,24 +76,26 @@ def parse_fabric_manager_of(text: str, display: str, *, first_line: int = 1) -> 
     first: re.Match[str] | None = None
     last: re.Match[str] | None = None
     whole: set[int] = set()
-    for found in _ENTRY.finditer(text):
+    lined = "\n" + text
+    for found in _ENTRY.finditer(lined):
+        at = found.start()  # the entry's offset in `text`
         if first is None:
             first = found
-            if text[:found.start()].strip():
+            if text[:at].strip():
                 raise EvidenceError(display, f"expected fabric manager entries `[Feb 25 2025 13:59:45] [INFO] [tid "
                                     f"1803] ...`, got {text.lstrip()[:60]!r} first. {_FIX}",
                                     line=lines.line_at(len(text) - len(text.lstrip())))
         last = found
-        whole.add(found.start())
+        whole.add(at)
         stamp, level, message = found.groups()
         if level not in _LEVELS:
             raise EvidenceError(display, f"expected a level ({', '.join(_LEVELS)}), got {level[:20]!r}. {_FIX}",
-                                line=lines.line_at(found.start()))
+                                line=lines.line_at(at))
         levels[level] += 1
         if level in ("DEBUG", "INFO"):
             continue
         sxid = _SXID.search(message)
-        line = lines.line_at(found.start())
+        line = lines.line_at(at)
         if sxid is None:
             entries.append(FabricManagerEntry(level, stamp, message.strip(), line))
         else:
@@ -100,12 +103,13 @@ def parse_fabric_manager_of(text: str, display: str, *, first_line: int = 1) -> 
             entries.append(FabricManagerEntry(level, stamp, message.strip(), line, fatal=kind == "fatal",
                                               sxid=int(code), switch_pci=pci, switch_physical_id=int(physical),
                                               port=int(port)))
-    for started in _STARTED.finditer(text):
-        if started.start() not in whole:
-            end = text.find("\n", started.start())
-            bad = text[started.start():] if end < 0 else text[started.start():end]
+    for started in _STARTED.finditer(lined):
+        at = started.start()
+        if at not in whole:
+            end = text.find("\n", at)
+            bad = text[at:] if end < 0 else text[at:end]
             raise EvidenceError(display, f"expected a whole entry `[Feb 25 2025 13:59:45] [INFO] [tid 1803] ...`, "
-                                f"got {bad[:60]!r}: cut short or garbled. {_FIX}", line=lines.line_at(started.start()))
+                                f"got {bad[:60]!r}: cut short or garbled. {_FIX}", line=lines.line_at(at))
     if first is None or last is None:
         raise EvidenceError(display, f"expected fabric manager entries `[Feb 25 2025 13:59:45] [INFO] [tid 1803] "
                             f"...`, got none. {_FIX}", line=first_line)

@@ -142,12 +142,16 @@ def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> Kern
                             f"syslog print them), got {body.partition(chr(10))[0][:60]!r}. {_FIX}",
                             line=lines.line_at(body_start))
     xids: list[XidEvent] = []
+    append, rfind, count = xids.append, text.rfind, text.count  # a flood is thousands of lines: no lookups per line
+    line, counted = first_line, 0
     for event in _XID.finditer(text):
         at = event.start()
-        start = text.rfind("\n", 0, at) + 1
+        start = rfind("\n", 0, at) + 1
+        line += count("\n", counted, start)
+        counted = start
         pci, code, pid, process, message = event.groups()
-        xids.append(XidEvent(pci.lower(), int(code), lines.line_at(start), _stamp(text[start:at]), message.strip(),
-                             None if pid is None else pid.strip("'"), None if process is None else process.strip()))
+        append(XidEvent(pci.lower(), int(code), line, _stamp(text[start:at]), message.strip(),
+                        None if pid is None else pid.strip("'"), None if process is None else process.strip()))
     if len(xids) != text.count(_XID_MARK):
         _refuse_xid(text, display, {x.line for x in xids}, first_line)
     carrier: list[CarrierEvent] = []

@@ -14,13 +14,15 @@ __all__ = ["HEADER", "parse_nvsmi_text", "parse_nvsmi_text_of"]
 
 HEADER = "==============NVSMI LOG=============="
 _FIX = "Re-capture `nvidia-smi -q` on the node and add the whole output"
-_GPU = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])[ \t]*$", re.MULTILINE)
+# Line patterns start with their line's `\n` (its first line is never one of these): the scan for that literal runs
+# at C speed, where `^` in MULTILINE mode is tried at every offset. A match's line is that of start() + 1.
+_GPU = re.compile(r"\nGPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])[ \t]*(?=\n|\Z)")
 _HEAD_FIELD = re.compile(r"^(Timestamp|Driver Version|CUDA Version|Attached GPUs)[ \t]*:[ \t]*([^\n]*)$",
                          re.MULTILINE)
 # a GPU's own lines (four spaces in): its readings and the headings of its sections
-_TOP = re.compile(r"^    (?! )([^\n]*)$", re.MULTILINE)
+_TOP = re.compile(r"\n    ([^ \n][^\n]*)")
 # a section's lines: indent, key (up to its colon: no pattern rescans a long run of spaces), `: value` if any
-_BODY = re.compile(r"^( {8,64})([^ \n:][^:\n]*)(:[^\n]*)?$", re.MULTILINE)
+_BODY = re.compile(r"\n( {8,64})([^ \n:][^:\n]*)(:[^\n]*)?(?=\n|\Z)")
 
 # The tool's names of the readings kept (section, sub-section..., key) -> FIELDS name. R535 renamed `Clocks Throttle
 # Reasons` to `Clocks Event Reasons` and `Power Readings` to `GPU Power Readings`; both spellings are read.
@@ -74,6 +76,12 @@ for _heading in ("Clocks Event Reasons", "Clocks Throttle Reasons"):
     _PATHS[(_heading, "HW Slowdown", "HW Thermal Slowdown")] = "clocks.hw_thermal_slowdown"
     _PATHS[(_heading, "HW Slowdown", "HW Power Brake Slowdown")] = "clocks.hw_power_brake_slowdown"
 _SECTIONS = frozenset(path[0] for path in _PATHS if len(path) > 1)
+# A section whose kept readings all sit right under its heading (PCI: 3 of its 25 lines) is read by one pattern of
+# those keys at that depth; the others (ECC errors, clocks, fabric: readings under sub-headings) by _BODY.
+_FLAT: dict[str, re.Pattern[str]] = {
+    section: re.compile(r"\n        (" + "|".join(re.escape(key) for key in sorted(
+        (path[1] for path in _PATHS if path[0] == section), key=len, reverse=True)) + r") *:([^\n]*)")
+    for section in _SECTIONS if all(len(path) == 2 for path in _PATHS if path[0] == section)}
 
 # What a section printed in full holds: a report cut inside one of these is refused rather than read as clean
 _COMPLETE: dict[str, tuple[str, ...]] = {
@@ -149,7 +157,7 @@ def _headings(text: str, start: int, end: int) -> set[str]:
 
 def _gpu(text: str, display: str, lines: LineCounter, index: int, head: re.Match[str], end: int) -> GpuRecord:
     """One GPU's block: its own readings, and the lines of the sections the rules read (only those are walked)."""
-    gpu_line = lines.line_at(head.start())
+    gpu_line = lines.line_at(head.start() + 1)
     bus_id = bus_id_of(head.group(1), file=display, line=gpu_line)
     readings: dict[str, Reading] = {}
     processes: int | None = None
@@ -159,7 +167,7 @@ def _gpu(text: str, display: str, lines: LineCounter, index: int, head: re.Match
         own = top.group(1)
         name, colon, value = own.partition(":")
         name = name.strip()
-        at = top.start()
+        at = top.start() + 1
         if colon:
             if name == "Processes":
                 processes, processes_line = (0 if value.strip() == "None" else None), lines.line_at(at)
@@ -181,7 +189,7 @@ def _gpu(text: str, display: str, lines: LineCounter, index: int, head: re.Match
         if missing:
             raise EvidenceError(
                 display, f"expected GPU {bus_id}'s `{name}` section to show {', '.join(missing)}, got a section "
-                f"that ends at line {lines.line_at(body_end) - 1}: cut short or garbled. {_FIX}",
+                f"that ends at line {lines.line_at(body_end)}: cut short or garbled. {_FIX}",
                 line=lines.line_at(at))
     return GpuRecord(index=index, bus_id=bus_id, line=gpu_line, readings=readings, processes=processes,
                      processes_line=processes_line)
@@ -191,6 +199,13 @@ def _section(text: str, display: str, lines: LineCounter, name: str, start: int,
              readings: dict[str, Reading]) -> None:
     """The readings of one section: its lines nest by four spaces under the section's heading (one pattern finds
     them at C speed; each line's key is looked up with the headings above it)."""
+    flat = _FLAT.get(name)
+    if flat is not None:
+        for found in flat.finditer(text, start, end):
+            field = _PATHS[(name, found.group(1))]
+            readings[field] = reading_of(field, found.group(2).strip(), file=display,
+                                         line=lines.line_at(found.start() + 1))
+        return
     path: list[str] = [name]
     for found in _BODY.finditer(text, start, end):
         indent, key, value = found.groups()
@@ -199,7 +214,7 @@ def _section(text: str, display: str, lines: LineCounter, name: str, start: int,
         if len(path) == depth:
             path.append(key.rstrip())
             if value is not None:
-                field = _PATHS.get(tuple(path))
-                if field is not None:
-                    readings[field] = reading_of(field, value[1:].strip(), file=display,
-                                                 line=lines.line_at(found.start()))
+                kept = _PATHS.get(tuple(path))
+                if kept is not None:
+                    readings[kept] = reading_of(kept, value[1:].strip(), file=display,
+                                                line=lines.line_at(found.start() + 1))

@@ -24,7 +24,6 @@ _FIX = "Re-run the prescreen (llmb-run's system_info microbenchmark) and add its
 BANNER = "=" * 80
 START = "System Info Collection Start"
 SUMMARY = "System Info Collection Summary"
-_BANNERS = re.compile(r"^={80}[ \t]*\n([^\n]*)\n={80}[ \t]*$", re.MULTILINE)
 _STEP = re.compile(r"^\[(\w{1,8})\] (.*)$")
 _FAILED = re.compile(r"^\[FAILED\] exit code (\d{1,3}) \(non-fatal, continuing\)[ \t]*$", re.MULTILINE)
 _INFO = re.compile(r"^(Host|SLURM_JOB_ID|Timestamp|Failed non-fatal steps|Completed at): ?([^\n]*)$", re.MULTILINE)
@@ -96,8 +95,8 @@ def parse_prescreen(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> 
 def parse_prescreen_of(text: str, display: str) -> Prescreen:
     """parse_prescreen() of an output's text."""
     lines = LineCounter(text)
-    banners = list(_BANNERS.finditer(text))
-    titles = [b.group(1).strip() for b in banners]
+    banners = _banners(text)
+    titles = [title for _, _, title in banners]
     if START not in titles:
         raise EvidenceError(display, f"expected the prescreen's `{START}` banner, got none. {_FIX}", line=1)
     if SUMMARY not in titles:
@@ -108,10 +107,11 @@ def parse_prescreen_of(text: str, display: str) -> Prescreen:
     infos: dict[str, tuple[str, int]] = {}
     steps: list[PrescreenStep] = []
     tables: dict[str, object] = {}
-    for i, banner in enumerate(banners):
-        body_start = banner.end() + 1
-        body_end = banners[i + 1].start() if i + 1 < len(banners) else len(text)
+    for i, (banner_start, banner_end, _) in enumerate(banners):
+        body_start = banner_end + 1
+        body_end = banners[i + 1][0] if i + 1 < len(banners) else len(text)
         body = text[body_start:body_end]
+        banner_line = lines.line_at(banner_start)
         first = lines.line_at(body_start)
         title = titles[i]
         if title in (START, SUMMARY):
@@ -121,7 +121,7 @@ def parse_prescreen_of(text: str, display: str) -> Prescreen:
         step = _STEP.match(title)
         if step is None:
             continue  # a banner of the script's own we do not know: its lines stay unread
-        failed = list(_FAILED.finditer(body))
+        failed = list(_FAILED.finditer(body)) if "[FAILED] exit code " in body else []
         exit_code = int(failed[-1].group(1)) if failed else None
         last = first + body.rstrip("\n").count("\n")
         error: EvidenceError | None = None
@@ -131,7 +131,7 @@ def parse_prescreen_of(text: str, display: str) -> Prescreen:
                 tables[step.group(1)] = reader(body, display, first)
             except EvidenceError as exc:
                 error = exc
-        steps.append(PrescreenStep(step.group(1), step.group(2).strip(), lines.line_at(banner.start()), last,
+        steps.append(PrescreenStep(step.group(1), step.group(2).strip(), banner_line, last,
                                    exit_code=exit_code, error=None if error is None else error.message,
                                    error_line=None if error is None else error.line))
     host = infos.get("Host")
@@ -140,12 +140,31 @@ def parse_prescreen_of(text: str, display: str) -> Prescreen:
     return Prescreen(
         file=display, host=None if host is None else host[0], host_line=None if host is None else host[1],
         job_id=infos.get("SLURM_JOB_ID", (None, 0))[0], timestamp=infos.get("Timestamp", (None, 0))[0],
-        line=lines.line_at(start.start()), last_line=lines.line_at(len(text.rstrip("\n"))), steps=steps,
+        line=lines.line_at(start[0]), last_line=lines.line_at(len(text.rstrip("\n"))), steps=steps,
         failed_steps=int(failed_text) if failed_text.isdigit() and len(failed_text) < 4 else None,
         gpus=gpus if isinstance(gpus, GpuReport) else None, topo=topo if isinstance(topo, TopoMatrix) else None,
         nvlink=nvlink if isinstance(nvlink, NvlinkStatus) else None,
         ib_ports=ports if isinstance(ports, IbPorts) else None,
         infos={key: value for key, (value, _) in infos.items()})
+
+
+def _banners(text: str) -> list[tuple[int, int, str]]:
+    """Each banner as run_step prints it (a line of 80 `=`, the title, another): its start, the end of its last
+    line, and its title; found by str.find, one look per line of `=`."""
+    out: list[tuple[int, int, str]] = []
+    at = text.find(BANNER)
+    while at >= 0:
+        title_start = at + len(BANNER) + 1
+        title_end = text.find("\n", title_start)
+        closing_end = title_end + 1 + len(BANNER)
+        if ((at == 0 or text[at - 1] == "\n") and text[at + len(BANNER):title_start] == "\n" and title_end > 0
+                and text[title_end + 1:closing_end] == BANNER and text[closing_end:closing_end + 1] in ("\n", "")):
+            out.append((at, closing_end, text[title_start:title_end].strip()))
+            at = text.find(BANNER, closing_end)
+        else:
+            end = text.find("\n", at)
+            at = -1 if end < 0 else text.find(BANNER, end)
+    return out
 
 
 def _nvlink(body: str, display: str, first: int) -> NvlinkStatus:
