@@ -117,6 +117,10 @@ def _plain(data: bytes) -> str | None:
         return None
     if "<!" in text[200:] or "&" in text or text.count("<?") > 1 or _ROOT.match(text) is None:
         return None
+    # nvidia-smi writes one element per line (a leaf's two tags at most): more tags than that is another writer's
+    # document, deep nesting on one line among them, read through the handlers and their depth bound
+    if text.count("<") > 2 * text.count("\n") + 4:
+        return None
     return text
 
 
