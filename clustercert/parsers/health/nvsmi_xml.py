@@ -115,7 +115,7 @@ def _plain(data: bytes) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if "<!" in text[200:] or "&" in text or text.count("<?") > 1 or _ROOT.match(text) is None:
+    if text.find("<!", 200) >= 0 or "&" in text or text.count("<?") > 1 or _ROOT.match(text) is None:
         return None
     # nvidia-smi writes one element per line (a leaf's two tags at most): more tags than that is another writer's
     # document, deep nesting on one line among them, read through the handlers and their depth bound
@@ -130,8 +130,10 @@ def _no_entity(name: str, *_: object) -> None:
 
 _SECTIONS = frozenset(name for path in _PATHS for name in path[:-1]) | {"processes", "mig_devices"}
 _LEAVES = frozenset(path[-1] for path in _PATHS) | _HEAD
-_TAG = re.compile(r"<(/?)(gpu|process_info|" + "|".join(sorted(_SECTIONS | _LEAVES, key=lambda n: (-len(n), n)))
-                  + r")(?: id=\"([^\"<>]{0,64})\")?>")
+_TAG = re.compile(r"<(?:/(gpu|" + "|".join(sorted(_SECTIONS, key=lambda n: (-len(n), n))) + r")|(gpu|process_info|"
+                  + "|".join(sorted(_SECTIONS | _LEAVES, key=lambda n: (-len(n), n)))
+                  + r")(?: id=\"([^\"<>]{0,64})\")?)>")  # a leaf's end tag is read with its text, not matched
+_CLOSE = {name: f"</{name}>" for name in _LEAVES}
 
 
 # what nvidia-smi lists at length and no rule reads: most of a report's bytes (73 % of a B200's), passed over by
@@ -166,42 +168,50 @@ def _scan(text: str, display: str, first_line: int) -> GpuReport:
     gpu_id, gpu_line = "", 0
     processes: int | None = None
     processes_line: int | None = None
+    path: tuple[str, ...] = ()  # the kept sections open under <gpu>
+    skipping = 0  # inside <mig_devices>: a MIG instance's own readings are not the GPU's
     for tag in _tags(text):
         closing, name, ident = tag.groups()
         if closing:
-            if stack and stack[-1] == name:
+            if stack and stack[-1] == closing:
                 stack.pop()
-                if name == "gpu" and not stack:
+                if closing == "mig_devices":
+                    skipping -= 1
+                if closing == "gpu" and not stack:
                     bus_id = bus_id_of(gpu_id, file=display, line=gpu_line)
                     gpus.append(GpuRecord(index=len(gpus), bus_id=bus_id, line=gpu_line, readings=readings,
                                           processes=processes, processes_line=processes_line))
+                path = tuple(stack[1:])
             continue
         if name == "gpu" and not stack:
             gpu_id, gpu_line = ident or "", lines.line_at(tag.start())
             readings, processes, processes_line = {}, None, None
             stack.append(name)
+            path = ()
             continue
         if not stack:
             if name in _HEAD:
                 end = text.find("<", tag.end())
                 head[name] = (text[tag.end():end].strip(), lines.line_at(tag.start()))
             continue
-        if "mig_devices" in stack:
-            if name in _SECTIONS:
-                stack.append(name)
+        if name in _SECTIONS:
+            stack.append(name)
+            path = tuple(stack[1:])
+            if name == "mig_devices":
+                skipping += 1
+            elif name == "processes" and len(stack) == 2 and not skipping:
+                processes, processes_line = 0, lines.line_at(tag.start())
             continue
-        if name == "processes" and len(stack) == 1:
-            processes, processes_line = 0, lines.line_at(tag.start())
-        elif name == "process_info" and stack[-1] == "processes" and processes is not None:
-            processes += 1
+        if skipping:
+            continue
+        if name == "process_info":
+            if path == ("processes",) and processes is not None:
+                processes += 1
             continue
         end = text.find("<", tag.end())
-        if text.startswith(f"</{name}>", end):  # a leaf: its text, then its end tag
-            key = _PATHS.get((*stack[1:], name))
-            if key is not None:
-                readings[key] = reading_of(key, text[tag.end():end], file=display, line=lines.line_at(tag.start()))
-        elif name in _SECTIONS:
-            stack.append(name)
+        key = _PATHS.get((*path, name))
+        if key is not None and text.startswith(_CLOSE[name], end):  # a leaf: its text, then its end tag
+            readings[key] = reading_of(key, text[tag.end():end], file=display, line=lines.line_at(tag.start()))
     attached_text, attached_line = head.get("attached_gpus", ("", first_line))
     if not attached_text.isdigit() or len(attached_text) > 6:
         raise EvidenceError(display, f"expected <attached_gpus> with a number, got {attached_text[:40]!r}. {_FIX}",
