@@ -54,19 +54,20 @@ def judge_prescreen(prescreen: Prescreen, rules: HealthRules) -> list[HealthVerd
     for table in (prescreen.gpus, prescreen.topo, prescreen.nvlink, prescreen.ib_ports):
         if table is not None:
             out += judge_health(table, rules)
+    r = rules.prescreen
     for step, what in PRESCREEN_STEPS.items():
         found = prescreen.step(step)
         unit = Unit.node(f"prescreen step {step} ({what})")
         if found is None:
-            out.append(HealthVerdict(unit, "prescreen.step", Status.SKIPPED, f"the prescreen output has no step "
-                                     f"{step}: {what} was not examined", prescreen.file, prescreen.line,
-                                     rules.nvlink.source))
+            out.append(HealthVerdict(unit, "prescreen.step", Status(r.step_missing), f"the prescreen output has no "
+                                     f"step {step}: {what} was not examined", prescreen.file, prescreen.line,
+                                     r.source))
         elif found.exit_code is not None:
-            out.append(HealthVerdict(unit, "prescreen.step", Status.ERROR, f"step {step} ({found.title}) failed "
-                                     f"with exit code {found.exit_code}: {what} could not run", prescreen.file,
-                                     found.line, rules.nvlink.source))
+            out.append(HealthVerdict(unit, "prescreen.step", Status(r.step_failed), f"step {step} ({found.title}) "
+                                     f"failed with exit code {found.exit_code}: {what} could not run",
+                                     prescreen.file, found.line, r.source))
         elif found.error is not None:
-            out.append(HealthVerdict(unit, "prescreen.step", Status.ERROR, f"step {step}'s output could not be "
-                                     f"read: {found.error}", prescreen.file, found.error_line or found.line,
-                                     rules.nvlink.source))
+            out.append(HealthVerdict(unit, "prescreen.step", Status(r.step_unreadable), f"step {step}'s output could "
+                                     f"not be read: {found.error}", prescreen.file, found.error_line or found.line,
+                                     r.source))
     return [v.on_node(prescreen.host) for v in out]

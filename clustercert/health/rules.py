@@ -9,7 +9,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustercert.errors import CatalogError
-from clustercert.verdicts import Status
 from clustercert.yamlio import load_yaml_model
 
 __all__ = ["HealthRules", "XidRule", "load_health_rules"]
@@ -104,6 +103,19 @@ class FlapRules(_Strict):
     note: str | None = None
 
 
+class PrescreenRules(_Strict):
+    source: str
+    step_failed: StatusName
+    step_unreadable: StatusName
+    step_missing: StatusName
+
+    @model_validator(mode="after")
+    def _never_missing_as_pass(self) -> PrescreenRules:
+        if "PASS" in (self.step_failed, self.step_unreadable, self.step_missing):
+            raise ValueError("a prescreen step that failed, could not be read or is missing is never a pass")
+        return self
+
+
 class FabricManagerRules(_Strict):
     source: str
     fatal_sxid: StatusName
@@ -157,14 +169,15 @@ class HealthRules(_Strict):
     topology: TopologyRules
     infiniband: InfinibandRules
     link_flaps: FlapRules
+    prescreen: PrescreenRules
     fabric_manager: FabricManagerRules
     xid: XidRules
 
     @model_validator(mode="after")
     def _sources_named(self) -> HealthRules:
         cited = {self.dcgm.source, self.fabric.source, self.fabric.nvlink_domain_source, self.nvlink.source,
-                 self.topology.source, self.infiniband.source, self.link_flaps.source, self.fabric_manager.source,
-                 self.xid.source}
+                 self.topology.source, self.infiniband.source, self.link_flaps.source, self.prescreen.source,
+                 self.fabric_manager.source, self.xid.source}
         cited |= {rule.source for rule in (getattr(self.gpu, name) for name in GpuRules.model_fields)}
         missing = sorted(cited - set(self.sources))
         if missing:
@@ -182,11 +195,6 @@ class HealthRules(_Strict):
             return XidRule(code=code, mnemonic=mnemonic, description=description, action="(no bucket)",
                            status=status)
         return None
-
-
-def status_of(name: str) -> Status:
-    """The Status a rule names."""
-    return Status(name)
 
 
 def load_health_rules(path: Path) -> HealthRules:

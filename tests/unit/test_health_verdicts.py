@@ -341,3 +341,36 @@ def test_rules_that_pass_a_skipped_test_are_refused(tmp_path: Path) -> None:
     bad.write_text(text.replace("source: nvidia-memory-errors}", "source: nowhere}", 1))
     with pytest.raises(CatalogError, match="rules cite sources not listed under `sources`: nowhere"):
         load_health_rules(bad)
+
+
+@pytest.mark.parametrize("line,pci,code,stamp", [
+    # plain dmesg, the driver's older form without `PCI:`, and syslog with the kernel's own stamp
+    ("[ 5107.644336] NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.\n", "0000:03:00", 79,
+     "[ 5107.644336]"),
+    ("[  269.517039] NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 M 00001ffc Data ffffffff\n", "0000:01:00", 3,
+     "[  269.517039]"),
+    ("May 18 19:02:39 gpu-node-7 kernel: [ 123.456789] NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the "
+     "bus.\n", "0000:2b:00", 79, "May 18 19:02:39"),
+])
+def test_kernel_log_forms(rules: HealthRules, line: str, pci: str, code: int, stamp: str) -> None:
+    log = parse_kernel_log_of(line, "dmesg")
+    (event,) = log.xids
+    assert (event.pci, event.xid, event.stamp, event.line) == (pci, code, stamp, 1)
+    # Xid 3 is not in NVIDIA's catalog of Ampere and newer: it cannot be judged, so it is no pass
+    assert _statuses(log, rules, "xid") == [FAIL if code == 79 else ERROR]
+
+
+def test_worst_status_and_the_bus_id_of_a_kernel_address() -> None:
+    from clustercert.health import worst
+    from clustercert.health.verdicts import bus_id_of_pci
+
+    assert worst([PASS, SKIPPED, WARN]) is WARN and worst([ERROR, FAIL, PASS]) is FAIL and worst([]) is PASS
+    assert bus_id_of_pci("0000:9b:00") == "00000000:9B:00.0"
+
+
+def test_rules_that_pass_a_prescreen_step_not_run_are_refused(tmp_path: Path) -> None:
+    text = (ROOT / "references" / "health-rules.yaml").read_text()
+    bad = tmp_path / "rules.yaml"
+    bad.write_text(text.replace("step_missing: SKIPPED", "step_missing: PASS"))
+    with pytest.raises(CatalogError, match="never a pass"):
+        load_health_rules(bad)
