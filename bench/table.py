@@ -171,9 +171,17 @@ def _render(record: Record) -> Iterator[Row]:
 
 
 # Keyed by the result file's name: loaded.json and loaded_at_once.json are one benchmark run two ways.
+def _health(record: Record) -> Iterator[Row]:
+    what = f"{record['nodes']} nodes' health outputs ({record['bytes'] / 1e6:.1f} MB, {record['files']:,} files)"
+    yield Row("health", f"{what}: parsed, best of {record['repeat']} (MB/s)", f"{record['mb_per_s']:.1f}",
+              f">= {record['target_mb_per_s']:g}", _met(record["mb_per_s"] >= record["target_mb_per_s"]))
+    yield Row("health", f"{what}: judged (s)", f"{record['judge_seconds']:.2f}")
+
+
 _SUMMARIES: dict[str, Callable[[Record], Iterator[Row]]] = {
     "certify": _certify, "loaded": _loaded, "loaded_at_once": _loaded, "parsers": _parsers, "scale": _scale,
     "subflow": _subflow, "validation": _validation, "hostile": _hostile, "json": _json, "render": _render,
+    "health": _health,
 }
 
 

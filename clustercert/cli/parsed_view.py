@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from clustercert.cli.health_view import HEALTH_VIEWS
 from clustercert.cli.summary import counted, wrap
 from clustercert.evidence.guards import amount
 
@@ -303,4 +304,5 @@ _BY_FORMAT: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "events": _events,
     "rank-timings": _rank_timings,
     "mlperf": _mlperf,
+    **HEALTH_VIEWS,
 }

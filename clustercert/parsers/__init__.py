@@ -16,6 +16,7 @@ from clustercert.parsers.common import DEFAULT_LIMIT, refuse_binary, without_esc
 from clustercert.parsers.dcgm import parse_dcgm
 from clustercert.parsers.dllogger import parse_dllogger
 from clustercert.parsers.events import parse_events
+from clustercert.parsers.health import HEALTH_DETECT, HEALTH_FORMATS, KERNEL_LOG_DETECT
 from clustercert.parsers.megatron import parse_megatron
 from clustercert.parsers.megatron_deepspeed import parse_megatron_deepspeed
 from clustercert.parsers.megatron_golden import parse_megatron_golden
@@ -101,6 +102,7 @@ FORMATS: dict[str, Callable[..., Any]] = {
     "rank-timings": _bounded(parse_rank_timings),
     "dcgm": _bounded(parse_dcgm),
     "events": _bounded(parse_events),
+    **{name: _bounded(parser) for name, parser in HEALTH_FORMATS.items()},  # node health (issue 59)
 }
 
 _SNIFF_BYTES = 64 * 1024 * 1024
@@ -156,6 +158,7 @@ _DETECT: list[tuple[str, Callable[[str], object]]] = [
     # promtool tsdb dump: labels sorted by name, so `__name__` follows any upper-case one (Hostname, UUID)
     ("dcgm", re.compile(r'^(?:DCGM_FI_\w+\{|\{[^\n]*?\b__name__="DCGM_FI_\w+"|#\s?Entity\b)', re.MULTILINE).search),
     ("events", lambda text: any(_in_order(line, _EVENT_KEYS) for line in _lines_starting(text, _JSON_LINE))),
+    *HEALTH_DETECT,
     (
         "sacct",
         re.compile(
@@ -166,6 +169,7 @@ _DETECT: list[tuple[str, Callable[[str], object]]] = [
     ),
     # sacct's fixed-width table (no --parsable): its header and rule, for the parser to refuse with the reason
     ("sacct", lambda text: fixed_width_rule(text.splitlines()) is not None),
+    KERNEL_LOG_DETECT,
 ]
 
 
