@@ -58,8 +58,12 @@ def _edition(chip: str) -> LoadedCatalog:
     return load_catalog(f"exemplar-{chip}-26.08", REFS)
 
 
+# references/ also holds data that is not a catalog: the node-health rules (clustercert.health)
+NOT_CATALOGS = {"health-rules"}
+
+
 def test_every_shipped_catalog_loads() -> None:
-    loaded = {p.stem: load_catalog(p.stem, REFS) for p in sorted(REFS.glob("*.yaml"))}
+    loaded = {p.stem: load_catalog(p.stem, REFS) for p in sorted(REFS.glob("*.yaml")) if p.stem not in NOT_CATALOGS}
     assert {f"exemplar-{chip}-26.08" for chip in CHIPS} <= set(loaded)
     for name, cat in loaded.items():
         assert cat.spec.id == name
