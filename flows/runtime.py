@@ -59,7 +59,7 @@ def server_log() -> Path:
     """Where the temporary server's own output goes: PREFECT_HOME/clustercert-temporary-server.log."""
     from prefect.settings import get_current_settings
 
-    from flows.server_boot import log_path
+    from flows.server_output import log_path
 
     return log_path(get_current_settings())
 
@@ -96,7 +96,7 @@ class TemporaryServer:
     """Prefect's server app for this process alone, as Prefect's own temporary server runs it (uvicorn on a free
     local port, the UI off, ephemeral mode, this process' Prefect settings; its SQLite writes wait their turn, see
     `flows.prefect_db.create_app`), in a process of its own (`flows.server_boot`) that reads Prefect's settings,
-    opens its log `log` (None: PREFECT_HOME's `server_boot.LOG_NAME`, which its settings place) and seeds its
+    opens its log `log` (None: PREFECT_HOME's `server_output.LOG_NAME`, which its settings place) and seeds its
     database, so that this process need not import Prefect to start it: the server's start no longer waits for
     that import (0.7-1.0 s here), and nor does anything else Prefect's server process would import.
 
@@ -161,7 +161,7 @@ class TemporaryServer:
                 self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,
                                                 stderr=fd)
             except BaseException:
-                from flows.server_boot import drop_if_empty
+                from flows.server_output import drop_if_empty
 
                 drop_if_empty(self.early)  # no process wrote to it
                 raise
@@ -238,7 +238,7 @@ class TemporaryServer:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        from flows.server_boot import drop_if_empty
+        from flows.server_output import drop_if_empty
 
         drop_if_empty(self.early)  # gone already when the server moved it into its log
 

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flows.server_output import LOG_NAME, drop_if_empty, log_path
+
 __all__ = ["LOG_NAME", "drop_if_empty", "log_path", "main", "serve", "serve_lasting", "server_args"]
 
-# The server's output, in PREFECT_HOME unless the starter names another file
-LOG_NAME = "clustercert-temporary-server.log"
 # When its database was seeded from the template, the block types need no registration (see `main`)
 _REGISTERED = ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION")
 
@@ -87,11 +87,6 @@ def serve_lasting(host: str, port: int) -> int:
     return 0
 
 
-def log_path(settings: Any) -> Path:
-    """Where the server's output goes by default: PREFECT_HOME/LOG_NAME of `settings` (Prefect's)."""
-    return Path(settings.home) / LOG_NAME
-
-
 def _log_to(log: Path, early: Path | None) -> None:
     """Standard output and error go to `log` (appended to; never through a link), after what was written to
     `early` before it was known: the starter gave the process that file, since the log's place is a setting."""
@@ -110,16 +105,6 @@ def _log_to(log: Path, early: Path | None) -> None:
         os.dup2(fd, 2)
     finally:
         os.close(fd)
-
-
-def drop_if_empty(early: Path | None) -> None:
-    """`early` (the file a temporary server's output went to until it opened its log) removed when nothing was
-    written to it; kept when the server said something there (why its start failed), or gone already (`_log_to`)."""
-    try:
-        if early is not None and early.stat().st_size == 0:
-            early.unlink()
-    except OSError:
-        pass
 
 
 def _leaving(early: Path | None) -> Callable[[], None]:

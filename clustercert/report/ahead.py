@@ -41,7 +41,7 @@ def usable_cores() -> int:
 def draw_all(results: dict[str, Any]) -> dict[str, Any]:
     """Every chart the report of `results` (results.json, or only its `phases` and `rules`) draws, keyed as
     `charts.shared_charts` keys them."""
-    from clustercert.report import charts
+    import clustercert.report.charts as charts
     from clustercert.report.render import PHASES, _phase_context
 
     drawn: dict[str, Any] = {}
@@ -54,7 +54,8 @@ def draw_all(results: dict[str, Any]) -> dict[str, Any]:
 def warm() -> None:
     """What drawing needs loaded (matplotlib, the report's modules, the chart font), loaded while the child waits
     for its data."""
-    from clustercert.report import charts, render  # noqa: F401
+    import clustercert.report.charts as charts
+    import clustercert.report.render  # noqa: F401
 
     fig = charts._draw(1.0, 1.0)
     fig.add_subplot().set_title("warm")
