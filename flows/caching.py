@@ -17,6 +17,7 @@ from prefect.serializers import PickleSerializer
 from prefect.tasks import Task
 
 from clustercert.evidence.bundle import BUNDLE_FILE
+from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import Inputs, file_digest
 
 __all__ = ["CACHED", "PERSIST_MAX_BYTES", "UNCACHED", "certify_cache_key", "code_version", "evidence_digest",
@@ -67,6 +68,8 @@ def _evidence_digest(inputs: Inputs) -> str:
 
 
 def _stable(value: Any) -> Any:
+    if isinstance(value, EvidenceSet):  # its load, and the bound on a file's size its parsers keep to
+        return {**_stable(value.inputs), "limit": value.limit}
     if isinstance(value, Inputs):
         # The bundle's location is part of the key: parsed rows and findings name their files by path.
         return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256,
@@ -81,8 +84,8 @@ def _stable(value: Any) -> Any:
 
 
 def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    """The task's name and code version with its parameters, an `Inputs` replaced by its evidence and catalog
-    hashes and the bundle's location (results name evidence files by path)."""
+    """The task's name and code version with its parameters, an `Inputs` (or an evidence set's) replaced by its
+    evidence and catalog hashes and the bundle's location (results name evidence files by path)."""
     payload = {"task": context.task.name, "code": code_version(), "parameters": _stable(parameters)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, allow_nan=True).encode()).hexdigest()
 

@@ -27,7 +27,7 @@ from clustercert.errors import ClusterCertError, EvidenceError, SigningError
 from clustercert.evidence.guards import file_kind
 from clustercert.evidence.hashing import sha256_file
 
-__all__ = ["ENVELOPE", "MANIFEST", "Verification", "evidence_subjects", "verify_run", "write_manifest"]
+__all__ = ["ENVELOPE", "MANIFEST", "Verification", "evidence_subjects", "sign_manifest", "verify_run", "write_manifest"]
 
 MANIFEST = "manifest.json"
 ENVELOPE = "manifest.dsse.json"
@@ -64,26 +64,25 @@ def evidence_subjects(bundle_root: Path, evidence: list[str], digests: dict[str,
     return subjects
 
 
-def write_manifest(
-    run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair,
-    run_files: list[str] | None = None,
-    digests: dict[str, str] | None = None,
-    hash_file: Callable[[Path], str] = sha256_file,
-    evidence_part: list[dict[str, Any]] | None = None,
-) -> Path:
-    """Hash the run-folder files this run wrote (`run_files`; default every regular file there), take the evidence
-    subjects (see `evidence_subjects`; `evidence_part` when the caller took them, and `evidence` is then not
-    hashed), write manifest.json, then its DSSE envelope last, each by an atomic rename: a folder without the
-    envelope is unfinished and never verifies."""
-    evidence_part = [*evidence_part, *evidence_subjects(bundle_root, evidence, digests, hash_file)] \
-        if evidence_part is not None else evidence_subjects(bundle_root, evidence, digests, hash_file)
+def write_manifest(run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair,
+                   run_files: list[str] | None = None, digests: dict[str, str] | None = None) -> Path:
+    """`sign_manifest` over the evidence files `evidence` (hashed now: see `evidence_subjects`, with `digests`)."""
+    return sign_manifest(run_dir, predicate, key, evidence_subjects(bundle_root, evidence, digests),
+                         run_files=run_files)
+
+
+def sign_manifest(run_dir: Path, predicate: dict[str, Any], key: KeyPair, evidence: list[dict[str, Any]], *,
+                  run_files: list[str] | None = None) -> Path:
+    """Hash the run-folder files this run wrote (`run_files`; default every regular file there), add the evidence
+    subjects the caller took (`evidence_subjects`), write manifest.json, then its DSSE envelope last, each by an
+    atomic rename: a folder without the envelope is unfinished and never verifies."""
     names = sorted(run_files) if run_files is not None else sorted(
         p.name for p in run_dir.iterdir() if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
     subjects = [
         {"name": RUN_PREFIX + name, "digest": {"sha256": sha256_file(run_dir / name)}}
         for name in names if name not in _NOT_SUBJECTS
     ]
-    subjects += evidence_part
+    subjects += evidence
     statement = {
         "_type": STATEMENT_TYPE,
         "subject": subjects,
