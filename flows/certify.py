@@ -1,6 +1,8 @@
 """The `certify` flow: load the evidence, judge each phase, validate, judge the run, write the report, publish."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Prefect validates a flow's parameters against its annotations, and a flow
+# run a deployment serves gets the flow's function by value (cloudpickle), without this module's globals to resolve
+# a name in.
 
 from typing import Any
 

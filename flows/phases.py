@@ -1,6 +1,8 @@
 """One subflow per phase: parse what the phase needs from the certification's evidence set, then judge it."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: Prefect validates a flow's parameters against its annotations, and a flow
+# run a deployment serves gets the flow's function by value (cloudpickle), without this module's globals to resolve
+# a name in.
 
 import functools
 from typing import Any
