@@ -39,8 +39,8 @@ def code_version() -> str:
 
 # The last Inputs evidence_digest() was asked for, and its digest: every cached task of a run asks for the same one.
 _last_digest: tuple[Inputs, str] | None = None
-# Held while a digest is computed: the efficiency flow submits a task per training log at once, and each asked for
-# the digest on its own thread before any had it (twelve listings of a 512-GPU bundle side by side, 3 s of its run).
+# Held while a digest is computed: the efficiency flow submits a task per training log at once, and each would ask
+# for the digest on its own thread before any had it (a listing of the whole bundle each, side by side).
 _digest_lock = threading.Lock()
 
 
@@ -48,8 +48,8 @@ def evidence_digest(inputs: Inputs) -> str:
     """sha256 over bundle.yaml and every evidence file's sha256 (by relative path), as the run read them.
 
     Computed once per Inputs (the object the load made; the last one asked for is remembered), by one thread at a
-    time (the others wait for it): listing a cluster's bundle, thousands of files, for the key of each of its dozens
-    of cached tasks took 8 s of a 512-GPU run."""
+    time (the others wait for it): a cluster's bundle is thousands of files, and a run has dozens of cached tasks,
+    each of whose keys holds the digest."""
     with _digest_lock:
         return _evidence_digest(inputs)
 
@@ -93,21 +93,20 @@ def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> st
 # Task options for every cached task: results are persisted in Prefect's local storage (PREFECT_HOME/storage by
 # default, or PREFECT_LOCAL_STORAGE_PATH) so a run interrupted by a crash resumes from them.
 # Pickled by the standard library's pickler, not Prefect's default cloudpickle: every result is an instance of a
-# class importable by name, and 8,141 parsed nccl-tests files (a 512-GPU sweep) pickle in 0.5 s instead of 0.9 s.
+# class importable by name, and the standard pickler is the faster one for a sweep's thousands of parsed files.
 CACHED: dict[str, Any] = {"cache_policy": CacheKeyFnPolicy(cache_key_fn=certify_cache_key), "persist_result": True,
                           "result_serializer": PickleSerializer(picklelib="pickle")}
 # Task options for every other task. Prefect's default policy hashes a task's inputs for a cache key even where no
-# result is persisted (so nothing can be found under it): the judge of a 512-GPU resilience run serialised its
-# 1.6 GB of telemetry for a key nobody used (1.8 GB more memory for seconds, and CPU on every certification).
+# result is persisted (so nothing can be found under it): the judge of a cluster's resilience run serialised its
+# telemetry for a key nobody used (as much memory again, for seconds, and CPU on every certification).
 UNCACHED: dict[str, Any] = {"cache_policy": NO_CACHE}
 
 # Parsed evidence of more files than this is neither persisted nor looked up. Prefect pickles a result and writes
-# it base64 in JSON: several copies of the parsed columns in memory at once (a 24-hour run's 1 Hz telemetry, 1.6 GB
-# of columns, took the certification past 6 GiB), and every run pays for a copy that only a resumed run reads back,
-# at a saving smaller than that cost: a 512-GPU pairwise sweep (59 MB of nccl-tests output, parsed in 2.8 s) took
-# 1.1 s more to persist (its task's end to the judge's start, from the server's task-run times), and reading it back
-# takes 1.9 s. Below 16 MiB (a run of the shipped sample's size: 3.4 MB in all) that is tens of milliseconds, and a
-# crash resumes from the persisted parse.
+# it base64 in JSON: several copies of the parsed columns in memory at once (a day of 1 Hz telemetry took a
+# certification past its memory), and every run pays for a copy that only a resumed run reads back, at a saving
+# smaller than that cost (persisting a pairwise sweep's parse and reading it back each take about as long as the
+# parse itself). Below this (a run of the shipped sample's size) that is tens of milliseconds, and a crash resumes
+# from the persisted parse.
 PERSIST_MAX_BYTES = 16 * 1024**2
 
 _T = TypeVar("_T", bound=Task[Any, Any])

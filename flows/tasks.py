@@ -64,7 +64,7 @@ def gate_task(checks: list[Check], report: ValidationReport) -> list[Check]:
 
 # Not cached: its key would hold the run's metadata (a new run id and start time each run), so no run could ever find
 # a result stored under it, while the key (every check, workload and phase section walked and serialised) and the
-# stored result (the whole results.json, pickled) cost a 512-GPU certification about 2 s each run.
+# stored result (the whole results.json, pickled) cost a cluster's certification seconds each run.
 @task(name="judge", **UNCACHED)
 def judge_task(
     meta: RunMeta, inputs: Inputs, checks: list[Check], workloads: list[dict[str, Any]],

@@ -227,9 +227,9 @@ def entry(argv: list[str] | None = None) -> int:
     """`main` for a process that exits when it returns (the `clustercert` command, `python -m clustercert`).
 
     Everything the command made is garbage then, but the interpreter's last collections at exit walk it all first:
-    a certification's heap (Prefect, the parsed evidence, the report) is millions of objects, 2.3 s of the sample's
-    certify spent after the work was done. Frozen, they are left out of those collections; objects are still freed
-    by their counts, and every exit handler (temporary folders, log flushes) still runs."""
+    a certification's heap (Prefect, the parsed evidence, the report) is millions of objects, walked after the work
+    is done. Frozen, they are left out of those collections; objects are still freed by their counts, and every exit
+    handler (temporary folders, log flushes) still runs."""
     import gc
 
     code = main(argv)

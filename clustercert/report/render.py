@@ -397,23 +397,22 @@ def render_pdf(html: str, base_dir: Path, progress: Callable[[str], None] | None
     root = base_dir.resolve()
     # Each <wbr> (a line-break opportunity: `breakable`) becomes the zero-width space that WeasyPrint's own style
     # sheet draws for it (`wbr::before { content: "\200B" }`), so the PDF holds the same characters. Written as the
-    # character, it is a break opportunity in the text itself instead of an inline box of its own: the sample's
-    # 2,273 boxes cost a third of its layout (5.9 -> 4.1 s), and WeasyPrint missed some of those breaks, cutting
-    # words where it could not find one ("recipe_conf" / "orms" instead of "recipe_" / "conforms"). A literal
-    # "<wbr>" is always the element: text and attribute values carry "<" escaped.
+    # character, it is a break opportunity in the text itself instead of an inline box of its own: thousands of
+    # such boxes made a large part of the layout's work, and WeasyPrint missed some of those breaks, cutting words
+    # where it could not find one ("recipe_conf" / "orms" instead of "recipe_" / "conforms"). A literal "<wbr>" is
+    # always the element: text and attribute values carry "<" escaped.
     html = html.replace("<wbr>", "\u200b")
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     buffer = io.BytesIO()
     # No cyclic garbage collection while WeasyPrint lays the document out: the layout tree it builds (millions of
     # objects, alive until the PDF is written) sets off full collections that traverse it and every other object
-    # of the run, again and again, and find nothing to free (2.9 s of the sample's report stage, timed with
-    # gc.callbacks); the peak RSS of a render is the same without them (259 vs 251 MiB). Inside a certification
-    # (`heap.settling`), what the layout leaves in cycles once the PDF is written is left frozen to the run's end
-    # (`keep`) instead of collected when the collector resumes: that collection took 0.37 s of the sample's run and
-    # found 483,000 objects to free. They hold what the layout held, no more (the report stage's peak RSS is below
-    # the run's: 1.29 against 1.60 GiB at 512 GPUs), are given back when the run ends, and a command's exit frees
-    # them without a collection (`cli.app.entry`).
+    # of the run, again and again, and find nothing to free; the peak memory of a render is about the same without
+    # them. Inside a certification (`heap.settling`), what the layout leaves in cycles once the PDF is written is
+    # left frozen to the run's end (`keep`) instead of collected when the collector resumes, a collection that would
+    # traverse the whole run. It holds what the layout held, no more (the report stage's peak memory stays below the
+    # run's), is given back when the run ends, and a command's exit frees it without a collection
+    # (`cli.app.entry`).
     tell = progress or (lambda what: None)
     try:
         with paused():

@@ -97,8 +97,8 @@ def _signature(path: Path) -> tuple[str, int, int, int]:
 
 def _unchanged(signatures: tuple[tuple[str, int, int, int], ...]) -> bool:
     """Whether every file of `signatures` (their real paths) is still the file it was: the same size, modification
-    time and inode. A stat each, not _signature()'s walk of every part of the path again (a cluster's bundle has
-    8,168 files, and each of a certification's four loads checked them all: 0.3 s each)."""
+    time and inode. A stat each, not _signature()'s walk of every part of the path again: a cluster's bundle has
+    thousands of files."""
     stat = os.stat
     try:
         for path, size, mtime_ns, inode in signatures:
@@ -126,12 +126,12 @@ _LOADED: dict[tuple[str, str, str | None, bool], tuple[tuple[tuple[str, int, int
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None, *,
                 described: Callable[[], object] | None = None,
                 progress: Callable[[str, str], None] | None = None, in_bundle_names: bool = True) -> Inputs:
-    """The bundle and catalog, loaded once per process: a certification's flow and its phase subflows share one
-    load (it is repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
+    """The bundle and catalog, loaded once per process: certify's command line and its flow share one load (it is
+    repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
 
     `described` is called once bundle.yaml and the catalog are read and agree, before the evidence files are
-    hashed (the load's longest part at cluster scale: 3 GB at 512 GPUs, 23.5 GB at 4,096): certify starts
-    Prefect's server then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
+    hashed (the load's longest part at cluster scale: gigabytes of telemetry): certify starts Prefect's server
+    then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
     `in_bundle_names`: a certification's naming of the evidence files, by their paths in the bundle (`evidence
     check` names them as the command was given them: `LoadedBundle.shown`)."""
     key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names)
@@ -189,8 +189,8 @@ def _show_hashing(futures: dict[str, Future[str]], order: list[str], sizes: dict
     """Tell `progress` (stage "hash"), once the hashing has taken `_HASH_QUIET`, and until every file is hashed or
     one cannot be, the largest file still being hashed and how many files and bytes of how many are done: at a look
     (`_HASH_LOOK`) that finds more files done than the last line said (a plain line is shown at most once a second)
-    and every `_WAIT_SHOWN` seconds while one large file is hashed (a 4,096-GPU bundle's 22 GB of telemetry take
-    20 s, which were 25 s without a line)."""
+    and every `_WAIT_SHOWN` seconds while one large file is hashed (a cluster's telemetry: gigabytes in one
+    file)."""
     lock, ended = threading.Lock(), threading.Event()
     finished = [0, 0]  # files, bytes
 
@@ -205,7 +205,7 @@ def _show_hashing(futures: dict[str, Future[str]], order: list[str], sizes: dict
         futures[rel].add_done_callback(functools.partial(done, size=sizes[rel]))
     total, started = sum(sizes.values()), time.monotonic()
     shown_at, shown_files, at = started, -1, 0
-    while not ended.wait(_HASH_LOOK):  # a look every quarter second, not one per file (a sweep's 8,141)
+    while not ended.wait(_HASH_LOOK):  # a look every quarter second, not one per file (a sweep's thousands)
         with lock:
             files, hashed = finished
         now = time.monotonic()
@@ -318,8 +318,8 @@ def _status(path: Path) -> tuple[int, int, int, int, int] | None:
 
 # A file this large is hashed for the manifest on the pass's thread, in blocks this large. The thread needs the GIL
 # back after each read and each hash update, and a thread that wants it waits up to the switch interval (5 ms) while
-# the main thread lays out the report: thousands of small files (or 1 MB blocks) would starve the thread (a pass of
-# a 512-GPU bundle took 171 s beside a busy main thread, 4 s alone), so those are hashed on the main thread.
+# the main thread lays out the report: thousands of small files (or 1 MB blocks) would starve the thread (a pass
+# beside a busy main thread took tens of times as long as alone), so those are hashed on the main thread.
 _LARGE = 64 * 1024**2
 _BLOCK = 64 * 1024**2  # kept apart from _LARGE: a test that moves every file to the thread keeps large blocks
 _WAIT_SHOWN = 5.0  # seconds between two reports of a wait for a large file's hash, the load's or the manifest's
@@ -328,9 +328,9 @@ _WAIT_SHOWN = 5.0  # seconds between two reports of a wait for a large file's ha
 class ManifestPass:
     """The manifest's pass over the evidence (`evidence_subjects`, with each file's parts read checked in the same
     read: `_hashing`), its large files on a thread of their own, started once the phases have read the evidence
-    (certify's flow: hashing a cluster's 23 GB of telemetry again then overlaps the validation and the reports,
-    rather than following them: about 40 s of a 4,096-GPU certification's report stage) or, by default, before the
-    reports render (hashlib and file reads release the GIL: WeasyPrint's layout holds it). The other files are
+    (certify's flow: hashing a cluster's telemetry again then overlaps the validation and the reports, rather than
+    following them) or, by default, before the reports render (hashlib and file reads release the GIL: WeasyPrint's
+    layout holds it). The other files are
     hashed at `subjects`, in bundle order with the large ones' results (the first file that cannot be signed is
     named, as before). What a pass at the end checked is still checked then: each large file's status is taken
     before it is hashed and must be the same (a file written, replaced or touched after its hash is refused), and
@@ -362,8 +362,8 @@ class ManifestPass:
     def subjects(self, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """The evidence subjects to sign (an EvidenceError of the pass is raised here, the first in bundle order),
         once nothing changed since each large file was hashed. While a large file's hash is waited for, `progress`
-        is told which one, and how long it has been waited for, every `_WAIT_SHOWN` seconds (a cluster's 23.5 GB
-        take longer to hash again than the reports take to render)."""
+        is told which one, and how long it has been waited for, every `_WAIT_SHOWN` seconds (a cluster's telemetry
+        can take longer to hash again than the reports take to render)."""
         root = self._inputs.bundle.root
         digests, hash_file = self._inputs.digests or None, _hashing(self._wanted)
         subjects: list[dict[str, Any]] = []
@@ -578,7 +578,7 @@ class _SecondProcess:
 
 
 def _import_renderer() -> None:
-    """What a PDF needs imported, while the report's HTML is made (WeasyPrint: 1-1.5 s here)."""
+    """What a PDF needs imported (WeasyPrint, seconds of imports), while the report's HTML is made."""
     import weasyprint  # noqa: F401
 
 
