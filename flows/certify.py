@@ -36,25 +36,26 @@ def certify_flow(request: CertifyRequest) -> opaque:
 
     Large task arguments go through `flows.runners.bulky` (Prefect does not walk them); what the run does only to
     finish sooner is `flows.tactics`."""
-    with Tactics() as tactics:
-        report("load", request.bundle_path)
-        with load_task(request) as evidence:  # each file parsed once for the phases and the validation
-            phases = _judge_phases(request, evidence, tactics)
-            tactics.evidence_read(evidence.inputs)
-            report("validate", "expectation suites over every table")
-            validation = validate_task(bulky(evidence))
-            evidence.release()  # every reader of the parsed files is done; what was read stays recorded
-            checks = gate_task(bulky([c for p in phases.values() for c in p["checks"]]), bulky(validation))
-            tactics.stage_done()
-            report("judge", f"{len(checks)} checks")
-            sections = {name: p["section"] for name, p in phases.items()}
-            results = judge_task(RunMeta.from_json(request.run_meta), bulky(evidence.inputs), bulky(checks),
-                                 bulky(phases["efficiency"]["workloads"]), bulky(sections))
-            tactics.stage_done()
-            report("report", f"render and sign into {request.run_dir}")
-            charts, manifest_pass = tactics.before_report()
-            paths = write_task(request, bulky(evidence.inputs), bulky(results), bulky(validation), bulky(charts),
-                               bulky(manifest_pass))
+    report("load", request.bundle_path)
+    # each file parsed once for the phases and the validation; the tactics end (no thread left reading the bundle)
+    # before the evidence set forgets what was read
+    with load_task(request) as evidence, Tactics() as tactics:
+        phases = _judge_phases(request, evidence, tactics)
+        tactics.evidence_read(evidence.inputs)
+        report("validate", "expectation suites over every table")
+        validation = validate_task(bulky(evidence))
+        evidence.release()  # every reader of the parsed files is done; what was read stays recorded
+        checks = gate_task(bulky([c for p in phases.values() for c in p["checks"]]), bulky(validation))
+        tactics.stage_done()
+        report("judge", f"{len(checks)} checks")
+        sections = {name: p["section"] for name, p in phases.items()}
+        results = judge_task(RunMeta.from_json(request.run_meta), bulky(evidence.inputs), bulky(checks),
+                             bulky(phases["efficiency"]["workloads"]), bulky(sections))
+        tactics.stage_done()
+        report("report", f"render and sign into {request.run_dir}")
+        charts, manifest_pass = tactics.before_report()
+        paths = write_task(request, bulky(evidence.inputs), bulky(results), bulky(validation), bulky(charts),
+                           bulky(manifest_pass))
         report("publish", "Prefect artifacts")
         publish_artifacts_task(bulky(results), paths)
     return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})
