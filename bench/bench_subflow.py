@@ -4,8 +4,7 @@ At cluster scale the efficiency stage stays far from 3x its floor (bench/results
 5-6 ms, best of five, for twelve small training logs). This bench says how much of that is the work and how much
 Prefect's: each repetition is two fresh processes, each with a fresh PREFECT_HOME (no cached result) and a
 temporary Prefect server started as certify starts it (`flows.runtime.prefect_runtime`: flow-run heartbeats off),
-in which a parent flow (with parameters, as certify's) loads the sample bundle as certify's flow does
-(`load_task`), then
+in which a parent flow loads the sample bundle into an evidence set as certify's flow does (`load_task`), then
 1. in the first process, times the real efficiency subflow (`flows.phases.efficiency_flow`, the call certify's
    efficiency stage makes) as the process's first subflow, as in certify; in the second, times a subflow that
    does nothing first, then the efficiency subflow (what the first subflow of a process pays the server and the
@@ -49,13 +48,13 @@ def child(calls: int, bare_first: bool) -> dict[str, Any]:
     from prefect import flow, task
 
     from clustercert.evidence.bundle import Phase, RunKind
-    from clustercert.evidence.parse import forget_parsed
     from clustercert.phases.efficiency import judge_efficiency
     from clustercert.phases.evidence import parse_run
     from clustercert.runs.folder import load_inputs
     from clustercert.settings import load_settings
     from flows.caching import CACHED, UNCACHED
     from flows.phases import efficiency_flow
+    from flows.request import CertifyRequest
     from flows.runtime import prefect_runtime
     from flows.tasks import load_task
 
@@ -65,9 +64,8 @@ def child(calls: int, bare_first: bool) -> dict[str, Any]:
     spec = inputs.bundle.spec
 
     def own_work() -> tuple[Any, dict[str, Any]]:
-        """The stage's own work as the subflow does it: every efficiency log and MLPerf run parsed afresh (the
-        parses are remembered per process), then judged; the result and the two parts' times."""
-        forget_parsed()
+        """The stage's own work as the subflow does it: every efficiency log and MLPerf run parsed afresh, then
+        judged; the result and the two parts' times."""
         started = time.perf_counter()
         logs = {r.id: parse_run(inputs.bundle, r, limit) for r in spec.runs
                 if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING}
@@ -102,12 +100,15 @@ def child(calls: int, bare_first: bool) -> dict[str, Any]:
         return time.perf_counter() - started
 
     @flow(name="bench-parent")
-    def parent(bundle_path: str, references_dir: str) -> dict[str, Any]:  # parameters as certify's flow has them
-        load_task(bundle_path, references_dir, None)
+    def parent(bundle_path: str, references_dir: str) -> dict[str, Any]:
+        settings = load_settings()  # a request as certify's flow gets one; nothing is written to its run folder
+        evidence = load_task(CertifyRequest(
+            bundle_path=bundle_path, run_dir="", run_meta={}, key_dir=str(settings.key_dir),
+            references_dir=references_dir, templates_dir=str(settings.templates_dir), limit=limit))
         out: dict[str, Any] = {}
         if bare_first:  # the server's and the client's first subflow paid by a subflow that does nothing
             out["first_bare_subflow_s"] = timed(bare)
-        out["efficiency_subflow_s"] = timed(efficiency_flow, bundle_path, references_dir, None, limit)
+        out["efficiency_subflow_s"] = timed(efficiency_flow, bundle_path, evidence)
         out["bare_subflow_s"] = [timed(bare) for _ in range(calls)]
         out["three_task_subflow_s"] = [timed(three_tasks, time.time_ns() + call) for call in range(calls)]
         out["efficiency_as_one_task_s"] = [timed(efficiency_task, time.time_ns() + call) for call in range(calls)]

@@ -1,10 +1,9 @@
-"""The run's heap and CPython's cyclic garbage collector: a collection finds nothing to free in what a
-certification builds to keep, so it should not traverse it again and again.
+"""The run's heap and CPython's cyclic garbage collector: what a certification builds to keep is left out of the
+collections that would traverse it again and again and find nothing to free.
 
-At cluster scale a certification holds millions of objects from one stage to the next (a 512-GPU bundle's parsed
+At cluster scale a certification holds millions of objects from one stage to the next (a cluster's parsed
 collectives, its results), and the collector traverses every tracked object on each full collection, which the
-allocations of each later stage keep setting off: 27 of them took 11.6 s of a 512-GPU certification (timed with
-`gc.callbacks`). Two remedies, each where it is measured to pay:
+allocations of each later stage keep setting off. Two remedies, each used where it pays:
 - `settle()` at the end of a stage collects once and moves what survives to the permanent generation
   (`gc.freeze()`), so later collections traverse only what later stages allocate; reference counting still frees
   what is dropped (the parsed evidence after validation). `settling()` gives the frozen objects back to the
@@ -32,9 +31,9 @@ def settle() -> None:
 def keep() -> None:
     """Inside `settling()`, what exists now is kept to the run's end: frozen without a collection first. For the end
     of work done under `paused()` whose objects are kept, not dropped (a phase's parsed files): the first
-    collections after the pause would traverse each of them (a 512-GPU sweep's parse: a 0.19 s collection of the
-    youngest generation, then the older ones, then the stage's `settle()`, 0.79 s, which found 96 objects to free).
-    Outside `settling()` (a phase run on its own, a Dask worker) it does nothing: nobody would unfreeze them."""
+    collections after the pause would traverse each of them, generation after generation, and find next to nothing
+    to free. Outside `settling()` (a phase run on its own, a Dask worker) it does nothing: nobody would unfreeze
+    them."""
     if _SETTLING[0]:
         gc.freeze()
 
@@ -56,9 +55,9 @@ def settling() -> Iterator[None]:
 def frozen() -> Iterator[None]:
     """What exists now is left out of the collections inside (frozen), so they traverse only what the work inside
     allocates; at the end it is given back to the collector, unless a `settling()` run is under way, which keeps it
-    frozen to its own end. `gc.unfreeze()` gives back every frozen object, not only these: inside a run it gave back
-    what the run had frozen too (the libraries' objects, the kept evidence), which its next `settle()` then
-    traversed again: the sample's validation left 422,430 objects unfrozen, and that collection took 0.30-0.46 s."""
+    frozen to its own end. `gc.unfreeze()` gives back every frozen object, not only these: inside a run it would
+    give back what the run had frozen too (the libraries' objects, the kept evidence), which its next `settle()`
+    would then traverse again."""
     gc.freeze()
     try:
         yield

@@ -17,6 +17,7 @@ from prefect.serializers import PickleSerializer
 from prefect.tasks import Task
 
 from clustercert.evidence.bundle import BUNDLE_FILE
+from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import Inputs, file_digest
 
 __all__ = ["CACHED", "PERSIST_MAX_BYTES", "UNCACHED", "certify_cache_key", "code_version", "evidence_digest",
@@ -38,8 +39,8 @@ def code_version() -> str:
 
 # The last Inputs evidence_digest() was asked for, and its digest: every cached task of a run asks for the same one.
 _last_digest: tuple[Inputs, str] | None = None
-# Held while a digest is computed: the efficiency flow submits a task per training log at once, and each asked for
-# the digest on its own thread before any had it (twelve listings of a 512-GPU bundle side by side, 3 s of its run).
+# Held while a digest is computed: the efficiency flow submits a task per training log at once, and each would ask
+# for the digest on its own thread before any had it (a listing of the whole bundle each, side by side).
 _digest_lock = threading.Lock()
 
 
@@ -47,8 +48,8 @@ def evidence_digest(inputs: Inputs) -> str:
     """sha256 over bundle.yaml and every evidence file's sha256 (by relative path), as the run read them.
 
     Computed once per Inputs (the object the load made; the last one asked for is remembered), by one thread at a
-    time (the others wait for it): listing a cluster's bundle, thousands of files, for the key of each of its dozens
-    of cached tasks took 8 s of a 512-GPU run."""
+    time (the others wait for it): a cluster's bundle is thousands of files, and a run has dozens of cached tasks,
+    each of whose keys holds the digest."""
     with _digest_lock:
         return _evidence_digest(inputs)
 
@@ -67,6 +68,8 @@ def _evidence_digest(inputs: Inputs) -> str:
 
 
 def _stable(value: Any) -> Any:
+    if isinstance(value, EvidenceSet):  # its load, and the bound on a file's size its parsers keep to
+        return {**_stable(value.inputs), "limit": value.limit}
     if isinstance(value, Inputs):
         # The bundle's location is part of the key: parsed rows and findings name their files by path.
         return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256,
@@ -81,8 +84,8 @@ def _stable(value: Any) -> Any:
 
 
 def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    """The task's name and code version with its parameters, an `Inputs` replaced by its evidence and catalog
-    hashes and the bundle's location (results name evidence files by path)."""
+    """The task's name and code version with its parameters, an `Inputs` (or an evidence set's) replaced by its
+    evidence and catalog hashes and the bundle's location (results name evidence files by path)."""
     payload = {"task": context.task.name, "code": code_version(), "parameters": _stable(parameters)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, allow_nan=True).encode()).hexdigest()
 
@@ -90,21 +93,20 @@ def certify_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> st
 # Task options for every cached task: results are persisted in Prefect's local storage (PREFECT_HOME/storage by
 # default, or PREFECT_LOCAL_STORAGE_PATH) so a run interrupted by a crash resumes from them.
 # Pickled by the standard library's pickler, not Prefect's default cloudpickle: every result is an instance of a
-# class importable by name, and 8,141 parsed nccl-tests files (a 512-GPU sweep) pickle in 0.5 s instead of 0.9 s.
+# class importable by name, and the standard pickler is the faster one for a sweep's thousands of parsed files.
 CACHED: dict[str, Any] = {"cache_policy": CacheKeyFnPolicy(cache_key_fn=certify_cache_key), "persist_result": True,
                           "result_serializer": PickleSerializer(picklelib="pickle")}
 # Task options for every other task. Prefect's default policy hashes a task's inputs for a cache key even where no
-# result is persisted (so nothing can be found under it): the judge of a 512-GPU resilience run serialised its
-# 1.6 GB of telemetry for a key nobody used (1.8 GB more memory for seconds, and CPU on every certification).
+# result is persisted (so nothing can be found under it): the judge of a cluster's resilience run serialised its
+# telemetry for a key nobody used (as much memory again, for seconds, and CPU on every certification).
 UNCACHED: dict[str, Any] = {"cache_policy": NO_CACHE}
 
 # Parsed evidence of more files than this is neither persisted nor looked up. Prefect pickles a result and writes
-# it base64 in JSON: several copies of the parsed columns in memory at once (a 24-hour run's 1 Hz telemetry, 1.6 GB
-# of columns, took the certification past 6 GiB), and every run pays for a copy that only a resumed run reads back,
-# at a saving smaller than that cost: a 512-GPU pairwise sweep (59 MB of nccl-tests output, parsed in 2.8 s) took
-# 1.1 s more to persist (its task's end to the judge's start, from the server's task-run times), and reading it back
-# takes 1.9 s. Below 16 MiB (a run of the shipped sample's size: 3.4 MB in all) that is tens of milliseconds, and a
-# crash resumes from the persisted parse.
+# it base64 in JSON: several copies of the parsed columns in memory at once (a day of 1 Hz telemetry took a
+# certification past its memory), and every run pays for a copy that only a resumed run reads back, at a saving
+# smaller than that cost (persisting a pairwise sweep's parse and reading it back each take about as long as the
+# parse itself). Below this (a run of the shipped sample's size) that is tens of milliseconds, and a crash resumes
+# from the persisted parse.
 PERSIST_MAX_BYTES = 16 * 1024**2
 
 _T = TypeVar("_T", bound=Task[Any, Any])

@@ -1,11 +1,11 @@
-"""One subflow per phase: parse what the phase needs, then judge it.
+"""One subflow per phase: parse what the phase needs from the certification's evidence set, then judge it."""
 
-Large task arguments (the loaded bundle, parsed evidence) are passed through `flows.runners.bulky`, so that
-Prefect does not walk them looking for futures (none of them is one)."""
-
-from __future__ import annotations
+# No `from __future__ import annotations`: Prefect validates a flow's parameters against its annotations, and a flow
+# run a deployment serves gets the flow's function by value (cloudpickle), without this module's globals to resolve
+# a name in.
 
 import functools
+from typing import Any
 
 from prefect import flow, task
 from prefect.utilities.annotations import opaque
@@ -17,24 +17,25 @@ from clustercert.heap import keep, paused
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
-from clustercert.phases.evidence import parse_run
 from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
+from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import Inputs
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
 from flows.runners import Parcel, bulky, handed_back, on_threads, received
-from flows.tasks import load_task, parse_training_task
+from flows.tasks import parse_training_task
 
 __all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
 
 
 @task(name="parse-runs", retries=2, retry_delay_seconds=1, **CACHED)
-def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
-    """The runs' parsed evidence by id (one task for a phase's many small files: a task costs ~1 s in Prefect), in
-    a Parcel that Prefect does not walk (`received` takes it out)."""
+def parse_runs_task(evidence: EvidenceSet, run_ids: list[str]) -> Parcel:
+    """The runs' parsed evidence by id (one task for a phase's many small files: each task run costs Prefect its
+    API calls, events, cache lookup and persisted result), in a Parcel that Prefect does not walk (`received`
+    takes it out)."""
     wanted = set(run_ids)
-    runs = [r for r in inputs.bundle.spec.runs if r.id in wanted]
+    runs = [r for r in evidence.bundle.spec.runs if r.id in wanted]
     out: dict[str, object] = {}
     stage = current_stage(runs[0].phase.value) if runs else ""
     with paused():  # what is parsed is kept, and acyclic: no collection traverses it again file after file
@@ -43,7 +44,7 @@ def parse_runs_task(inputs: Inputs, run_ids: list[str], limit: int) -> Parcel:
             report(stage, said)
             # a long read (a cluster's telemetry: minutes) says how far it is every few seconds
             with told_reading(reading_told(report, stage, said)):
-                out[r.id] = parse_run(inputs.bundle, r, limit)
+                out[r.id] = evidence.for_phase(r)
         keep()  # kept to the run's end (released after validation): no collection need traverse it
     return Parcel(out)
 
@@ -59,30 +60,39 @@ def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | Evidence
 
 
 @flow(name="efficiency")
-def efficiency_flow(bundle_path: str, references_dir: str, catalog: str | None,
-                    limit: int) -> opaque:
-    inputs = load_task(bundle_path, references_dir, catalog)
-    runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
-    mlperf_runs = [r.id for r in inputs.bundle.spec.runs if r.kind is RunKind.MLPERF]
+def efficiency_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
+    """Each workload's step times against its reference, and MLPerf's time to train, from the training logs.
+
+    `bundle_path` names the bundle among the flow run's recorded parameters (the API and the UI find a bundle's
+    phase runs by it); `evidence` is the certification's evidence set, by reference."""
+    runs = [r.id for r in evidence.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
+    mlperf_runs = [r.id for r in evidence.bundle.spec.runs if r.kind is RunKind.MLPERF]
     if on_threads():
-        # One task for every log, as the other phases parse theirs: threads parse one log at a time anyway (the
-        # parsers hold the GIL), and each task run costs Prefect its API calls, events, cache lookup and persisted
-        # result. Twelve of them made the sample's efficiency stage 0.9-1.3 s against 0.6-0.7 s for one (alternated
-        # runs, 19:47-19:51 UTC 2026-12-03), and left the twelve threads racing to the first cache key's code hash.
-        wanted = [*runs, *mlperf_runs]
-        parsed = received(persisted(parse_runs_task, inputs, wanted)(bulky(inputs), wanted, limit)) if wanted else {}
-        logs = {run_id: parsed[run_id] for run_id in runs}
-        mlperf = {run_id: parsed[run_id] for run_id in mlperf_runs}
+        logs, mlperf = _parsed_on_threads(evidence, runs, mlperf_runs)
     else:
         # A task per log, submitted, so that the Dask cluster (`certify --dask`) parses them in parallel.
-        futures = {run_id: persisted(parse_training_task, inputs, [run_id]).submit(bulky(inputs), run_id, limit)
+        futures = {run_id: persisted(parse_training_task, evidence.inputs, [run_id]).submit(bulky(evidence), run_id)
                    for run_id in runs}
         logs = {run_id: future.result() for run_id, future in futures.items()}
-        mlperf = received(persisted(parse_runs_task, inputs, mlperf_runs)(bulky(inputs), mlperf_runs, limit)) \
-            if mlperf_runs else {}
-    result = judge_efficiency_task(bulky(inputs), bulky(logs), bulky(mlperf))
+        mlperf = _parsed(evidence, mlperf_runs) if mlperf_runs else {}
+    result = judge_efficiency_task(bulky(evidence.inputs), bulky(logs), bulky(mlperf))
     return handed_back({"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
                         "section": result.section()})
+
+
+def _parsed_on_threads(evidence: EvidenceSet, runs: list[str],
+                       mlperf_runs: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The training logs and MLPerf runs in one task, as the other phases parse theirs: threads parse one log at a
+    time anyway (the parsers hold the GIL), and each task run costs Prefect its API calls, events, cache lookup and
+    persisted result (a task per log also left the threads racing to the first cache key's code hash)."""
+    wanted = [*runs, *mlperf_runs]
+    parsed = _parsed(evidence, wanted) if wanted else {}
+    return {run_id: parsed[run_id] for run_id in runs}, {run_id: parsed[run_id] for run_id in mlperf_runs}
+
+
+def _parsed(evidence: EvidenceSet, run_ids: list[str]) -> dict[str, Any]:
+    """The runs' evidence parsed by `parse_runs_task` (its result persisted for a resumed run where small enough)."""
+    return received(persisted(parse_runs_task, evidence.inputs, run_ids)(bulky(evidence), run_ids))
 
 
 @task(name="judge-scaling", **UNCACHED)
@@ -104,24 +114,20 @@ def judge_resilience_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseRes
 
 
 @flow(name="scaling")
-def scaling_flow(bundle_path: str, references_dir: str, catalog: str | None,
-                 limit: int) -> opaque:
-    """Weak scaling from the training runs at every GPU count, collective bandwidth per scope, degraded pairs."""
-    inputs = load_task(bundle_path, references_dir, catalog)
-    runs = [r.id for r in inputs.bundle.spec.runs
+def scaling_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
+    """Weak scaling from the training runs at every GPU count, collective bandwidth per scope, degraded pairs
+    (parameters as `efficiency_flow`'s)."""
+    runs = [r.id for r in evidence.bundle.spec.runs
             if (r.kind is RunKind.TRAINING and r.phase in (Phase.SCALING, Phase.EFFICIENCY))
             or (r.kind is RunKind.COLLECTIVE)]
-    parsed = received(persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit))
-    result = judge_scaling_task(bulky(inputs), bulky(parsed))
+    result = judge_scaling_task(bulky(evidence.inputs), bulky(_parsed(evidence, runs)))
     return handed_back({"checks": result.checks, "section": result.section})
 
 
 @flow(name="resilience")
-def resilience_flow(bundle_path: str, references_dir: str, catalog: str | None,
-                    limit: int) -> opaque:
-    """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry."""
-    inputs = load_task(bundle_path, references_dir, catalog)
-    runs = [r.id for r in inputs.bundle.spec.runs if r.phase is Phase.RESILIENCE]
-    parsed = received(persisted(parse_runs_task, inputs, runs)(bulky(inputs), runs, limit))
-    result = judge_resilience_task(bulky(inputs), bulky(parsed))
+def resilience_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
+    """Goodput, stragglers, stalls and restarts of the long run from its log, events, sacct, timings, telemetry
+    (parameters as `efficiency_flow`'s)."""
+    runs = [r.id for r in evidence.bundle.spec.runs if r.phase is Phase.RESILIENCE]
+    result = judge_resilience_task(bulky(evidence.inputs), bulky(_parsed(evidence, runs)))
     return handed_back({"checks": result.checks, "section": result.section})

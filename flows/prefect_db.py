@@ -1,16 +1,15 @@
-"""A fresh PREFECT_HOME's database made from a template instead of 116 migrations at every first start.
+"""A fresh PREFECT_HOME's database made from a template instead of every migration at each first start.
 
 Prefect's server creates its SQLite database on its first start in a PREFECT_HOME: every Alembic migration from the
-first one, then every block type registered. That took 7 s of the 14 s a temporary server needed to answer in a
-fresh PREFECT_HOME on this 2-core machine (6.6 s in a home that had its database). The result is the same empty
-database each time for one Prefect release, so it is made once, when clustercert is installed (`scripts/bootstrap`
-runs `python -m flows.prefect_db`), by starting Prefect's own server on a scratch home and keeping its database
-(less the telemetry session Prefect gives each server), and a fresh home gets a copy before its server starts:
-7.0-7.8 s to an answer instead of 14 s.
+first one, then every block type registered, a large part of a temporary server's start in a fresh home. The result
+is the same empty database each time for one Prefect release, so it is made once, when clustercert is installed
+(`scripts/bootstrap` runs `python -m flows.prefect_db`), by starting Prefect's own server on a scratch home and
+keeping its database (less the telemetry session Prefect gives each server), and a fresh home gets a copy before
+its server starts.
 
 The copy changes nothing Prefect decides: its server still runs its migrations (none are left when the template is
 of this release: it is named by Prefect's version) and registers its block types (its memo of them is keyed by the
-database's URL, so a copy starts without one: about a second, upserting what the template has). A home that
+database's URL, so a copy starts without one: it upserts what the template has). A home that
 has a database, or what one leaves behind (a WAL or journal), a database elsewhere than a local SQLite file or in a
 folder that does not exist, or no template: nothing is copied, and Prefect creates (or refuses) its database as it
 always did.
@@ -59,8 +58,8 @@ def immediate_sqlite_writes() -> None:
     is locked"), whatever the busy timeout. The API's task-run creation reads the flow run's labels, then inserts,
     while the server's task-run recorder writes the runs that the client's events report: when a certification
     starts a phase (a subflow, whose tracking task run the API creates), the phase before has just reported its
-    tasks. The API answers 503 and Prefect's client waits 2 s (its back-off, not a setting) before it asks again:
-    twice in each certification of the sample measured, 4 of its 18-23 s (PrefectHQ/prefect#18934, open)."""
+    tasks. The API answers 503 and Prefect's client waits 2 s (its back-off, not a setting) before it asks again,
+    a wait on the certification's path (PrefectHQ/prefect#18934, open)."""
     from prefect.server.database.configurations import AioSqliteConfiguration
 
     deferred = AioSqliteConfiguration.begin_transaction

@@ -1,5 +1,7 @@
-"""Progress of a running certification: the flows name each stage and the run or file being worked on; whoever
-started the flow (the CLI) may listen. Nothing is reported when nobody listens (tests, `--json`, Dask workers)."""
+"""Progress of a running certification: the flows name each stage and the run or file being worked on, and whoever
+started the flow (the CLI) may listen.
+
+Nothing is reported when nobody listens (tests, `--json`, Dask workers)."""
 
 from __future__ import annotations
 

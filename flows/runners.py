@@ -16,8 +16,8 @@ F = TypeVar("F", bound=Flow[Any, Any])
 
 def bulky(value: Any) -> Any:
     """`value` as a task argument that Prefect need not walk: in `quote` when this flow's tasks run on threads
-    (Prefect otherwise visits every element of every argument looking for futures: about 5 s per certification of
-    the sample, most of it the resilience run's per-rank tables); as it is on Dask, whose serialisation turns the
+    (Prefect otherwise visits every element of every argument looking for futures: seconds per certification,
+    most of it in the resilience run's per-rank tables); as it is on Dask, whose serialisation turns the
     quote (a named tuple) into a plain tuple. Never wrap a future: its dependency would be lost."""
     from prefect.context import FlowRunContext
     from prefect.utilities.annotations import quote
@@ -38,15 +38,15 @@ def on_threads() -> bool:
 
 def handed_back(value: dict[str, Any]) -> opaque:
     """A flow's return value as Prefect hands it to the caller without walking it: on success the flow engine visits
-    every element of what a flow returns looking for futures (13 s for a 512-GPU certification's results, 10 s more
-    for its phase sections); these values hold none. The caller takes the value out with `received`."""
+    every element of what a flow returns looking for futures (a cluster's results and phase sections are millions
+    of them); these values hold none. The caller takes the value out with `received`."""
     return opaque(value)
 
 
 class Parcel:
     """A task's return value as Prefect keeps it without walking it, and persists it for a resumed run: on success
-    the task engine visits each element of what a task returns to link it to the task's state (1.0 s of a 512-GPU
-    certification for the sweep's 8,141 parsed files), but not the inside of an object that is no collection,
+    the task engine visits each element of what a task returns to link it to the task's state (a sweep's thousands
+    of parsed files), but not the inside of an object that is no collection,
     dataclass or model. (Prefect's `opaque` does not survive the pickling of a persisted result: it comes back
     wrapping a tuple.) The caller takes the value out with `received`."""
 

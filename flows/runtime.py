@@ -59,7 +59,7 @@ def server_log() -> Path:
     """Where the temporary server's own output goes: PREFECT_HOME/clustercert-temporary-server.log."""
     from prefect.settings import get_current_settings
 
-    from flows.server_boot import log_path
+    from flows.server_output import log_path
 
     return log_path(get_current_settings())
 
@@ -96,9 +96,9 @@ class TemporaryServer:
     """Prefect's server app for this process alone, as Prefect's own temporary server runs it (uvicorn on a free
     local port, the UI off, ephemeral mode, this process' Prefect settings; its SQLite writes wait their turn, see
     `flows.prefect_db.create_app`), in a process of its own (`flows.server_boot`) that reads Prefect's settings,
-    opens its log `log` (None: PREFECT_HOME's `server_boot.LOG_NAME`, which its settings place) and seeds its
-    database, so that this process need not import Prefect to start it: the server's start no longer waits for
-    that import (0.7-1.0 s here), and nor does anything else Prefect's server process would import.
+    opens its log `log` (None: PREFECT_HOME's `server_output.LOG_NAME`, which its settings place) and seeds its
+    database, so that this process need not import Prefect to start it: the server's start waits neither for that
+    import nor for anything else Prefect's server process would import.
 
     `spawn` starts it and returns at once, so a certification goes on with its own work while the server starts
     on the other core; `wait` then waits for its health endpoint, up to a deadline on the wall clock."""
@@ -141,8 +141,7 @@ class TemporaryServer:
             # Two of the services Prefect runs in a temporary server serve nothing a certification's run needs: the
             # event persister (every state change's event written to the database, beside the run's own records,
             # which the task-run recorder keeps writing) and the automations' triggers (a temporary server has none).
-            # Off unless the user set them: fewer writes to a database the API also writes to, and the sample's
-            # certification 14.1 -> 13.7 s (median of six alternated pairs; 13.1-16.2 -> 13.2-14.8 s).
+            # Off unless the user set them: fewer writes to a database the API also writes to.
             for name in _UNNEEDED_SERVICES:
                 env.setdefault(name, "false")
             command.append("--seed")  # a fresh home's database from the template (`flows.server_boot.main`)
@@ -161,7 +160,7 @@ class TemporaryServer:
                 self.process = subprocess.Popen(command, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=fd,
                                                 stderr=fd)
             except BaseException:
-                from flows.server_boot import drop_if_empty
+                from flows.server_output import drop_if_empty
 
                 drop_if_empty(self.early)  # no process wrote to it
                 raise
@@ -173,9 +172,10 @@ class TemporaryServer:
                          name="clustercert-warm-server").start()
 
     def _warm(self, process: subprocess.Popen[bytes], url: str, warmed: threading.Event) -> None:
-        """The server's first request through Prefect's API routers costs it 0.2-0.4 s here, once (its health check
-        does not go through them): asked as soon as it answers, while this process still gets the run ready, on the
-        server's core, instead of by the flow's first call (Prefect's client asks this one, the API's version)."""
+        """The server's first request through Prefect's API routers costs it a fraction of a second, once (its health
+        check does not go through them): asked as soon as it answers, while this process still gets the run ready,
+        on the server's core, instead of by the flow's first call (Prefect's client asks this one, the API's
+        version)."""
         while self.process is process and process.poll() is None:
             try:
                 with urllib.request.urlopen(f"{url}/admin/version", timeout=60) as response:
@@ -238,7 +238,7 @@ class TemporaryServer:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        from flows.server_boot import drop_if_empty
+        from flows.server_output import drop_if_empty
 
         drop_if_empty(self.early)  # gone already when the server moved it into its log
 
@@ -347,8 +347,8 @@ def prefect_runtime(server: TemporaryServer | None = None,
     flows per certification). Yields the temporary server's API URL, or None; the server is stopped after.
 
     `meanwhile` are steps of work the run needs later (imports that take seconds), taken one by one while the
-    temporary server is starting and not yet answering, on the other core: its start takes about 6 s here, in which
-    this process would only wait. A server that answers already (a run whose own start-up took as long: a cluster's
+    temporary server is starting and not yet answering, on the other core: its start takes seconds, in which this
+    process would only wait. A server that answers already (a run whose own start-up took as long: a cluster's
     bundle is hashed first) is not kept waiting, and the steps left are done where the run needs them.
     """
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings

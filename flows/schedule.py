@@ -17,6 +17,7 @@ from clustercert.runs.sources import resolve_source
 from clustercert.settings import load_settings
 from flows.caching import UNCACHED
 from flows.certify import certify_flow
+from flows.request import CertifyRequest
 from flows.runners import received
 
 __all__ = ["ALERT_EVENT", "alert_task", "scheduled_certify_flow", "serve_schedule"]
@@ -62,13 +63,12 @@ def scheduled_certify_flow(source: str, catalog: str | None = None) -> dict[str,
         init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name="clustercert development key",
                   dev=True, now=now)
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
-    meta = new_run_meta(bundle, now, key.fingerprint, key.dev_key, settings.reports_dir, catalog,
-                        key_dir=settings.key_dir)
+    meta = new_run_meta(bundle, now, key, settings.reports_dir, catalog)
     run_dir = settings.reports_dir / meta["run_id"]
-    summary = received(certify_flow(bundle_path=str(bundle.root), run_dir=str(run_dir), run_meta=meta,
-                                    key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
-                                    templates_dir=str(settings.templates_dir), catalog=catalog,
-                                    limit=settings.max_evidence_bytes))
+    summary = received(certify_flow(CertifyRequest(
+        bundle_path=str(bundle.root), run_dir=str(run_dir), run_meta=meta, key_dir=str(settings.key_dir),
+        references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir), catalog=catalog,
+        limit=settings.max_evidence_bytes)))
     alert = alert_task(summary["results"], str(run_dir))
     return {"outcome": summary["outcome"], "run_dir": str(run_dir), "paths": summary["paths"], "alert": alert}
 

@@ -2,8 +2,8 @@
 runs Prefect's app under uvicorn (`python -m flows.server_boot --port N ...`, started by `flows.runtime`).
 
 The certification that starts it need not import Prefect first: `import prefect` reads every settings source and
-builds Prefect's client context (0.7-1.0 s of a certification's start on this 2-core machine), and the server,
-which imports Prefect anyway, could not be started until that was done. The child reads the same sources (the same
+builds Prefect's client context (a noticeable part of a certification's start), and the server, which imports
+Prefect anyway, could not be started until that was done. The child reads the same sources (the same
 environment, profiles, prefect.toml and .env in the same folder), so it finds the settings the parent would have
 given it; settings a process set in-process (only a process that has imported Prefect can have any) are passed in
 its environment by `flows.runtime.TemporaryServer.spawn`, as before.
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flows.server_output import LOG_NAME, drop_if_empty, log_path
+
 __all__ = ["LOG_NAME", "drop_if_empty", "log_path", "main", "serve", "serve_lasting", "server_args"]
 
-# The server's output, in PREFECT_HOME unless the starter names another file
-LOG_NAME = "clustercert-temporary-server.log"
 # When its database was seeded from the template, the block types need no registration (see `main`)
 _REGISTERED = ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION")
 
@@ -57,7 +57,7 @@ def serve_lasting(host: str, port: int) -> int:
     own `prefect server start` in the foreground (its services, its UI and every other setting Prefect's), with
     the two changes of the temporary server that do not shorten its life: its SQLite write transactions begin
     IMMEDIATE (`flows.prefect_db.immediate_sqlite_writes`: no "database is locked" answered with the client's 2 s
-    back-off, twice per certification against Prefect's own), and a fresh home's database is copied from the
+    back-off, as Prefect's own server answers), and a fresh home's database is copied from the
     template. Prefect's exit status (0 when stopped with Ctrl-C or SIGTERM)."""
     from flows.prefect_db import immediate_sqlite_writes, seed_database
 
@@ -87,11 +87,6 @@ def serve_lasting(host: str, port: int) -> int:
     return 0
 
 
-def log_path(settings: Any) -> Path:
-    """Where the server's output goes by default: PREFECT_HOME/LOG_NAME of `settings` (Prefect's)."""
-    return Path(settings.home) / LOG_NAME
-
-
 def _log_to(log: Path, early: Path | None) -> None:
     """Standard output and error go to `log` (appended to; never through a link), after what was written to
     `early` before it was known: the starter gave the process that file, since the log's place is a setting."""
@@ -110,16 +105,6 @@ def _log_to(log: Path, early: Path | None) -> None:
         os.dup2(fd, 2)
     finally:
         os.close(fd)
-
-
-def drop_if_empty(early: Path | None) -> None:
-    """`early` (the file a temporary server's output went to until it opened its log) removed when nothing was
-    written to it; kept when the server said something there (why its start failed), or gone already (`_log_to`)."""
-    try:
-        if early is not None and early.stat().st_size == 0:
-            early.unlink()
-    except OSError:
-        pass
 
 
 def _leaving(early: Path | None) -> Callable[[], None]:
@@ -162,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     if settings.api.url:  # the user's server, set where only Prefect looks (a profile, prefect.toml): none needed
         print(f"PREFECT_API_URL is set ({settings.api.url}): no temporary server", flush=True)
         return 0
-    # A fresh home's database from the template: no 116 migrations at first start, and no registration of block
+    # A fresh home's database from the template: no migrations at first start, and no registration of block
     # types, which the template has (this release's, registered when it was made): Prefect would check them against
-    # its memo of them (a memo keyed by the database's URL, so a copy has none) and upsert them all, about 1.2 s of
-    # the server's start measured here. A later start in that home registers them as Prefect does; a variable the
+    # its memo of them (a memo keyed by the database's URL, so a copy has none) and upsert them all, on the
+    # server's start. A later start in that home registers them as Prefect does; a variable the
     # user set is theirs. Prefect read its settings at import: it reads them again, as it does after its plugins.
     from flows.prefect_db import seed_database
 

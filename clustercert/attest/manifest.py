@@ -27,7 +27,7 @@ from clustercert.errors import ClusterCertError, EvidenceError, SigningError
 from clustercert.evidence.guards import file_kind
 from clustercert.evidence.hashing import sha256_file
 
-__all__ = ["ENVELOPE", "MANIFEST", "Verification", "evidence_subjects", "verify_run", "write_manifest"]
+__all__ = ["ENVELOPE", "MANIFEST", "Verification", "evidence_subjects", "sign_manifest", "verify_run", "write_manifest"]
 
 MANIFEST = "manifest.json"
 ENVELOPE = "manifest.dsse.json"
@@ -64,26 +64,25 @@ def evidence_subjects(bundle_root: Path, evidence: list[str], digests: dict[str,
     return subjects
 
 
-def write_manifest(
-    run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair,
-    run_files: list[str] | None = None,
-    digests: dict[str, str] | None = None,
-    hash_file: Callable[[Path], str] = sha256_file,
-    evidence_part: list[dict[str, Any]] | None = None,
-) -> Path:
-    """Hash the run-folder files this run wrote (`run_files`; default every regular file there), take the evidence
-    subjects (see `evidence_subjects`; `evidence_part` when the caller took them, and `evidence` is then not
-    hashed), write manifest.json, then its DSSE envelope last, each by an atomic rename: a folder without the
-    envelope is unfinished and never verifies."""
-    evidence_part = [*evidence_part, *evidence_subjects(bundle_root, evidence, digests, hash_file)] \
-        if evidence_part is not None else evidence_subjects(bundle_root, evidence, digests, hash_file)
+def write_manifest(run_dir: Path, bundle_root: Path, evidence: list[str], predicate: dict[str, Any], key: KeyPair,
+                   run_files: list[str] | None = None, digests: dict[str, str] | None = None) -> Path:
+    """`sign_manifest` over the evidence files `evidence` (hashed now: see `evidence_subjects`, with `digests`)."""
+    return sign_manifest(run_dir, predicate, key, evidence_subjects(bundle_root, evidence, digests),
+                         run_files=run_files)
+
+
+def sign_manifest(run_dir: Path, predicate: dict[str, Any], key: KeyPair, evidence: list[dict[str, Any]], *,
+                  run_files: list[str] | None = None) -> Path:
+    """Hash the run-folder files this run wrote (`run_files`; default every regular file there), add the evidence
+    subjects the caller took (`evidence_subjects`), write manifest.json, then its DSSE envelope last, each by an
+    atomic rename: a folder without the envelope is unfinished and never verifies."""
     names = sorted(run_files) if run_files is not None else sorted(
         p.name for p in run_dir.iterdir() if p.is_file() and not p.is_symlink() and not p.name.startswith("."))
     subjects = [
         {"name": RUN_PREFIX + name, "digest": {"sha256": sha256_file(run_dir / name)}}
         for name in names if name not in _NOT_SUBJECTS
     ]
-    subjects += evidence_part
+    subjects += evidence
     statement = {
         "_type": STATEMENT_TYPE,
         "subject": subjects,
@@ -191,54 +190,20 @@ def verify_run(
     `evidence=False, pdf=False` checks the run folder alone (what history needs: the bundle may have moved).
     """
     out = Verification()
-    for name in (ENVELOPE, MANIFEST):
-        if (run_dir / name).is_symlink():
-            out.problems.append(f"{run_dir / name}: a symbolic link; a run folder holds regular files only")
-            return out
-    payload = _open_envelope(run_dir, trust, key_dir, out)
-    if payload is None:
-        return out
-    try:
-        statement = json.loads(payload)
-        subjects = statement.get("subject", [])
-        out.predicate = statement.get("predicate", {})
-        if not isinstance(subjects, list) or not isinstance(out.predicate, dict):
-            raise ValueError("subject or predicate of the wrong type")
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        out.problems.append(f"{run_dir / MANIFEST}: not a manifest (expected an in-toto Statement in JSON)")
+    subjects = _signed_subjects(run_dir, trust, key_dir, out)
+    if subjects is None:
         return out
     root = bundle if bundle is not None else Path(str(out.predicate.get("bundle_path", "")))
     if evidence and not (root / "bundle.yaml").exists():  # no bundle there: one problem, not one per file
-        count = sum(1 for s in subjects if isinstance(s, dict) and str(s.get("name", "")).startswith(EVIDENCE_PREFIX))
-        if count:
-            recorded = str(out.predicate.get("bundle_path", ""))
-            said = ("the folder --bundle gave" if bundle is not None else "where the run recorded its bundle"
-                    if Path(recorded).is_absolute() else  # a run before 2026-12-06 recorded the path as typed
-                    f"the run recorded its bundle as '{recorded}', a path from the folder certify ran in")
-            out.problems.append(f"{root / 'bundle.yaml'}: missing ({said}), so the {count} evidence file(s) the "
-                                "manifest lists cannot be checked. Give --bundle DIR where the bundle is now")
-            evidence = False
+        evidence = not _bundle_missing(root, bundle, subjects, out)
     listed: set[str] = set()
     for subject in subjects:
-        try:
-            name, digest = str(subject["name"]), str(subject["digest"]["sha256"])
-        except (KeyError, TypeError):
-            out.problems.append(f"{run_dir / MANIFEST}: a subject without name and sha256 digest")
+        found = _subject_file(subject, run_dir, root, evidence, out)
+        if found is None:
             continue
-        if name.startswith(RUN_PREFIX):
-            rel = name[len(RUN_PREFIX):]
-            if not rel or "/" in rel or rel in (".", ".."):
-                out.problems.append(f"{run_dir / MANIFEST}: subject {name!r} is not a file of the run folder")
-                continue
-            path, links = run_dir / rel, False
-            listed.add(rel)
-        elif name.startswith(EVIDENCE_PREFIX):
-            if not evidence:
-                continue
-            path, links = root / name[len(EVIDENCE_PREFIX):], True
-        else:
-            out.problems.append(f"{run_dir / MANIFEST}: subject {name!r} is neither run/ nor evidence/")
-            continue
+        path, links, digest = found
+        if not links:
+            listed.add(path.name)
         out.checked += 1
         problem = _regular_problem(path, links=links)
         if problem is not None:
@@ -254,6 +219,70 @@ def verify_run(
     for path in sorted(run_dir.iterdir()):
         if path.name not in listed and path.name not in _NOT_SUBJECTS:
             out.problems.append(f"{path}: not listed in the manifest")
+    _warn(run_dir, today, out)
+    return out
+
+
+def _signed_subjects(run_dir: Path, trust: list[Path] | None, key_dir: Path, out: Verification) -> list[Any] | None:
+    """The subjects of the statement the envelope signs (its predicate into `out`), or None when there is none to
+    check: the envelope or the manifest a link, the envelope missing or not verified, the statement unreadable."""
+    for name in (ENVELOPE, MANIFEST):
+        if (run_dir / name).is_symlink():
+            out.problems.append(f"{run_dir / name}: a symbolic link; a run folder holds regular files only")
+            return None
+    payload = _open_envelope(run_dir, trust, key_dir, out)
+    if payload is None:
+        return None
+    try:
+        statement = json.loads(payload)
+        subjects = statement.get("subject", [])
+        out.predicate = statement.get("predicate", {})
+        if not isinstance(subjects, list) or not isinstance(out.predicate, dict):
+            raise ValueError("subject or predicate of the wrong type")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        out.problems.append(f"{run_dir / MANIFEST}: not a manifest (expected an in-toto Statement in JSON)")
+        return None
+    return subjects
+
+
+def _bundle_missing(root: Path, bundle: Path | None, subjects: list[Any], out: Verification) -> bool:
+    """No bundle.yaml at `root`: one problem when the manifest lists evidence files (True: they are not checked
+    one by one), none when it lists none (False)."""
+    count = sum(1 for s in subjects if isinstance(s, dict) and str(s.get("name", "")).startswith(EVIDENCE_PREFIX))
+    if not count:
+        return False
+    recorded = str(out.predicate.get("bundle_path", ""))
+    said = ("the folder --bundle gave" if bundle is not None else "where the run recorded its bundle"
+            if Path(recorded).is_absolute() else  # a run before 2026-12-06 recorded the path as typed
+            f"the run recorded its bundle as '{recorded}', a path from the folder certify ran in")
+    out.problems.append(f"{root / 'bundle.yaml'}: missing ({said}), so the {count} evidence file(s) the "
+                        "manifest lists cannot be checked. Give --bundle DIR where the bundle is now")
+    return True
+
+
+def _subject_file(subject: Any, run_dir: Path, root: Path, evidence: bool,
+                  out: Verification) -> tuple[Path, bool, str] | None:
+    """A subject's file, whether it is evidence (which may be a link inside its bundle) and its signed sha256; None
+    for a subject that is not checked (an evidence file when the evidence is not) or cannot be (a problem said)."""
+    try:
+        name, digest = str(subject["name"]), str(subject["digest"]["sha256"])
+    except (KeyError, TypeError):
+        out.problems.append(f"{run_dir / MANIFEST}: a subject without name and sha256 digest")
+        return None
+    if name.startswith(RUN_PREFIX):
+        rel = name[len(RUN_PREFIX):]
+        if not rel or "/" in rel or rel in (".", ".."):
+            out.problems.append(f"{run_dir / MANIFEST}: subject {name!r} is not a file of the run folder")
+            return None
+        return run_dir / rel, False, digest
+    if name.startswith(EVIDENCE_PREFIX):
+        return (root / name[len(EVIDENCE_PREFIX):], True, digest) if evidence else None
+    out.problems.append(f"{run_dir / MANIFEST}: subject {name!r} is neither run/ nor evidence/")
+    return None
+
+
+def _warn(run_dir: Path, today: dt.date | None, out: Verification) -> None:
+    """The warnings of a run folder that may verify: a development key; a certification expired by `today`."""
     run = out.predicate.get("run")
     if isinstance(run, dict) and run.get("dev_key"):
         out.warnings.append(
@@ -266,7 +295,6 @@ def verify_run(
             expired = dt.date.fromisoformat(str(until)) < today
         except ValueError:
             out.problems.append(f"{run_dir / MANIFEST}: valid_until {str(until)[:40]!r} is not a date")
-            return out
+            return
         if expired:
             out.warnings.append(f"the certification expired on {until}; the signatures are still checked as above")
-    return out

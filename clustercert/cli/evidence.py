@@ -6,13 +6,14 @@ import datetime as dt
 import functools
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from clustercert.cli.common import err, options_command, out
 from clustercert.cli.summary import counted
 from clustercert.errors import ClusterCertError, UsageError
 
@@ -27,8 +28,6 @@ evidence_app = typer.Typer(
     short_help="Draft, seal, check and parse evidence bundles.",
     no_args_is_help=True,
 )
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 class EvidenceUnusable(ClusterCertError):
@@ -238,7 +237,8 @@ def check(
                           "runs": runs, "problems": problems, "warnings": warnings, "validation": report.to_json()},
                          indent=2, allow_nan=False))
     else:
-        _print_check(loaded.root, sealed, runs, parsed, problems, warnings, report, data_docs, verbose=verbose)
+        _print_check(_Checked(loaded.root, sealed, runs, parsed, problems, warnings, report), data_docs,
+                     verbose=verbose)
     if problems:
         raise EvidenceUnusable(f"{loaded.root}: {len(problems)} problem(s); the evidence cannot be used as it is")
 
@@ -250,12 +250,26 @@ def _wrapped(text: str, indent: int = 2, hang: int = 4) -> list[str]:
     return wrap(text, max(40, out.width), indent, hang)
 
 
-def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: dict[str, list[ParsedFile]],
-                 problems: list[str], warnings: list[str], report: ValidationReport, data_docs: Path | None, *,
-                 verbose: bool = False) -> None:
+@dataclass(frozen=True)
+class _Checked:
+    """What `evidence check` found in the bundle at `root`: its seal, each run's files and what their parsers read,
+    the problems and warnings, and the validation's report."""
+
+    root: Path
+    sealed: bool
+    runs: list[dict[str, Any]]
+    parsed: dict[str, list[ParsedFile]]
+    problems: list[str]
+    warnings: list[str]
+    report: ValidationReport
+
+
+def _print_check(checked: _Checked, data_docs: Path | None, *, verbose: bool = False) -> None:
     """The check as a person reads it at the terminal's width: the seal, the files by kind and what their
     parsers read (a kind's one file by name), each unusable file, the expectations that did not pass, the
     warnings and problems, the verdict. With `verbose`, the tables of every file and every validated table."""
+    root, sealed, runs, parsed = checked.root, checked.sealed, checked.runs, checked.parsed
+    problems, warnings, report = checked.problems, checked.warnings, checked.report
     seal = "sealed" if sealed else "not sealed (run `clustercert evidence seal`)"
     if verbose:
         table = Table(title=f"{root}: {seal}")
@@ -301,22 +315,29 @@ def _print_check(root: Path, sealed: bool, runs: list[dict[str, Any]], parsed: d
         out.print(line, markup=False)
 
 
-@evidence_app.command("parse", short_help="Print what a parser reads from one file.")
-def parse(
-    path: Annotated[Path, typer.Argument(help="One evidence file (or an MLPerf result folder).")],
-    fmt: Annotated[str | None, typer.Option("--format", help="Parser name; default: detected.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print what the parser read as one JSON object.")] = False,
-    ruleset: Annotated[str | None, typer.Option(help="MLPerf ruleset, e.g. 4.0.0.")] = None,
+@dataclass(frozen=True)
+class ParseOptions:
+    """The arguments and options of `clustercert evidence parse`."""
+
+    path: Annotated[Path, typer.Argument(help="One evidence file (or an MLPerf result folder).")]
+    fmt: Annotated[str | None, typer.Option("--format", help="Parser name; default: detected.")] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print what the parser read as one JSON object.")] = False
+    ruleset: Annotated[str | None, typer.Option(help="MLPerf ruleset, e.g. 4.0.0.")] = None
     fields: Annotated[
         str | None, typer.Option(help="sacct: the field list of a dump without a header, e.g. State,JobID,...")
-    ] = None,
-    timezone: Annotated[str | None, typer.Option(help="sacct: timezone of times without offset.")] = None,
+    ] = None
+    timezone: Annotated[str | None, typer.Option(help="sacct: timezone of times without offset.")] = None
     start_time: Annotated[
         str | None, typer.Option(help="dcgmi dmon: ISO-8601 time with offset of the first sample.")
-    ] = None,
-    interval_s: Annotated[float | None, typer.Option(help="dcgmi dmon: seconds between samples.")] = None,
-) -> None:
+    ] = None
+    interval_s: Annotated[float | None, typer.Option(help="dcgmi dmon: seconds between samples.")] = None
+
+
+@evidence_app.command("parse", short_help="Print what a parser reads from one file.")
+@options_command(ParseOptions)
+def parse(options: ParseOptions) -> None:
     """Print what a parser reads from PATH (the format named; detected when --format is not given)."""
+    path, fmt, start_time, fields = options.path, options.fmt, options.start_time, options.fields
     from clustercert.parsers import inspect_evidence
 
     if not path.exists():
@@ -328,9 +349,9 @@ def parse(
         except ValueError:
             raise UsageError(f"--start-time: expected an ISO-8601 time with offset, got {start_time!r}") from None
     names = None if fields is None else [f.strip() for f in fields.split(",") if f.strip()]
-    result = inspect_evidence(path, fmt, ruleset=ruleset, fields=names, timezone=timezone, start_time=start,
-                              interval_s=interval_s)
-    if as_json:
+    result = inspect_evidence(path, fmt, ruleset=options.ruleset, fields=names, timezone=options.timezone,
+                              start_time=start, interval_s=options.interval_s)
+    if options.as_json:
         print(json.dumps(result, indent=2, allow_nan=False, default=str))
         return
     from clustercert.cli.parsed_view import parsed_lines

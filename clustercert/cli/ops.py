@@ -13,18 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
+from clustercert.cli.common import Exit, err, out
 from clustercert.errors import UsageError
 
 if TYPE_CHECKING:
     from clustercert.settings import Settings
 
 __all__ = ["dask_address", "register"]
-
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
-
 
 @contextmanager
 def dask_address(workers: int, address: str | None = None) -> Iterator[str | None]:
@@ -174,23 +170,23 @@ def rerun(
         os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"  # a re-run recomputes everything: no cached result
         _quiet()
         from clustercert.cli.progress import Progress
-        from flows.certify import IMPORT_STEPS, certify_flow
+        from flows.certify import certify_flow
         from flows.progress import listening
+        from flows.request import CertifyRequest
         from flows.runtime import prefect_runtime
+        from flows.tactics import IMPORT_STEPS
 
         # a live line on a terminal, as certify's; nothing on a pipe, where stderr is the differences a script reads
         progress = Progress(err, enabled=err.is_terminal)
         progress("start", "Prefect API")
         with progress, listening(progress), prefect_runtime(meanwhile=IMPORT_STEPS):
-            certify_flow(bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"],
-                         key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
-                         templates_dir=str(settings.templates_dir),
-                         catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes,
-                         redact=REDACTED in copies)
+            certify_flow(CertifyRequest(
+                bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"], key_dir=str(settings.key_dir),
+                references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
+                catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes,
+                redact=REDACTED in copies))
             progress("compare", f"with {run_dir}")
             diffs = compare_run_folders(run_dir, replay)
-    from clustercert.cli.app import Exit  # the CLI's exit-code carrier (click's own Exit is swallowed by main())
-
     if not diffs:
         reports = ", ".join(f"{stem}.html and the unsigned {stem}.pdf" for stem in copies)
         out.print(f"identical: results.json, {reports} of {run_dir} reproduced", markup=False)
@@ -289,7 +285,6 @@ def server(
         warnings.simplefilter("ignore", UserWarning)
         from prefect.settings import get_current_settings
 
-    from clustercert.cli.app import Exit
     from flows.server_boot import serve_lasting
 
     home = Path(get_current_settings().home)

@@ -1,12 +1,12 @@
 """Progress on stderr while a certification runs: the stage, the run or file being worked on, the elapsed time.
+
 A live status line on a terminal, its clock running while it is drawn (a cluster's PDF layout or telemetry is one
 long step); plain lines otherwise, each with the time it was printed at; nothing at all with --json.
 
 Every new stage is shown at once; within a stage, what is worked on is shown at most once per `every` seconds (a
-cluster's pairwise nccl-tests sweep is 8,141 files: a plain line for each made 8,141 lines of a scheduler's log and
-cost a 512-GPU certification about a second of printing). What came within the period is not lost when nothing
-follows it: the latest of it is shown when the period ends (a step told a moment after the one before may be the
-one that takes the next 20 s)."""
+cluster's pairwise nccl-tests sweep is thousands of files: a plain line for each filled a scheduler's log and cost
+the run its printing). What came within the period is not lost when nothing follows it: the latest of it is shown
+when the period ends (a step told a moment after the one before may be the one that takes the longest)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ from typing import Annotated
 
 import typer
 
+from clustercert.cli.certify import certify as certify_command
+from clustercert.cli.common import Exit, err, quiet_prefect
+
 __all__ = ["register"]
 
 
@@ -31,13 +34,12 @@ def register(app: typer.Typer) -> None:
         collected; with --certify, certify's exit codes."""
         import datetime as dt
 
-        from clustercert.cli.app import Exit, _quiet_prefect, err
         from clustercert.runner.plan import load_plan
         from clustercert.runner.slurm import Slurm
 
         load_plan(plan)  # a bad plan is one line and exit 2, before anything is submitted
         Slurm(dt.UTC).nodes()  # so is a cluster that cannot be reached (exit 3), before the flow starts
-        _quiet_prefect()
+        quiet_prefect()
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             from flows.run import run_flow
@@ -50,7 +52,5 @@ def register(app: typer.Typer) -> None:
             signal.signal(signal.SIGTERM, previous)
         err.print(f"run: bundle written and sealed: {summary['bundle']}")
         if certify:
-            from clustercert.cli.app import certify as certify_command
-
             certify_command(bundle=bundle, catalog=None, reports_dir=reports_dir, as_json=False, dask=False,
                             redact=False)

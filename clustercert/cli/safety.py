@@ -185,8 +185,8 @@ def own_prefect_sigterm() -> None:
     """Make the SIGTERM handler Prefect's flow engine installs this module's.
 
     Prefect swaps in a handler that raises TerminationSignal inside whatever code runs at that moment; raised
-    inside a task it can be swallowed, and the run carried on to the end and was signed (measured here: the
-    issue's "SIGTERM is caught and the run carries on"). Prefect looks its handler up by module global each
+    inside a task it can be swallowed, and the run carried on to the end and was signed ("SIGTERM is caught and
+    the run carries on"). Prefect looks its handler up by module global each
     time it installs it, so pointing that global here keeps one behaviour for SIGTERM: stop now."""
     try:
         from prefect.utilities import engine

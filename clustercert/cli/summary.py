@@ -1,6 +1,8 @@
 """The terminal summary of a certification, for a person at an 80-column terminal: the outcome and why first, one
 line per workload, one line per phase with its counts, the failing checks with their findings, the notices; the full
-check table only on request. Every line fits the width it is given: wrapped, never cut."""
+check table only on request.
+
+Every line fits the width it is given: wrapped, never cut."""
 
 from __future__ import annotations
 

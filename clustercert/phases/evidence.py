@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
-from clustercert.evidence.parse import read_evidence
+from clustercert.evidence.parse import Reader, read_evidence
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
 from clustercert.parsers.mlperf import parse_mlperf_files
@@ -38,8 +38,8 @@ class ResilienceRunLog:
     clock: LogClock
 
 
-def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | EvidenceError:
-    """The parsed first file of `run` (an MLPerf run: all its files), or the error that stops it."""
+def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int, read: Reader = read_evidence) -> object | EvidenceError:
+    """The parsed first file of `run` (an MLPerf run: all its files) through `read`, or the error that stops it."""
     rel = run.files[0]
     display = bundle.shown(rel)
     allowed = _KIND_FORMATS[run.kind]
@@ -53,19 +53,18 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
     try:
         path = bundle.resolve(rel, entry=f"run '{run.id}' files")
         if run.kind is RunKind.TRAINING:
-            return read_evidence(parse_training_log, path, display, run.format, limit=limit)
+            return read(parse_training_log, path, display, run.format, limit=limit)
         if run.kind is RunKind.RESILIENCE:
             return ResilienceRunLog(
-                training=read_evidence(parse_training_log, path, display, run.format, limit=limit),
-                resilience=read_evidence(parse_resilience_log, path, display, limit=limit),
-                clock=read_evidence(parse_log_clock, path, display, timezone=bundle.spec.timezone, limit=limit),
+                training=read(parse_training_log, path, display, run.format, limit=limit),
+                resilience=read(parse_resilience_log, path, display, limit=limit),
+                clock=read(parse_log_clock, path, display, timezone=bundle.spec.timezone, limit=limit),
             )
         parser = FORMATS[run.format]
         parsed: object
         # The same options as the validation's parse (clustercert/evidence/parse.py): one parse serves both.
         if run.kind is RunKind.SCHEDULER:
-            parsed = read_evidence(parser, path, display, limit=limit, timezone=bundle.spec.timezone,
-                                   fields=run.fields)
+            parsed = read(parser, path, display, limit=limit, timezone=bundle.spec.timezone, fields=run.fields)
         elif run.kind is RunKind.MLPERF and len(run.files) > 1:
             listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), bundle.shown(f)) for f in run.files]
             parsed = parse_mlperf_files(listed, _common_folder(bundle, run), ruleset=run.ruleset, limit=limit)
@@ -73,9 +72,9 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int) -> object | Eviden
             options: dict[str, object] = {"limit": limit}
             if run.ruleset is not None:
                 options["ruleset"] = run.ruleset
-            parsed = read_evidence(parser, path, display, **options)
+            parsed = read(parser, path, display, **options)
         else:
-            parsed = read_evidence(parser, path, display, limit=limit)
+            parsed = read(parser, path, display, limit=limit)
         return parsed
     except EvidenceError as exc:
         return exc

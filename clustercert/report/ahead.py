@@ -2,15 +2,15 @@
 
 Every chart is drawn from a phase's section and the catalog's rules, which the run has as soon as that phase is
 done; the later phases, validation, judging and the report's HTML need the main process. A run on two cores draws
-its charts (3 s of the sample's, 4-5 s at 512 GPUs) on the other core meanwhile. `ChartsAhead` starts a fresh
-interpreter (spawned, never forked: the run has Prefect's threads) when the run starts; it loads what drawing needs
-and waits. Each phase's section is sent to it when the phase is done (`send`, once per phase): it draws that phase's
-charts as `render.build_context` would, while the next phase runs, and sends back everything it drew when the report
-asks (`drawn`), keyed as `charts.shared_charts` keys a chart (its function and its arguments). The report takes a
-chart from there only where its key, its data, is the same; any other chart (a redacted copy's, one whose data
-changed) is drawn as before. Drawn bytes do not depend on the process (tests/unit/test_charts_ahead.py compares
-them), so the report is the same either way; a child that fails, dies or is not done within `WAIT_S` leaves every
-chart to the report, which draws it."""
+its charts on the other core meanwhile. `ChartsAhead` starts a fresh interpreter (spawned, never forked: the run has
+Prefect's threads) when the run starts; it loads what drawing needs and waits. Each phase's section is sent to it
+when the phase is done (`send`, once per phase): it draws that phase's charts as `render.build_context` would, while
+the next phase runs, and sends back everything it drew when the report asks (`drawn`), keyed as
+`charts.shared_charts` keys a chart (its function and its arguments). The report takes a chart from there only where
+its key, its data, is the same; any other chart (a redacted copy's, one whose data changed) is drawn as before.
+Drawn bytes do not depend on the process (tests/unit/test_charts_ahead.py compares them), so the report is the same
+either way; a child that fails, dies or is not done within `WAIT_S` leaves every chart to the report, which draws
+it."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def usable_cores() -> int:
 def draw_all(results: dict[str, Any]) -> dict[str, Any]:
     """Every chart the report of `results` (results.json, or only its `phases` and `rules`) draws, keyed as
     `charts.shared_charts` keys them."""
-    from clustercert.report import charts
+    import clustercert.report.charts as charts
     from clustercert.report.render import PHASES, _phase_context
 
     drawn: dict[str, Any] = {}
@@ -54,7 +54,8 @@ def draw_all(results: dict[str, Any]) -> dict[str, Any]:
 def warm() -> None:
     """What drawing needs loaded (matplotlib, the report's modules, the chart font), loaded while the child waits
     for its data."""
-    from clustercert.report import charts, render  # noqa: F401
+    import clustercert.report.charts as charts
+    import clustercert.report.render  # noqa: F401
 
     fig = charts._draw(1.0, 1.0)
     fig.add_subplot().set_title("warm")

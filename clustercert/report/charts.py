@@ -105,7 +105,7 @@ def _png(fig: Any) -> str:
     canvas: Any = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     with _rc():
         # Printed by the Agg canvas, not savefig: a figure with a layout engine is laid out at the start of its one
-        # draw, where savefig drew it once more without output only to lay it out (a fifth of a heat map's drawing).
+        # draw, where savefig drew it once more without output only to lay it out.
         # Agg writes no timestamp; dropping "Software" leaves no version string in the PNG either.
         canvas.print_png(buffer, metadata={"Software": None})
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
@@ -136,7 +136,7 @@ def _fit_margins(fig: Any, ax: Any) -> None:
 def _margins(fig: Any, ax: Any) -> tuple[float, float, float, float] | None:
     """The margins (left, right, bottom, top, in points) of a figure of one plain axes, from the sizes of its texts:
     what the constrained layout finds for it (on each side the pad, then the texts and ticks of that side), without
-    drawing the figure once more to find them (the constrained layout's extra draw was half of a chart's drawing);
+    drawing the figure once more to find them (the constrained layout draws a chart twice, once only to lay it out);
     None for a chart that is not plain (another axes or a colour bar, a legend outside the axes, minor tick labels,
     an offset above an axis, rotated tick labels).
 
@@ -149,56 +149,18 @@ def _margins(fig: Any, ax: Any) -> tuple[float, float, float, float] | None:
     canvas: Any = FigureCanvasAgg(fig)  # the canvas `_png` then prints the figure on
     renderer = canvas.get_renderer()
     points = 72.0 / fig.dpi
-
-    def extent(text: Any) -> tuple[float, float]:  # a text's width and height in points; nothing when it is empty
-        if not text.get_visible() or not text.get_text():
-            return 0.0, 0.0
-        box = text.get_window_extent(renderer)
-        return box.width * points, box.height * points
-
-    def shown(axis: Any, along: int) -> list[tuple[float, float, float, float]] | None:
-        """Each tick label within the axis's view: where its tick is, as a fraction of the axes from their left (or
-        bottom) edge, an inverted axis too; how far the label reaches before and after its tick along the axis
-        (`along`: 0 for x, 1 for y), and its size across; in points. None where the axis is not plain."""
-        axis.get_majorticklabels()  # the labels' texts and places, as the ticks are drawn
-        if (axis.get_major_formatter().get_offset() or any(t.get_text() for t in axis.get_minorticklabels())
-                or any(t.label1.get_rotation() != 0.0 for t in axis.get_major_ticks())):
-            return None
-        first, last = axis.get_view_interval()  # at the axes' left (bottom) and right (top) edges
-        scale = axis.get_transform()
-        start, end = scale.transform([first, last])
-        place = ax.get_xaxis_transform() if along == 0 else ax.get_yaxis_transform()
-        out = []
-        for tick in axis.get_major_ticks():
-            loc = tick.get_loc()
-            if not (min(first, last) <= loc <= max(first, last) and tick.label1.get_text()):
-                continue
-            box = tick.label1.get_window_extent(renderer)  # centred on its tick, or (y) on its baseline's middle
-            at = place.transform((loc, 0.0) if along == 0 else (0.0, loc))[along]
-            low, high = (box.x0, box.x1) if along == 0 else (box.y0, box.y1)
-            out.append(((scale.transform([loc])[0] - start) / (end - start), (at - low) * points,
-                        (high - at) * points, (box.height if along == 0 else box.width) * points))
-        return out
-
-    xs, ys = shown(ax.xaxis, 0), shown(ax.yaxis, 1)
+    xs, ys = _tick_labels(ax, 0, renderer, points), _tick_labels(ax, 1, renderer, points)
     if xs is None or ys is None:
         return None
-    import matplotlib
-
-    rc: Any = matplotlib.rcParams
-
-    def ticks(axis: str) -> float:  # the ticks outside the axes and the pad to their labels
-        return (0.0 if rc[f"{axis}tick.direction"] == "in" else float(rc[f"{axis}tick.major.size"])) \
-            + float(rc[f"{axis}tick.major.pad"])
 
     def room(label: Any, pad: float, side: int) -> float:  # an axis label and its pad; nothing without one
-        size = extent(label)[side]
+        size = _extent(label, renderer, points)[side]
         return size + pad if size else 0.0
 
     left = _PAD_PT + room(ax.yaxis.label, ax.yaxis.labelpad, 0) + max((c for *_, c in ys), default=0.0) \
-        + ticks("y")
+        + _tick_room("y")
     bottom = _PAD_PT + room(ax.xaxis.label, ax.xaxis.labelpad, 1) + max((c for *_, c in xs), default=0.0) \
-        + ticks("x")
+        + _tick_room("x")
     # the title sits its pad above the axes, its descent below that line: where it reaches, as it is placed now
     top = _PAD_PT + (max(0.0, ax.title.get_window_extent(renderer).y1 - ax.bbox.y1) * points
                      if ax.title.get_text() else 0.0)
@@ -214,6 +176,49 @@ def _margins(fig: Any, ax: Any) -> tuple[float, float, float, float] | None:
         top = max(top, _PAD_PT + above - (1.0 - at) * rise)
         bottom = max(bottom, _PAD_PT + below - at * rise)
     return left, right, bottom, top
+
+
+def _extent(text: Any, renderer: Any, points: float) -> tuple[float, float]:
+    """A text's width and height in points, as `renderer` draws it; nothing when it is empty."""
+    if not text.get_visible() or not text.get_text():
+        return 0.0, 0.0
+    box = text.get_window_extent(renderer)
+    return box.width * points, box.height * points
+
+
+def _tick_room(axis: str) -> float:
+    """The ticks outside the axes and the pad to their labels, of the "x" or "y" axis."""
+    import matplotlib
+
+    rc: Any = matplotlib.rcParams
+    return (0.0 if rc[f"{axis}tick.direction"] == "in" else float(rc[f"{axis}tick.major.size"])) \
+        + float(rc[f"{axis}tick.major.pad"])
+
+
+def _tick_labels(ax: Any, along: int, renderer: Any, points: float) -> list[tuple[float, float, float, float]] | None:
+    """Each tick label of the x (`along` 0) or y (1) axis within its view: where its tick is, as a fraction of the
+    axes from their left (or bottom) edge, an inverted axis too; how far the label reaches before and after its
+    tick along the axis, and its size across; in points. None where the axis is not plain."""
+    axis = ax.xaxis if along == 0 else ax.yaxis
+    axis.get_majorticklabels()  # the labels' texts and places, as the ticks are drawn
+    if (axis.get_major_formatter().get_offset() or any(t.get_text() for t in axis.get_minorticklabels())
+            or any(t.label1.get_rotation() != 0.0 for t in axis.get_major_ticks())):
+        return None
+    first, last = axis.get_view_interval()  # at the axes' left (bottom) and right (top) edges
+    scale = axis.get_transform()
+    start, end = scale.transform([first, last])
+    place = ax.get_xaxis_transform() if along == 0 else ax.get_yaxis_transform()
+    out = []
+    for tick in axis.get_major_ticks():
+        loc = tick.get_loc()
+        if not (min(first, last) <= loc <= max(first, last) and tick.label1.get_text()):
+            continue
+        box = tick.label1.get_window_extent(renderer)  # centred on its tick, or (y) on its baseline's middle
+        at = place.transform((loc, 0.0) if along == 0 else (0.0, loc))[along]
+        low, high = (box.x0, box.x1) if along == 0 else (box.y0, box.y1)
+        out.append(((scale.transform([loc])[0] - start) / (end - start), (at - low) * points,
+                    (high - at) * points, (box.height if along == 0 else box.width) * points))
+    return out
 
 
 def _color(i: int) -> str:
@@ -359,7 +364,7 @@ def _bus_figure(c: dict[str, Any]) -> Any:
     ax.set_ylim(0.0, upper)
     ax.set_xscale("log", base=2)
     # Sizes as nccl-tests users read them (64 MiB, not 2^26): plain text, so no mathtext parse per distinct label
-    # (0.67 s of the sample's twelve charts, 22 % of their drawing)
+    # (a sizeable part of these charts' drawing)
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))

@@ -7,6 +7,7 @@ import logging
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from clustercert.heap import keep, paused
 __all__ = [
     "APPENDIX_CAP",
     "SPANS_PER_ITEM",
+    "ReportInput",
     "breakable",
     "breakable_words",
     "build_context",
@@ -56,7 +58,7 @@ def _check_anchor(check_id: str) -> str:
 
 
 def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, Any]]) -> dict[str, Any]:
-    from clustercert.report import charts
+    import clustercert.report.charts as charts
 
     section = results.get("phases", {}).get(name)
     phase: dict[str, Any] = {"name": name, "checks": checks, "present": section is not None, "charts": [],
@@ -210,23 +212,27 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def build_context(
-    results: dict[str, Any],
-    *,
-    meta: dict[str, Any],
-    system: dict[str, Any],
-    models: dict[str, str],
-    sources: dict[str, dict[str, Any]],
-    inventory: list[dict[str, Any]],
-    software: dict[str, str],
-    validation: dict[str, Any] | None = None,
-    redacted: bool = False,
-    mlps: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Everything the template shows, from results.json and the run's metadata (no clock, no I/O).
+@dataclass(frozen=True)
+class ReportInput:
+    """What a report shows (tests/golden/report_input.json holds one): results.json, the run's metadata, the
+    system, the catalog's model names, sources and MLP kinds (`mlps`: a model id's `swiglu` or `non-gated`), the
+    evidence inventory, the software record and validation.json."""
 
-    `mlps` maps a catalog model id to its MLP kind (`swiglu`, `non-gated`): Methodology prints the MLP term of
-    the FLOPs formula that the judged models use."""
+    results: dict[str, Any]
+    meta: dict[str, Any]
+    system: dict[str, Any]
+    models: dict[str, str]
+    sources: dict[str, dict[str, Any]]
+    inventory: list[dict[str, Any]]
+    software: dict[str, str]
+    validation: dict[str, Any] | None = None
+    mlps: dict[str, str] | None = None
+
+
+def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, Any]:
+    """Everything the template shows, from what the report shows (no clock, no I/O); `redacted`: the customers'
+    copy. Methodology prints the MLP term of the FLOPs formula that the judged models use."""
+    results, meta, validation = report.results, report.meta, report.validation
     notices = []
     if results["synthetic"]:
         notices.append("the evidence is synthetic: written by clustercert's simulator, not by a real cluster.")
@@ -260,16 +266,16 @@ def build_context(
     reasons = results.get("reasons", [])
     validation_tables, validation_folded = _validation_rows(validation)
     return {
-        "mlp_term": _mlp_term(mlps, [str(w["workload"]) for w in results["workloads"]]),
+        "mlp_term": _mlp_term(report.mlps, [str(w["workload"]) for w in results["workloads"]]),
         "r": _with_defaults(results),
         "reasons": reasons,
         "meta": meta,
-        "system": system,
-        "models": models,
-        "sources": sources,
-        "inventory": inventory[:APPENDIX_CAP],  # every file with its sha256 is in the signed manifest.json
-        "inventory_total": len(inventory),
-        "software": software,
+        "system": report.system,
+        "models": report.models,
+        "sources": report.sources,
+        "inventory": report.inventory[:APPENDIX_CAP],  # every file with its sha256 is in the signed manifest.json
+        "inventory_total": len(report.inventory),
+        "software": report.software,
         "notices": notices,
         "phases": phases,
         "validation": validation,
@@ -391,23 +397,22 @@ def render_pdf(html: str, base_dir: Path, progress: Callable[[str], None] | None
     root = base_dir.resolve()
     # Each <wbr> (a line-break opportunity: `breakable`) becomes the zero-width space that WeasyPrint's own style
     # sheet draws for it (`wbr::before { content: "\200B" }`), so the PDF holds the same characters. Written as the
-    # character, it is a break opportunity in the text itself instead of an inline box of its own: the sample's
-    # 2,273 boxes cost a third of its layout (5.9 -> 4.1 s), and WeasyPrint missed some of those breaks, cutting
-    # words where it could not find one ("recipe_conf" / "orms" instead of "recipe_" / "conforms"). A literal
-    # "<wbr>" is always the element: text and attribute values carry "<" escaped.
+    # character, it is a break opportunity in the text itself instead of an inline box of its own: thousands of
+    # such boxes made a large part of the layout's work, and WeasyPrint missed some of those breaks, cutting words
+    # where it could not find one ("recipe_conf" / "orms" instead of "recipe_" / "conforms"). A literal "<wbr>" is
+    # always the element: text and attribute values carry "<" escaped.
     html = html.replace("<wbr>", "\u200b")
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     buffer = io.BytesIO()
     # No cyclic garbage collection while WeasyPrint lays the document out: the layout tree it builds (millions of
     # objects, alive until the PDF is written) sets off full collections that traverse it and every other object
-    # of the run, again and again, and find nothing to free (2.9 s of the sample's report stage, timed with
-    # gc.callbacks); the peak RSS of a render is the same without them (259 vs 251 MiB). Inside a certification
-    # (`heap.settling`), what the layout leaves in cycles once the PDF is written is left frozen to the run's end
-    # (`keep`) instead of collected when the collector resumes: that collection took 0.37 s of the sample's run and
-    # found 483,000 objects to free. They hold what the layout held, no more (the report stage's peak RSS is below
-    # the run's: 1.29 against 1.60 GiB at 512 GPUs), are given back when the run ends, and a command's exit frees
-    # them without a collection (`cli.app.entry`).
+    # of the run, again and again, and find nothing to free; the peak memory of a render is about the same without
+    # them. Inside a certification (`heap.settling`), what the layout leaves in cycles once the PDF is written is
+    # left frozen to the run's end (`keep`) instead of collected when the collector resumes, a collection that would
+    # traverse the whole run. It holds what the layout held, no more (the report stage's peak memory stays below the
+    # run's), is given back when the run ends, and a command's exit frees it without a collection
+    # (`cli.app.entry`).
     tell = progress or (lambda what: None)
     try:
         with paused():

@@ -12,12 +12,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from clustercert.attest.atomic import write_atomic
-from clustercert.attest.manifest import ENVELOPE, evidence_subjects, write_manifest
+from clustercert.attest.manifest import ENVELOPE, evidence_subjects, sign_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
@@ -37,7 +37,7 @@ from clustercert.evidence.guards import (
 )
 from clustercert.evidence.hashing import sha256_bytes, sha256_file
 from clustercert.lifeline import follow_parent, signals_wait
-from clustercert.report import Redactor, build_context, render_html, render_pdf
+from clustercert.report import Redactor, ReportInput, build_context, render_html, render_pdf
 from clustercert.report.ahead import usable_cores
 from clustercert.report.charts import shared_charts
 from clustercert.runs.results import RunMeta, dump_json_bytes
@@ -45,10 +45,31 @@ from clustercert.runs.results import RunMeta, dump_json_bytes
 # Charts drawn ahead, keyed by their data, or a call that gives them (waited for where the report needs them)
 Charts = dict[str, Any] | Callable[[], dict[str, Any]] | None
 
-__all__ = ["Charts", "Inputs", "ManifestPass", "check_as_read", "check_seal", "create_run_dir", "file_digest",
-           "load_inputs", "render_reports", "seal_problems", "write_run_folder"]
+__all__ = ["Charts", "Inputs", "ManifestPass", "Rendering", "RunRecord", "check_as_read", "check_seal",
+           "create_run_dir", "file_digest", "load_inputs", "render_reports", "seal_problems", "write_run_folder"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the run decided, as its folder keeps it: results.json, the run's metadata and validation.json."""
+
+    results: dict[str, Any]
+    meta: RunMeta
+    validation: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How the reports are made: the templates, whether a redacted copy is made too, the charts drawn ahead (keyed
+    by their data, or a call that gives them, made where the first chart is needed so that its wait comes after
+    the run's other work), and who is told each step."""
+
+    templates_dir: Path
+    redact: bool = False
+    charts: Charts = None
+    progress: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,8 +97,8 @@ def _signature(path: Path) -> tuple[str, int, int, int]:
 
 def _unchanged(signatures: tuple[tuple[str, int, int, int], ...]) -> bool:
     """Whether every file of `signatures` (their real paths) is still the file it was: the same size, modification
-    time and inode. A stat each, not _signature()'s walk of every part of the path again (a cluster's bundle has
-    8,168 files, and each of a certification's four loads checked them all: 0.3 s each)."""
+    time and inode. A stat each, not _signature()'s walk of every part of the path again: a cluster's bundle has
+    thousands of files."""
     stat = os.stat
     try:
         for path, size, mtime_ns, inode in signatures:
@@ -105,12 +126,12 @@ _LOADED: dict[tuple[str, str, str | None, bool], tuple[tuple[tuple[str, int, int
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None, *,
                 described: Callable[[], object] | None = None,
                 progress: Callable[[str, str], None] | None = None, in_bundle_names: bool = True) -> Inputs:
-    """The bundle and catalog, loaded once per process: a certification's flow and its phase subflows share one
-    load (it is repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
+    """The bundle and catalog, loaded once per process: certify's command line and its flow share one load (it is
+    repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
 
     `described` is called once bundle.yaml and the catalog are read and agree, before the evidence files are
-    hashed (the load's longest part at cluster scale: 3 GB at 512 GPUs, 23.5 GB at 4,096): certify starts
-    Prefect's server then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
+    hashed (the load's longest part at cluster scale: gigabytes of telemetry): certify starts Prefect's server
+    then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
     `in_bundle_names`: a certification's naming of the evidence files, by their paths in the bundle (`evidence
     check` names them as the command was given them: `LoadedBundle.shown`)."""
     key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names)
@@ -168,8 +189,8 @@ def _show_hashing(futures: dict[str, Future[str]], order: list[str], sizes: dict
     """Tell `progress` (stage "hash"), once the hashing has taken `_HASH_QUIET`, and until every file is hashed or
     one cannot be, the largest file still being hashed and how many files and bytes of how many are done: at a look
     (`_HASH_LOOK`) that finds more files done than the last line said (a plain line is shown at most once a second)
-    and every `_WAIT_SHOWN` seconds while one large file is hashed (a 4,096-GPU bundle's 22 GB of telemetry take
-    20 s, which were 25 s without a line)."""
+    and every `_WAIT_SHOWN` seconds while one large file is hashed (a cluster's telemetry: gigabytes in one
+    file)."""
     lock, ended = threading.Lock(), threading.Event()
     finished = [0, 0]  # files, bytes
 
@@ -184,7 +205,7 @@ def _show_hashing(futures: dict[str, Future[str]], order: list[str], sizes: dict
         futures[rel].add_done_callback(functools.partial(done, size=sizes[rel]))
     total, started = sum(sizes.values()), time.monotonic()
     shown_at, shown_files, at = started, -1, 0
-    while not ended.wait(_HASH_LOOK):  # a look every quarter second, not one per file (a sweep's 8,141)
+    while not ended.wait(_HASH_LOOK):  # a look every quarter second, not one per file (a sweep's thousands)
         with lock:
             files, hashed = finished
         now = time.monotonic()
@@ -297,8 +318,8 @@ def _status(path: Path) -> tuple[int, int, int, int, int] | None:
 
 # A file this large is hashed for the manifest on the pass's thread, in blocks this large. The thread needs the GIL
 # back after each read and each hash update, and a thread that wants it waits up to the switch interval (5 ms) while
-# the main thread lays out the report: thousands of small files (or 1 MB blocks) would starve the thread (a pass of
-# a 512-GPU bundle took 171 s beside a busy main thread, 4 s alone), so those are hashed on the main thread.
+# the main thread lays out the report: thousands of small files (or 1 MB blocks) would starve the thread (a pass
+# beside a busy main thread took tens of times as long as alone), so those are hashed on the main thread.
 _LARGE = 64 * 1024**2
 _BLOCK = 64 * 1024**2  # kept apart from _LARGE: a test that moves every file to the thread keeps large blocks
 _WAIT_SHOWN = 5.0  # seconds between two reports of a wait for a large file's hash, the load's or the manifest's
@@ -307,9 +328,9 @@ _WAIT_SHOWN = 5.0  # seconds between two reports of a wait for a large file's ha
 class ManifestPass:
     """The manifest's pass over the evidence (`evidence_subjects`, with each file's parts read checked in the same
     read: `_hashing`), its large files on a thread of their own, started once the phases have read the evidence
-    (certify's flow: hashing a cluster's 23 GB of telemetry again then overlaps the validation and the reports,
-    rather than following them: about 40 s of a 4,096-GPU certification's report stage) or, by default, before the
-    reports render (hashlib and file reads release the GIL: WeasyPrint's layout holds it). The other files are
+    (certify's flow: hashing a cluster's telemetry again then overlaps the validation and the reports, rather than
+    following them) or, by default, before the reports render (hashlib and file reads release the GIL: WeasyPrint's
+    layout holds it). The other files are
     hashed at `subjects`, in bundle order with the large ones' results (the first file that cannot be signed is
     named, as before). What a pass at the end checked is still checked then: each large file's status is taken
     before it is hashed and must be the same (a file written, replaced or touched after its hash is refused), and
@@ -341,8 +362,8 @@ class ManifestPass:
     def subjects(self, progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """The evidence subjects to sign (an EvidenceError of the pass is raised here, the first in bundle order),
         once nothing changed since each large file was hashed. While a large file's hash is waited for, `progress`
-        is told which one, and how long it has been waited for, every `_WAIT_SHOWN` seconds (a cluster's 23.5 GB
-        take longer to hash again than the reports take to render)."""
+        is told which one, and how long it has been waited for, every `_WAIT_SHOWN` seconds (a cluster's telemetry
+        can take longer to hash again than the reports take to render)."""
         root = self._inputs.bundle.root
         digests, hash_file = self._inputs.digests or None, _hashing(self._wanted)
         subjects: list[dict[str, Any]] = []
@@ -439,24 +460,44 @@ def _catalog_as_judged(inputs: Inputs) -> bytes:
     return data
 
 
-def render_reports(
-    inputs: Inputs,
-    results: dict[str, Any],
-    meta: RunMeta,
-    software: dict[str, str],
-    *,
-    validation: dict[str, Any] | None,
-    redaction_secret: bytes | None,
-    base_dir: Path,
-    templates_dir: Path,
-    charts: Charts = None,
-    progress: Callable[[str], None] | None = None,
-) -> dict[str, tuple[str, bytes]]:
+def render_reports(inputs: Inputs, record: RunRecord, software: dict[str, str], rendering: Rendering, *,
+                   redaction_secret: bytes | None, base_dir: Path) -> dict[str, tuple[str, bytes]]:
     """The HTML and unsigned PDF of the report ("report") and, given a secret, of its redacted copy
-    ("report.redacted"): the same arguments give the same bytes (what `rerun` compares). `charts` are charts drawn
-    ahead (`clustercert.report.ahead`), keyed by their data, or a call that gives them (made where the first chart
-    is needed, so that their wait comes after this run's other work): one whose data is not there is drawn here.
-    `progress` is told each PDF's steps ("report.pdf: lay out the pages", "report.pdf: write 52 pages")."""
+    ("report.redacted"): the same arguments give the same bytes (what `rerun` compares). Charts drawn ahead
+    (`rendering.charts`) are taken where their data is the same; any other is drawn here. `rendering.progress` is
+    told each PDF's steps ("report.pdf: lay out the pages", "report.pdf: write 52 pages")."""
+    copies = _report_inputs(inputs, record, software, redaction_secret)
+    progress = rendering.progress
+    # The redacted copy's PDF is rendered by a second process, on a machine with a core for it, while this one
+    # renders the auditor's: its HTML is made first and handed over, and the second process has imported the
+    # renderer meanwhile. The bytes are the same either way (the same renderer, the same HTML), and a copy's charts
+    # are drawn alike in either order.
+    aside = _SecondProcess.start() if len(copies) > 1 and usable_cores() > 1 else None
+    try:
+        htmls: dict[str, str] = {}
+        charts = rendering.charts
+        drawn = charts() if callable(charts) else charts
+        with shared_charts(dict(drawn or {})):  # the redacted copy draws again only the charts redaction changed
+            for stem, (report, redacted) in (list(copies.items())[::-1] if aside is not None else copies.items()):
+                htmls[stem] = render_html(build_context(report, redacted=redacted), rendering.templates_dir)
+                if aside is not None and stem != "report" and aside.submit(stem, htmls[stem], base_dir) \
+                        and progress is not None:
+                    progress(f"{stem}.pdf: rendered by a second process meanwhile")
+        pdfs: dict[str, bytes] = {}
+        for stem in copies:
+            told = None if progress is None else functools.partial(_told, progress, f"{stem}.pdf: ")
+            pdf = aside.result(stem, progress) if aside is not None else None
+            pdfs[stem] = pdf if pdf is not None else render_pdf(htmls[stem], base_dir, told)
+    finally:
+        if aside is not None:
+            aside.close()
+    return {stem: (htmls[stem], pdfs[stem]) for stem in copies}
+
+
+def _report_inputs(inputs: Inputs, record: RunRecord, software: dict[str, str],
+                   redaction_secret: bytes | None) -> dict[str, tuple[ReportInput, bool]]:
+    """What each report shows, by its file stem, and whether it is the redacted copy: the auditor's "report", and
+    given a secret "report.redacted", whose results, metadata, system, inventory and validation are redacted."""
     bundle, catalog = inputs.bundle, inputs.catalog
     inventory = [
         {"path": rel, "bytes": (bundle.root / rel).stat().st_size,
@@ -464,43 +505,20 @@ def render_reports(
         for rel in bundle.evidence_files()
     ]
     system = bundle.spec.system.model_dump()
-    models = {k: v.name for k, v in catalog.spec.models.items()}
-    sources = {k: v.model_dump() for k, v in catalog.spec.sources.items()}
-    copies: list[tuple[str, dict[str, Any]]] = [("report", {"results": results, "meta": meta.to_json(),
-                                                           "system": system, "inventory": inventory,
-                                                           "validation": validation})]
+    report = ReportInput(
+        results=record.results, meta=record.meta.to_json(), system=system,
+        models={k: v.name for k, v in catalog.spec.models.items()},
+        sources={k: v.model_dump() for k, v in catalog.spec.sources.items()}, inventory=inventory,
+        software=software, validation=record.validation,
+        mlps={k: v.mlp.value for k, v in catalog.spec.models.items()},
+    )
+    copies = {"report": (report, False)}
     if redaction_secret is not None:
         redactor = Redactor(redaction_secret, [str(n) for n in system.get("nodes", [])])
-        copies.append(("report.redacted", {**redactor(copies[0][1]), "redacted": True}))
-    # The redacted copy's PDF is rendered by a second process, on a machine with a core for it, while this one
-    # renders the auditor's: its HTML is made first and handed over, and the second process has imported the
-    # renderer meanwhile. The two PDFs were a `certify --redact`'s last 16 s on one core; the bytes are the same
-    # either way (the same renderer, the same HTML), and a copy's charts are drawn alike in either order.
-    aside = _SecondProcess.start() if len(copies) > 1 and usable_cores() > 1 else None
-    try:
-        htmls: dict[str, str] = {}
-        drawn = charts() if callable(charts) else charts
-        with shared_charts(dict(drawn or {})):  # the redacted copy draws again only the charts redaction changed
-            for stem, data in (copies[::-1] if aside is not None else copies):
-                context = build_context(
-                    data["results"], meta=data["meta"], system=data["system"], models=models, sources=sources,
-                    inventory=data["inventory"], software=software, validation=data["validation"],
-                    redacted=bool(data.get("redacted", False)),
-                    mlps={k: v.mlp.value for k, v in catalog.spec.models.items()},
-                )
-                htmls[stem] = render_html(context, templates_dir)
-                if aside is not None and stem != copies[0][0] and aside.submit(stem, htmls[stem], base_dir) \
-                        and progress is not None:
-                    progress(f"{stem}.pdf: rendered by a second process meanwhile")
-        pdfs: dict[str, bytes] = {}
-        for stem, _ in copies:
-            told = None if progress is None else functools.partial(_told, progress, f"{stem}.pdf: ")
-            pdf = aside.result(stem, progress) if aside is not None else None
-            pdfs[stem] = pdf if pdf is not None else render_pdf(htmls[stem], base_dir, told)
-    finally:
-        if aside is not None:
-            aside.close()
-    return {stem: (htmls[stem], pdfs[stem]) for stem, _ in copies}
+        shown = redactor({"results": report.results, "meta": report.meta, "system": report.system,
+                          "inventory": report.inventory, "validation": report.validation})
+        copies["report.redacted"] = (replace(report, **shown), True)
+    return copies
 
 
 def _told(progress: Callable[[str], None], prefix: str, what: str) -> None:
@@ -560,7 +578,7 @@ class _SecondProcess:
 
 
 def _import_renderer() -> None:
-    """What a PDF needs imported, while the report's HTML is made (WeasyPrint: 1-1.5 s here)."""
+    """What a PDF needs imported (WeasyPrint, seconds of imports), while the report's HTML is made."""
     import weasyprint  # noqa: F401
 
 
@@ -577,27 +595,15 @@ def create_run_dir(run_dir: Path) -> None:
                          "Give a writable --reports-dir or CLUSTERCERT_REPORTS_DIR") from None
 
 
-def write_run_folder(
-    run_dir: Path,
-    inputs: Inputs,
-    results: dict[str, Any],
-    meta: RunMeta,
-    key: KeyPair,
-    templates_dir: Path,
-    *,
-    validation: dict[str, Any] | None = None,
-    redact: bool = False,
-    charts: Charts = None,
-    progress: Callable[[str], None] | None = None,
-    manifest_pass: ManifestPass | None = None,
-) -> dict[str, Path]:
+def write_run_folder(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyPair, rendering: Rendering,
+                     manifest_pass: ManifestPass | None = None) -> dict[str, Path]:
     """results.json, catalog copy, report.html, report.pdf (signed), the redacted copy when asked, then
-    manifest.json and its DSSE envelope; `progress` is told each step (render, sign, the manifest's wait).
+    manifest.json and its DSSE envelope; `rendering.progress` is told each step (render, sign, the manifest's wait).
     Refused (EvidenceError, no folder left) when a file was read with other bytes than it had at the load
     (`check_as_read`) or than its seal says (`check_seal`).
 
     The parts read (a file's edges) are checked in the manifest's own pass over the evidence, which hashes each
-    file anyway (one pass over a cluster's 3 GB instead of two), on a thread while the reports render
+    file anyway (one pass over the evidence instead of two), on a thread while the reports render
     (`ManifestPass`; `manifest_pass` when the caller started it earlier: it is ended here, whatever happens); a
     mismatch there removes the folder."""
     try:
@@ -611,18 +617,15 @@ def write_run_folder(
     if manifest_pass is None:
         manifest_pass = ManifestPass(inputs)  # hashes the evidence while the reports render
     try:
-        return _write_run_files(run_dir, inputs, results, meta, key, templates_dir, catalog_copy, manifest_pass,
-                                validation=validation, redact=redact, charts=charts, progress=progress)
+        return _write_run_files(run_dir, inputs, record, key, rendering, catalog_copy, manifest_pass)
     finally:
         manifest_pass.stop()
 
 
-def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], meta: RunMeta, key: KeyPair,
-                     templates_dir: Path, catalog_copy: bytes, manifest_pass: ManifestPass, *,
-                     validation: dict[str, Any] | None, redact: bool,
-                     charts: Charts = None,
-                     progress: Callable[[str], None] | None = None) -> dict[str, Path]:
-    bundle, catalog = inputs.bundle, inputs.catalog
+def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyPair, rendering: Rendering,
+                     catalog_copy: bytes, manifest_pass: ManifestPass) -> dict[str, Path]:
+    bundle, catalog, results, meta = inputs.bundle, inputs.catalog, record.results, record.meta
+    progress = rendering.progress
     tell = progress or (lambda what: None)
     software = software_record()
     written: list[str] = []
@@ -633,13 +636,12 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
         return write_atomic(run_dir / name, data)
 
     put("results.json", dump_json_bytes(results))
-    if validation is not None:
-        put("validation.json", dump_json_bytes(validation))
+    if record.validation is not None:
+        put("validation.json", dump_json_bytes(record.validation))
     put("catalog.yaml", catalog_copy)
-    tell("render the HTML and PDF reports" + (" and their redacted copies" if redact else ""))
-    rendered = render_reports(inputs, results, meta, software, validation=validation,
-                              redaction_secret=key.redaction_secret() if redact else None, base_dir=run_dir,
-                              templates_dir=templates_dir, charts=charts, progress=progress)
+    tell("render the HTML and PDF reports" + (" and their redacted copies" if rendering.redact else ""))
+    rendered = render_reports(inputs, record, software, rendering,
+                              redaction_secret=key.redaction_secret() if rendering.redact else None, base_dir=run_dir)
     signing = {"reason": f"clustercert certification {results['outcome']} of {bundle.spec.cluster.name}",
                "location": f"run {meta.run_id}"}
     paths = {}
@@ -657,7 +659,7 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
         "run": meta.to_json(),
         "bundle_path": meta.bundle_path,
         "cluster": bundle.spec.cluster.name,
-        "redacted_copy": redact,
+        "redacted_copy": rendering.redact,
     }
     try:
         # The manifest and its envelope last: only the files this run wrote are signed, and the evidence digests
@@ -665,9 +667,9 @@ def _write_run_files(run_dir: Path, inputs: Inputs, results: dict[str, Any], met
         # was read with other bytes, or disagrees with its seal) is a refusal.
         check_as_read(inputs, parts=False)
         check_seal(bundle, inputs.digests)
-        evidence_part = manifest_pass.subjects(progress)
+        evidence = manifest_pass.subjects(progress)
         tell("write and sign the manifest")
-        write_manifest(run_dir, bundle.root, [], predicate, key, run_files=written, evidence_part=evidence_part)
+        sign_manifest(run_dir, predicate, key, evidence, run_files=written)
     except EvidenceError:
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused run is left to look certified
         raise

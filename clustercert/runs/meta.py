@@ -6,13 +6,27 @@ import datetime as dt
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle
 from clustercert.evidence.hashing import sha256_file
 from clustercert.runs.history import index_runs, previous_summary
 
-__all__ = ["new_nonce", "new_run_meta"]
+__all__ = ["Signer", "new_nonce", "new_run_meta"]
+
+
+class Signer(Protocol):
+    """Who signs a run (a loaded `KeyPair` is one): the manifest key's fingerprint, whether it is a development key,
+    and its key directory, whose keys decide which earlier runs count as history."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def dev_key(self) -> bool: ...
+
+    @property
+    def key_dir(self) -> Path: ...
 
 
 def new_nonce() -> str:
@@ -20,19 +34,19 @@ def new_nonce() -> str:
     return secrets.token_hex(3)
 
 
-def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: str, dev_key: bool,
-                 reports_dir: Path, catalog_arg: str | None = None, *, key_dir: Path,
-                 nonce: str | None = None) -> dict[str, Any]:
-    """RunMeta JSON for a run starting `now` (read once by the caller); the previous run comes from `reports_dir`
-    (only folders that verify against `key_dir`'s keys count as history); `catalog_arg` is `--catalog` as typed
-    (the report's command repeats it so that it runs as printed).
+def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: Signer, reports_dir: Path,
+                 catalog_arg: str | None = None, *, nonce: str | None = None) -> dict[str, Any]:
+    """RunMeta JSON for a run starting `now` (read once by the caller) and signed by `signer`; the previous run
+    comes from `reports_dir` (only folders that verify against the signer's key directory count as history);
+    `catalog_arg` is `--catalog` as typed (the report's command repeats it so that it runs as printed).
 
     The run id is `<UTC start>-<bundle.yaml sha256[:8]>-<nonce>`: two runs of one bundle started in the same
     second get distinct ids (the nonce is drawn here unless given). `rerun` replays the recorded id."""
     started_at = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{sha256_file(bundle.root / BUNDLE_FILE)[:8]}-{nonce or new_nonce()}"
-    previous = previous_summary(index_runs(reports_dir, key_dir=key_dir), bundle.spec.cluster.name, started_at)
+    previous = previous_summary(index_runs(reports_dir, key_dir=signer.key_dir), bundle.spec.cluster.name, started_at)
     # the bundle's absolute path (links as the user named them): `verify`, `rerun` and the report's command find it
     # from any folder (`certify .` recorded '.', which named another folder, or none, once the user had moved on)
-    return {"run_id": run_id, "started_at": started_at, "bundle_path": os.path.abspath(bundle.root), "signer": signer,
-            "dev_key": dev_key, "previous_run": previous, "catalog_arg": catalog_arg}
+    return {"run_id": run_id, "started_at": started_at, "bundle_path": os.path.abspath(bundle.root),
+            "signer": signer.fingerprint, "dev_key": signer.dev_key, "previous_run": previous,
+            "catalog_arg": catalog_arg}

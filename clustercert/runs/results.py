@@ -138,8 +138,8 @@ def dump_json(data: Any) -> str:
     return dump_json_bytes(data).decode()
 
 
-# json.dumps(indent=2) runs Python's pure-Python encoder (its C encoder writes no indentation): 6 s of a 512-GPU
-# certification, whose results and validation come to about 100 MB. orjson writes the same bytes in C but for the
+# json.dumps(indent=2) runs Python's pure-Python encoder (its C encoder writes no indentation): seconds for a
+# cluster's results and validation, a hundred megabytes. orjson writes the same bytes in C but for the
 # numbers of magnitude below 1e-4 (orjson `0.00001`, `1.5e-7`; Python `1e-05`, `1.5e-07`), which are rewritten
 # with Python's repr, found by a scan for their text and each confirmed by a match of its whole line (a value
 # line of indented JSON: so never text inside a string). Python's C encoder (no indentation) first checks that

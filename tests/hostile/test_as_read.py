@@ -37,10 +37,10 @@ from clustercert.evidence.guards import (
     whole_sha256,
 )
 from clustercert.evidence.hashing import sha256_file
-from clustercert.evidence.parse import forget_parsed, read_evidence
+from clustercert.evidence.parse import ParsedOnce, read_evidence
 from clustercert.evidence.window import collection_window
 from clustercert.parsers import FORMATS, parse_training_log
-from clustercert.runs.folder import check_as_read, load_inputs, write_run_folder
+from clustercert.runs.folder import Rendering, RunRecord, check_as_read, load_inputs, write_run_folder
 from clustercert.runs.meta import new_run_meta
 from clustercert.runs.results import RunMeta
 from tests.conftest import ROOT, mini_bundle, shared_prefect_server
@@ -56,9 +56,9 @@ def _sha(data: bytes) -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
-    forget_parsed()
+    forget_reads()
     yield
-    forget_parsed()
+    forget_reads()
 
 
 def test_a_whole_read_records_its_bytes_and_a_peek_records_the_part_it_read(tmp_path: Path, hostile: Count) -> None:
@@ -126,12 +126,11 @@ def test_one_file_read_twice_with_other_bytes_is_a_refusal_naming_it(tmp_path: P
     assert caught.value.exit_code == 3
 
     # Signing refuses before the run folder exists.
-    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, "SHA256:t", True, tmp_path / "reports", None,
-                                          key_dir=tmp_path / "keys"))
     key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, key, tmp_path / "reports", None))
     run_dir = tmp_path / "reports" / meta.run_id
     with pytest.raises(EvidenceError, match="changed while the run read it"):
-        write_run_folder(run_dir, inputs, {"outcome": "CERTIFIED"}, meta, key, ROOT / "templates")
+        write_run_folder(run_dir, inputs, RunRecord({"outcome": "CERTIFIED"}, meta), key, Rendering(ROOT / "templates"))
     assert not run_dir.exists()
     hostile(1)
 
@@ -175,12 +174,11 @@ def test_a_catalog_changed_during_the_run_is_refused_before_its_copy_is_signed(t
     judged = catalog.read_bytes()
     assert inputs.catalog.sha256 == _sha(judged)
     catalog.write_bytes(judged + b"# edited while the run judged against the loaded copy\n")
-    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, "SHA256:t", True, tmp_path / "reports", None,
-                                          key_dir=tmp_path / "keys"))
     key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, key, tmp_path / "reports", None))
     run_dir = tmp_path / "reports" / meta.run_id
     with pytest.raises(CatalogError) as caught:
-        write_run_folder(run_dir, inputs, {"outcome": "CERTIFIED"}, meta, key, ROOT / "templates")
+        write_run_folder(run_dir, inputs, RunRecord({"outcome": "CERTIFIED"}, meta), key, Rendering(ROOT / "templates"))
     assert str(caught.value) == (
         f"{catalog}: changed while the run read it: sha256 at load {_sha(judged)}, as read "
         f"{_sha(catalog.read_bytes())}. Leave the catalog untouched while certifying and certify again")
@@ -191,10 +189,11 @@ def test_a_catalog_changed_during_the_run_is_refused_before_its_copy_is_signed(t
 def test_a_remembered_parse_carries_the_digest_of_its_bytes(tmp_path: Path, hostile: Count) -> None:
     bundle = write_bundle(tmp_path / "b")
     log = bundle / "r1.log"
-    first = read_evidence(parse_training_log, log, str(log), "nemo")
+    parsed = ParsedOnce()  # a certification's evidence set remembers its parses so
+    first = parsed(parse_training_log, log, str(log), "nemo")
     forget_reads()  # the records go, the parse stays remembered
     mark = read_mark()
-    assert read_evidence(parse_training_log, log, str(log), "nemo") is first  # served from the memo
+    assert parsed(parse_training_log, log, str(log), "nemo") is first  # served from the memo
     assert digests_read(log, since=mark) == {_sha(log.read_bytes())}
     hostile(1)
 

@@ -62,13 +62,13 @@ def _signed(run_dir: Path, bundle: Path, key: KeyPair) -> Path:
 def test_two_runs_of_one_bundle_in_the_same_second_get_distinct_ids(tmp_path: Path, key: KeyPair,
                                                                    hostile: Count) -> None:
     bundle = load_bundle(write_bundle(tmp_path / "b"))
-    ids = {new_run_meta(bundle, NOW, key.fingerprint, True, tmp_path / "r", key_dir=key.key_dir)["run_id"]
+    ids = {new_run_meta(bundle, NOW, key, tmp_path / "r")["run_id"]
            for _ in range(50)}
     hostile(50)
     assert len(ids) == 50
     assert all(i.startswith("20261201T090000Z-") for i in ids)
     # a recorded id is replayed as given (rerun), never redrawn
-    assert new_run_meta(bundle, NOW, "k", True, tmp_path / "r", key_dir=key.key_dir, nonce="abc123")[
+    assert new_run_meta(bundle, NOW, key, tmp_path / "r", nonce="abc123")[
         "run_id"].endswith("-abc123")
 
 

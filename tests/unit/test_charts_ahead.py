@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clustercert.report import build_context, charts, render_html
+from clustercert.report import ReportInput, build_context, charts, render_html
 from clustercert.report.ahead import ChartsAhead, draw_all
 from tests.conftest import ROOT
 
@@ -24,10 +24,7 @@ def _input() -> dict[str, Any]:
 
 
 def _html(data: dict[str, Any]) -> str:
-    return render_html(build_context(
-        data["results"], meta=data["meta"], system=data["system"], models=data["models"], sources=data["sources"],
-        inventory=data["inventory"], software=data["software"], validation=data["validation"], mlps=data["mlps"]),
-        TEMPLATES)
+    return render_html(build_context(ReportInput(**data)), TEMPLATES)
 
 
 def _what_the_flow_sends(results: dict[str, Any]) -> dict[str, Any]:
@@ -168,21 +165,21 @@ def test_each_part_is_drawn_when_it_is_sent_and_drawn_returns_them_all(tmp_path:
 
 def test_a_run_without_a_core_or_a_process_for_the_charts_draws_them_in_the_report(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import flows.certify as certify
+    import flows.tactics as tactics
 
     def no_process(**_: Any) -> ChartsAhead:
         raise OSError(11, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(certify, "ChartsAhead", no_process)
-    monkeypatch.setattr(certify, "usable_cores", lambda: 2)
+    monkeypatch.setattr(tactics, "ChartsAhead", no_process)
+    monkeypatch.setattr(tactics, "usable_cores", lambda: 2)
     said: list[str] = []
-    monkeypatch.setattr(certify.log, "warning", lambda text, *args: said.append(text % args))
-    assert certify._charts_ahead() is None
+    monkeypatch.setattr(tactics.log, "warning", lambda text, *args: said.append(text % args))
+    assert tactics._charts_ahead() is None
     assert said == ["charts drawn ahead: no child process ([Errno 11] Resource temporarily unavailable); the report "
                     "draws them"]
-    monkeypatch.setattr(certify, "ChartsAhead", lambda **_: pytest.fail("one core: no child"))
-    monkeypatch.setattr(certify, "usable_cores", lambda: 1)
-    assert certify._charts_ahead() is None
+    monkeypatch.setattr(tactics, "ChartsAhead", lambda **_: pytest.fail("one core: no child"))
+    monkeypatch.setattr(tactics, "usable_cores", lambda: 1)
+    assert tactics._charts_ahead() is None
 
 
 def test_no_thread_to_send_the_data_is_nothing_drawn(monkeypatch: pytest.MonkeyPatch) -> None:

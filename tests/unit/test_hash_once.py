@@ -218,12 +218,11 @@ def test_a_run_that_fails_while_rendering_leaves_no_pass_reading_the_bundle(
         raise RuntimeError("the renderer failed")
 
     monkeypatch.setattr(folder, "render_reports", fails)
-    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, "SHA256:t", True, tmp_path / "reports", None,
-                                          key_dir=tmp_path / "keys"))
     key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, key, tmp_path / "reports", None))
     with pytest.raises(RuntimeError, match="the renderer failed"):
-        folder.write_run_folder(tmp_path / "reports" / meta.run_id, inputs, {"outcome": "CERTIFIED"}, meta, key,
-                                ROOT / "templates")
+        folder.write_run_folder(tmp_path / "reports" / meta.run_id, inputs, folder.RunRecord({"outcome": "CERTIFIED"},
+                                meta), key, folder.Rendering(ROOT / "templates"))
     assert not [t for t in threading.enumerate() if t.name.startswith("clustercert-manifest")]
 
 
@@ -328,13 +327,12 @@ def test_the_report_stage_tells_each_of_its_steps(bundle: Path, tmp_path: Path,
 
     monkeypatch.setattr(folder, "render_reports", one_page)
     inputs = load_inputs(bundle, ROOT / "references")
-    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, "SHA256:t", True, tmp_path / "reports", None,
-                                          key_dir=tmp_path / "keys"))
     key = init_keys(tmp_path / "keys", passphrase=None, common_name="t", dev=True, now=NOW)
+    meta = RunMeta.from_json(new_run_meta(inputs.bundle, NOW, key, tmp_path / "reports", None))
     told: list[str] = []
     results = {"outcome": "CERTIFIED", "valid_until": "2027-12-01T00:00:00+00:00"}
-    paths = folder.write_run_folder(tmp_path / "reports" / meta.run_id, inputs, results, meta, key,
-                                    ROOT / "templates", progress=told.append)
+    paths = folder.write_run_folder(tmp_path / "reports" / meta.run_id, inputs, folder.RunRecord(results, meta), key,
+                                    folder.Rendering(ROOT / "templates", progress=told.append))
     steps = [line for line in told if not line.startswith("the evidence hashed again")]
     assert steps == ["render the HTML and PDF reports", "sign report.pdf", "write and sign the manifest"]
     assert paths["manifest.dsse.json"].is_file()
@@ -563,6 +561,9 @@ def test_certify_starts_the_manifest_pass_when_the_phases_end_and_ends_it_when_t
     verifies in tests/e2e."""
     import clustercert.runs.folder as folder
     import flows.certify as certify
+    import flows.tactics as tactics
+    from clustercert.runs.evidence import EvidenceSet
+    from flows.request import CertifyRequest
 
     monkeypatch.setattr(folder, "_LARGE", 1)  # every file hashed on the pass's thread
     inputs = load_inputs(bundle, ROOT / "references")
@@ -589,15 +590,18 @@ def test_certify_starts_the_manifest_pass_when_the_phases_end_and_ends_it_when_t
         events.append("validate")
         raise RuntimeError("the validation broke")
 
-    monkeypatch.setattr(certify, "ManifestPass", Recorded)
-    monkeypatch.setattr(certify, "load_task", lambda *args: inputs)
+    monkeypatch.setattr(tactics, "ManifestPass", Recorded)
+    monkeypatch.setattr(tactics, "usable_cores", lambda: 1)  # no chart process: not this test's
+    monkeypatch.setattr(certify, "load_task", lambda *args: EvidenceSet(inputs, 1 << 30))
     monkeypatch.setattr(certify, "on_runner", lambda flow, address: phase(next(phases)))
     monkeypatch.setattr(certify, "validate_task", validate)
     meta = {"run_id": "r", "started_at": "2026-12-06T10:00:00Z", "bundle_path": str(bundle), "signer": "s",
             "dev_key": True}
+    request = CertifyRequest(bundle_path=str(bundle), run_dir=str(tmp_path / "run"), run_meta=meta,
+                             key_dir=str(tmp_path / "keys"), references_dir=str(ROOT / "references"),
+                             templates_dir=str(ROOT / "templates"), limit=1 << 30)
     with pytest.raises(RuntimeError, match="the validation broke"):
-        certify._stages(str(bundle), str(tmp_path / "run"), meta, str(tmp_path / "keys"), str(ROOT / "references"),
-                        str(ROOT / "templates"), None, 1 << 30, None, False, None)
+        certify.certify_flow.fn(request)
     assert events == ["efficiency", "scaling", "resilience", "pass started", "validate", "pass stopped"]
     assert not [t for t in threading.enumerate() if t.name.startswith("clustercert-manifest")]
     assert not (tmp_path / "run").exists()

@@ -134,7 +134,7 @@ def test_each_phase_is_judged_with_the_collector_paused(monkeypatch: pytest.Monk
 def test_the_import_steps_leave_the_libraries_frozen_and_the_collector_as_it_was() -> None:
     """The steps a certification takes while its Prefect server starts: imports, then the libraries' objects frozen
     (later collections do not traverse them), with no full collection (the one that traversed them all)."""
-    from flows.certify import IMPORT_STEPS
+    from flows.tactics import IMPORT_STEPS
 
     collections: list[int] = []
 
@@ -162,20 +162,20 @@ def test_each_import_step_freezes_what_it_built_before_the_collector_resumes(mon
     """Between the steps no collection traverses the objects of the import before (0.15 s in the sample's run):
     each step freezes inside its pause. (The steps' imports may be done already in this process, so what is
     checked is where each freeze happens.)"""
-    import flows.certify
+    import flows.tactics
 
     frozen_while: list[bool] = []
-    real = flows.certify._freeze_imports
+    real = flows.tactics._freeze_imports
 
     def freeze() -> None:
         frozen_while.append(gc.isenabled())
         real()
 
-    monkeypatch.setattr(flows.certify, "_freeze_imports", freeze)
+    monkeypatch.setattr(flows.tactics, "_freeze_imports", freeze)
     with settling():
-        for step in flows.certify.IMPORT_STEPS:
+        for step in flows.tactics.IMPORT_STEPS:
             step()
-    assert frozen_while == [False] * len(flows.certify.IMPORT_STEPS) and gc.isenabled()
+    assert frozen_while == [False] * len(flows.tactics.IMPORT_STEPS) and gc.isenabled()
 
 
 def test_kept_objects_are_frozen_without_a_collection_only_within_a_run() -> None:

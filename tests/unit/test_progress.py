@@ -299,6 +299,7 @@ def test_a_phase_tells_how_far_a_long_read_of_its_evidence_is(monkeypatch: pytes
     """A phase's parse names each run as it starts it; a long read within it (a cluster's telemetry: minutes) adds
     how many bytes of how many are read, every few seconds (here: after every block of the sample's telemetry)."""
     import clustercert.evidence.guards as guards
+    from clustercert.runs.evidence import EvidenceSet
     from clustercert.runs.folder import load_inputs
     from flows.phases import parse_runs_task
     from tests.conftest import ROOT
@@ -311,7 +312,7 @@ def test_a_phase_tells_how_far_a_long_read_of_its_evidence_is(monkeypatch: pytes
     size = (inputs.bundle.root / telemetry.files[0]).stat().st_size
     told: list[tuple[str, str]] = []
     with listening(lambda stage, what: told.append((stage, what))):
-        parse_runs_task.fn(inputs, [r.id for r in runs], 1 << 30)
+        parse_runs_task.fn(EvidenceSet(inputs, 1 << 30), [r.id for r in runs])
     said = f"parse {telemetry.id} ({telemetry.files[0]}), {number} of {len(runs)}"
     at = told.index(("resilience", said))
     reads = [what for _, what in told[at + 1:] if what.startswith(said + ": ")]

@@ -16,7 +16,7 @@ from typing import Any
 import markupsafe
 import pytest
 
-from clustercert.report import Redactor, build_context, render_html, render_pdf
+from clustercert.report import Redactor, ReportInput, build_context, render_html, render_pdf
 from clustercert.report.charts import shared_charts, step_time_charts
 from clustercert.report.render import APPENDIX_CAP, _phase_context, local_only_fetcher
 from tests.conftest import ROOT
@@ -58,10 +58,7 @@ _DRAWN: dict[str, Any] = {}
 
 def _context(data: dict[str, Any], *, redacted: bool = False, fresh: bool = False) -> dict[str, Any]:
     with contextlib.nullcontext() if fresh else shared_charts(_DRAWN):
-        return build_context(
-            data["results"], meta=data["meta"], system=data["system"], models=data["models"], sources=data["sources"],
-            inventory=data["inventory"], software=data["software"], validation=data["validation"], redacted=redacted,
-            mlps=data["mlps"])
+        return build_context(ReportInput(**data), redacted=redacted)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ import pytest
 import clustercert.validation.tables as tables
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import RunKind
-from clustercert.evidence.parse import ParsedFile, forget_parsed, read_evidence
+from clustercert.evidence.guards import forget_reads
+from clustercert.evidence.parse import ParsedFile, read_evidence
 from clustercert.parsers.rank_timings import parse_rank_timings
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -77,7 +78,7 @@ def test_the_columns_are_the_bytes_parsed_whatever_happens_to_the_file(tmp_path:
     table = _table(random.Random(2), 4, 5)
     path = _write(tmp_path, table)
     parsed = read_evidence(parse_rank_timings, path, "t.parquet")
-    forget_parsed()
+    forget_reads()
     expected = pq.read_table(path).column("step").to_pylist()
     path.unlink()
     _write(tmp_path, _table(random.Random(9), 2, 2))  # another table under the same name
