@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     key_passphrase: str | None = None
     max_evidence_bytes: int = 2 * 1024**3
     alert_webhook: str | None = None  # scheduled runs POST their alerts here (issue 7)
+    reports_url: str | None = None  # where the run folders of reports_dir are published (http/https), for links
     dask_workers: int = 0  # > 0: `certify` runs the phase tasks on a local Dask cluster of this many workers
     dask_address: str | None = None  # a running Dask scheduler (tcp://host:8786) for the phase tasks instead
 
@@ -40,7 +41,24 @@ def load_settings() -> Settings:
     before any command does work; so is a CLUSTERCERT_TELEMETRY_MEMORY_MIB that is not a number of MiB."""
     table_path()
     telemetry_memory_bytes()
-    return Settings()
+    settings = Settings()
+    _check_reports_url(settings.reports_url)
+    return settings
+
+
+def _check_reports_url(url: str | None) -> None:
+    """A CLUSTERCERT_REPORTS_URL that a browser can follow from Prefect's UI (an http page): http(s) only."""
+    from urllib.parse import urlsplit
+
+    from clustercert.errors import UsageError
+
+    if url is None or not url.strip():
+        return
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"CLUSTERCERT_REPORTS_URL: expected the http(s) URL where the run folders of "
+                         f"CLUSTERCERT_REPORTS_DIR are published, got {url[:80]!r}. Fix or unset it (the report is "
+                         f"then named by its path)")
 
 
 # How large tables are read (issue 13): `columnar` (unset: the default) reads regular lines in bulk, `rows` reads

@@ -1,62 +1,66 @@
-"""Prefect artifacts of a run: the outcome table, a markdown summary and a link to the report."""
+"""Prefect artifacts of a run: the summary, the failed checks and the report's address, each the cluster's latest, and
+the summary again under the run's own key; what they say is `flows.digest`'s."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
+from clustercert.settings import load_settings
 from flows.caching import UNCACHED
+from flows.digest import ReportPlace, escape, failed_check_rows, summary_markdown
 
-__all__ = ["ARTIFACT_KEYS", "publish_artifacts_task"]
+__all__ = ["ARTIFACT_KEYS", "artifact_key", "publish_artifacts_task", "report_place", "run_key"]
 
-# Artifact keys group a cluster's runs in the Prefect UI (lower-case letters, digits and dashes only).
-ARTIFACT_KEYS = ("outcome-table", "summary", "report")
-
-
-def _key(cluster: str, kind: str) -> str:
-    safe = "".join(ch if ch.isalnum() else "-" for ch in cluster.lower()).strip("-")
-    return f"clustercert-{safe}-{kind}"
+# The cluster's latest of each, by key (the Artifacts page shows a key's newest; its history lists the others)
+ARTIFACT_KEYS = ("summary", "failed-checks", "report")
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
+def _slug(text: str) -> str:
+    """`text` as an artifact key may hold it: lower-case letters, digits and dashes only."""
+    return "-".join("".join(ch if ch.isascii() and ch.isalnum() else " " for ch in text.lower()).split())
 
 
-def summary_markdown(results: dict[str, Any], paths: dict[str, str]) -> str:
-    """The markdown summary: outcome, per-workload headline figures, the change since the previous run."""
-    lines = [f"# {results['cluster']['name']}: {results['outcome']}", "",
-             f"Run `{results['run_id']}` started {results['started_at']}, catalog {results['catalog']['id']} "
-             f"{results['catalog']['version']}."]
-    if results.get("valid_until"):
-        lines.append(f"Valid until {results['valid_until']}.")
-    lines += ["", "| workload | precision | delta vs baseline | MFU | status |", "|---|---|---|---|---|"]
-    for w in results["workloads"]:
-        lines.append(f"| {w['workload']} | {w['precision']} | {_fmt(w.get('delta_pct'), '+.2f')} % | "
-                     f"{_fmt(w.get('mfu'), '.3f')} | {w['status']} |")
-    previous = results.get("previous_run")
-    if previous:
-        lines += ["", f"Since run `{previous['run_id']}` ({previous['outcome']}):", ""]
-        for c in previous["changes"]:
-            mark = " **regressed**" if c["regressed"] else ""
-            lines.append(f"- {c['workload']} {c['figure']}: {c['previous']:.4g} -> {c['current']:.4g}{mark}")
-    lines += ["", f"Report: `{paths.get('report.pdf', '')}`"]
-    return "\n".join(lines) + "\n"
+def artifact_key(cluster: str, kind: str) -> str:
+    """The key of the cluster's latest artifact of `kind`: clustercert-<cluster>-<kind>."""
+    return f"clustercert-{_slug(cluster)}-{kind}"
+
+
+def run_key(cluster: str, run_id: str) -> str:
+    """The key of one run's summary, so that each run has its own entry on the Artifacts page."""
+    return f"clustercert-{_slug(cluster)}-run-{_slug(run_id)}"
+
+
+def report_place(results: dict[str, Any], paths: dict[str, str]) -> ReportPlace:
+    """Where this run's files are for the operator: under CLUSTERCERT_REPORTS_URL when set, else their folder on
+    this machine."""
+    folder = str(Path(paths["report.pdf"]).resolve().parent)
+    return ReportPlace(run_id=results["run_id"], folder=folder, host=socket.gethostname(),
+                       base_url=load_settings().reports_url)
 
 
 @task(name="publish-artifacts", **UNCACHED)
 def publish_artifacts_task(results: dict[str, Any], paths: dict[str, str]) -> list[str]:
-    """Create the three artifacts in the current run; returns their keys."""
-    cluster = results["cluster"]["name"]
-    rows = [{"check": c["id"], "status": c["status"], "measured": c["measured"], "target": c["target"],
-             "unit": c["unit"], "delta_pct": c["delta_pct"]} for c in results["checks"]]
-    keys = [_key(cluster, kind) for kind in ARTIFACT_KEYS]
-    create_table_artifact(rows, key=keys[0], description=f"{cluster}: {results['outcome']} ({results['run_id']})")
-    create_markdown_artifact(summary_markdown(results, paths), key=keys[1],
-                             description=f"{cluster}: certification summary")
-    report = Path(paths["report.pdf"]).resolve().as_uri()
-    create_link_artifact(report, link_text=f"report.pdf of {results['run_id']}", key=keys[2],
-                         description=f"{cluster}: the signed report")
+    """Create the run's artifacts in the current flow run; returns their keys."""
+    cluster, run_id, outcome = results["cluster"]["name"], results["run_id"], results["outcome"]
+    shown = escape(cluster)  # descriptions are markdown too
+    place = report_place(results, paths)
+    summary = summary_markdown(results, place)
+    keys = [artifact_key(cluster, kind) for kind in ARTIFACT_KEYS] + [run_key(cluster, run_id)]
+    create_markdown_artifact(summary, key=keys[0], description=f"{shown}: {outcome} (run {run_id})")
+    rows = failed_check_rows(results)
+    create_table_artifact(rows, key=keys[1], description=f"{shown}: the checks that failed in run {run_id}"
+                          if rows else f"{shown}: no check failed in run {run_id}")
+    url = place.url("report.pdf")
+    if url is not None:
+        create_link_artifact(url, link_text=f"report.pdf of {run_id}", key=keys[2],
+                             description=f"{shown}: the signed report")
+    else:
+        create_markdown_artifact(f"report.pdf of {run_id}: {place.report_line()}\n", key=keys[2],
+                                 description=f"{shown}: where the signed report is")
+    create_markdown_artifact(summary, key=keys[3], description=f"{shown}: {outcome} (run {run_id})")
     return keys

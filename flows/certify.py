@@ -7,11 +7,13 @@
 from typing import Any
 
 from prefect import Flow, flow
+from prefect.client.schemas.objects import State
 from prefect.utilities.annotations import opaque
 
 from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
+from flows.outcome import outcome_state
 from flows.phases import efficiency_flow, resilience_flow, scaling_flow
 from flows.progress import report
 from flows.request import CertifyRequest
@@ -29,10 +31,11 @@ PHASES: tuple[tuple[Flow[..., opaque], str], ...] = (
 )
 
 
-@flow(name="certify")
-def certify_flow(request: CertifyRequest) -> opaque:
-    """Certify the bundle `request` names into its run folder; returns the outcome, results and report paths
-    (through `flows.runners.handed_back`: take them out with `flows.runners.received`).
+@flow(name="certify", flow_run_name="{request.run_meta[run_id]}")
+def certify_flow(request: CertifyRequest) -> State[opaque]:
+    """Certify the bundle `request` names into its run folder, the run named by its run id; returns the outcome,
+    results and report paths (through `flows.runners.handed_back`: take them out with `flows.runners.received`) in a
+    final state named by the outcome (`flows.outcome`).
 
     Large task arguments go through `flows.runners.bulky` (Prefect does not walk them); what the run does only to
     finish sooner is `flows.tactics`."""
@@ -58,7 +61,7 @@ def certify_flow(request: CertifyRequest) -> opaque:
                            bulky(manifest_pass))
         report("publish", "Prefect artifacts")
         publish_artifacts_task(bulky(results), paths)
-    return handed_back({"outcome": results["outcome"], "results": results, "paths": paths})
+    return outcome_state(results, handed_back({"outcome": results["outcome"], "results": results, "paths": paths}))
 
 
 def _judge_phases(request: CertifyRequest, evidence: EvidenceSet, tactics: Tactics) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from flows.server_output import LOG_NAME, drop_if_empty, log_path
 
-__all__ = ["LOG_NAME", "drop_if_empty", "log_path", "main", "serve", "serve_lasting", "server_args"]
+__all__ = ["LOG_NAME", "drop_if_empty", "log_path", "main", "serve", "serve_lasting", "server_args", "ui_api_url"]
 
 # When its database was seeded from the template, the block types need no registration (see `main`)
 _REGISTERED = ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION")
@@ -52,21 +52,45 @@ def serve(port: int) -> int:
     return 0
 
 
+def ui_api_url(host: str, port: int) -> str:
+    """The API address the UI of a server on `host`:`port` is handed (in `/ui-settings`), as a browser on this machine
+    reaches it: a wildcard address as loopback, an IPv6 address in brackets."""
+    import ipaddress
+
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        if ipaddress.ip_address(shown).version == 6:
+            shown = f"[{shown}]"
+    except ValueError:
+        pass  # a host name
+    return f"http://{shown}:{port}/api"
+
+
 def serve_lasting(host: str, port: int) -> int:
     """The server a user starts once, for schedules and repeated certifications (`clustercert server`): Prefect's
     own `prefect server start` in the foreground (its services, its UI and every other setting Prefect's), with
     the two changes of the temporary server that do not shorten its life: its SQLite write transactions begin
     IMMEDIATE (`flows.prefect_db.immediate_sqlite_writes`: no "database is locked" answered with the client's 2 s
     back-off, as Prefect's own server answers), and a fresh home's database is copied from the
-    template. Prefect's exit status (0 when stopped with Ctrl-C or SIGTERM)."""
+    template; and two settings of its own unless the user set them: its UI is handed this server's address
+    (Prefect hands it PREFECT_API_URL's, else port 4200's), and its telemetry is off. Prefect's exit status (0 when
+    stopped with Ctrl-C or SIGTERM)."""
+    from prefect.context import refresh_global_settings_context
+
     from flows.prefect_db import immediate_sqlite_writes, seed_database
 
-    if seed_database(_settings()):
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # as certify's: nothing phones home
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    refresh_global_settings_context()  # Prefect read its settings at its import, maybe before the lines above
+    settings = _settings()
+    if "api_url" not in settings.server.ui.model_fields_set:  # the user's UI address, from any source, is kept
+        os.environ["PREFECT_UI_API_URL"] = ui_api_url(host, port)
+    if seed_database(settings):
         for name in _REGISTERED:  # as for the temporary server (see `main`): the template has them
             os.environ.setdefault(name, "false")
-        from prefect.context import refresh_global_settings_context
-
-        refresh_global_settings_context()
+    # every setting above read again: `prefect server start` reads them from the current context, not the
+    # environment
+    refresh_global_settings_context()
     immediate_sqlite_writes()  # in this process, where `prefect server start` makes its app in the foreground
     from prefect.cli import app  # Prefect's command line reads its arguments from sys.argv only
 

@@ -281,6 +281,9 @@ def server(
         raise UsageError(f"--port: cannot serve on {host}:{port} ({why}); choose another with --port") from None
     import warnings
 
+    # before Prefect's import reads its settings: nothing phones home (`serve_lasting` reads them again)
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
     with warnings.catch_warnings():  # a home it cannot create: Prefect warns at its import; said below in one line
         warnings.simplefilter("ignore", UserWarning)
         from prefect.settings import get_current_settings
@@ -294,8 +297,6 @@ def server(
         raise UsageError(f"PREFECT_HOME {home}: cannot be created ({exc.strerror}); set PREFECT_HOME to a folder "
                          "you can write") from None
 
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # as certify's: nothing phones home
-    os.environ.setdefault("DO_NOT_TRACK", "1")
     code = serve_lasting(host, port)
     if code:
         raise Exit(code)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "reason_lines", "reasons",
-           "summary_lines", "wrap"]
+           "summary_lines", "why", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
@@ -117,7 +117,8 @@ def notices(results: dict[str, Any], *, dev_key: bool, redacted: bool) -> list[s
     return out
 
 
-def _why(results: dict[str, Any]) -> str:
+def why(results: dict[str, Any]) -> str:
+    """Why the outcome is what it is, in a few words: how many required checks pass, fail or could not be judged."""
     checks = results.get("checks", [])
     required = [c for c in checks if c["severity"] == "required"]
     failed = [c for c in required if c["status"] == "FAIL"]
@@ -173,7 +174,7 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
-    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *wrap(f"why: {_why(results)}", width)]
+    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *wrap(f"why: {why(results)}", width)]
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])
     if workloads:

@@ -1,4 +1,6 @@
-"""A scheduled certification on a real Prefect server: served deployment, run, report, alert, API records, rerun."""
+"""A scheduled certification as an operator runs it: `clustercert server` of its own (UI on, on a home that has a
+database already, every request to the internet caught), the served deployment, a run, its report and alert, what
+the API and the UI show of it, a rerun."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,10 +22,20 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tests.flows.conftest import PrefectServer, stop
+from tests.flows.conftest import (
+    PrefectServer,
+    TelemetryDouble,
+    home_with_a_database,
+    operator_env,
+    operator_server,
+    stop,
+)
 
-SAMPLE = ROOT / "evidence" / "gb200-seed"
-CLUSTER = "example-cloud-gb200-east"
+# NOT CERTIFIED: its reasons, failed checks and log lines are what an operator must see
+SAMPLE = ROOT / "evidence" / "gb200-degraded"
+CLUSTER = "example-cloud-gb200-west"
+# Where the operator publishes the run folders (the report's link is made under it)
+REPORTS_URL = "https://reports.example/clustercert"
 pytestmark = pytest.mark.slow
 
 
@@ -82,6 +95,8 @@ async def _api(server: PrefectServer, deployment: str) -> dict[str, Any]:
         FlowRunFilterParentFlowRunId,
         FlowRunFilterState,
         FlowRunFilterStateName,
+        LogFilter,
+        LogFilterFlowRunId,
     )
 
     async with PrefectClient(api=server.api_url) as client:
@@ -125,12 +140,22 @@ async def _api(server: PrefectServer, deployment: str) -> dict[str, Any]:
             events = response.json()["events"]
             if not events:
                 await asyncio.sleep(0.5)
+        # the served process sends its logs in batches: the run's last lines may come after its final state
+        logs: list[str] = []
+        deadline = time.monotonic() + 30
+        while not any("run folder:" in line for line in logs) and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            logs = [log.message for log in await client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))]
+        ui_settings = (await client._client.get(server.api_url.removesuffix("/api") + "/ui-settings")).json()
+        admin = (await client._client.get("/admin/settings")).json()
         return {"run": run, "schedules": schedules, "flow_runs": flow_runs, "flow_names": names,
-                "task_runs": task_runs, "artifacts": artifacts, "events": events}
+                "task_runs": task_runs, "artifacts": artifacts, "events": events, "logs": logs,
+                "ui_settings": ui_settings, "admin_settings": admin}
 
 
 @pytest.fixture(scope="module")
-def scheduled(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def scheduled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     work = tmp_path_factory.mktemp("schedule")
     bundles, reports = work / "bundles", work / "reports"
     shutil.copytree(SAMPLE, bundles / "a-new")
@@ -138,25 +163,31 @@ def scheduled(prefect_server: PrefectServer, tmp_path_factory: pytest.TempPathFa
     old = time.time() - 86400
     os.utime(bundles / "z-old" / "MANIFEST.sha256", (old, old))
     _previous_run(reports)
-    receiver = Receiver()
-    env = {**os.environ, **prefect_server.env(), "PYTHONPATH": str(ROOT), "CLUSTERCERT_REPORTS_DIR": str(reports),
-           "CLUSTERCERT_ALERT_WEBHOOK": receiver.url, "TMPDIR": str(work / "tmp")}  # Prefect's runner_storage there
-    (work / "tmp").mkdir()
+    receiver, double = Receiver(), TelemetryDouble()
     started = time.monotonic()
-    with (work / "serve.log").open("wb") as log:
-        serve = subprocess.Popen(
-            # the catalog as a path typed from where the command runs (the bundle's own catalog, by its file)
-            [sys.executable, "-m", "clustercert", "schedule", str(bundles), "--cron", "0 3 * * 1", "--catalog",
-             "references/exemplar-gb200.yaml"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        try:
-            api = asyncio.run(_api(prefect_server, "certify-bundles"))
-        finally:
-            stop(serve)
-            receiver.close()
-    served_output = (work / "serve.log").read_text()
-    yield {"api": api, "bundles": bundles, "reports": reports, "received": receiver.received,
-           "served_output": served_output, "seconds": time.monotonic() - started, "server": prefect_server}
+    try:
+        with operator_server(home_with_a_database(work / "prefect"), double) as server:
+            env = operator_env(double, **server.env(), CLUSTERCERT_REPORTS_DIR=str(reports),
+                               CLUSTERCERT_ALERT_WEBHOOK=receiver.url, CLUSTERCERT_REPORTS_URL=REPORTS_URL,
+                               TMPDIR=str(work / "tmp"))  # Prefect's runner_storage there
+            (work / "tmp").mkdir()
+            with (work / "serve.log").open("wb") as log:
+                serve = subprocess.Popen(
+                    # the catalog as a path typed from where the command runs (the bundle's own catalog, by its file)
+                    [sys.executable, "-m", "clustercert", "schedule", str(bundles), "--cron", "0 3 * * 1",
+                     "--catalog", "references/exemplar-gb200.yaml"], cwd=ROOT, env=env, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True)
+                try:
+                    api = asyncio.run(_api(server, "certify-bundles"))
+                finally:
+                    stop(serve)
+            served_output = (work / "serve.log").read_text()
+            yield {"api": api, "bundles": bundles, "reports": reports, "received": receiver.received,
+                   "served_output": served_output, "seconds": time.monotonic() - started, "server": server,
+                   "telemetry": double.asked}
+    finally:
+        receiver.close()
+        double.close()
 
 
 def _run_dir(scheduled: dict[str, Any]) -> Path:
@@ -165,14 +196,14 @@ def _run_dir(scheduled: dict[str, Any]) -> Path:
 
 def test_the_scheduled_run_certifies_the_newest_sealed_bundle(scheduled: dict[str, Any]) -> None:
     api = scheduled["api"]
-    assert api["run"].state.name == "Completed", scheduled["served_output"][-3000:]
+    assert api["run"].state.name == "NOT CERTIFIED", scheduled["served_output"][-3000:]
     assert api["schedules"] == [{"cron": "0 3 * * 1", "timezone": None, "day_or": True}]
     run_dir = _run_dir(scheduled)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["predicate"]["run"]["bundle_path"] == str(scheduled["bundles"] / "a-new")
     # read where it was typed and recorded whole: the deployment certifies later, from its worker's folder
     assert manifest["predicate"]["run"]["catalog_arg"] == str(ROOT / "references" / "exemplar-gb200.yaml")
-    assert manifest["predicate"]["outcome"] == "CERTIFIED"
+    assert manifest["predicate"]["outcome"] == "NOT CERTIFIED"
     proc = run_cli("verify", str(run_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -187,7 +218,11 @@ def test_flow_runs_subflows_tasks_and_artifacts_are_in_the_api(scheduled: dict[s
     by_name = {api["flow_names"][r.id]: r for r in ran}
     phases = ["efficiency", "resilience", "scaling"]
     assert sorted(by_name) == sorted(["certify", "scheduled-certify", *phases]) and len(ran) == 5
-    assert all(r.state_name == "Completed" for r in ran)
+    # the runs of the certification end named by its outcome (of type COMPLETED: the run did its work); its phases
+    # as any flow
+    assert all(r.state_type.value == "COMPLETED" for r in ran)
+    assert [by_name[name].state_name for name in ("scheduled-certify", "certify", *phases)] == [
+        "NOT CERTIFIED", "NOT CERTIFIED", "Completed", "Completed", "Completed"]
     assert by_name["scheduled-certify"].deployment_id is not None
     assert by_name["certify"].parent_task_run_id is not None
     assert all(by_name[p].parent_task_run_id is not None for p in phases)
@@ -199,39 +234,138 @@ def test_flow_runs_subflows_tasks_and_artifacts_are_in_the_api(scheduled: dict[s
     assert "parse-training-log" not in tasks, sorted(tasks)
     assert sorted(t.flow_run_id for t in tasks["parse-runs"]) == sorted(by_name[p].id for p in phases)
     for name in ("resolve-source", "load-inputs", "judge-efficiency", "parse-runs", "judge-scaling",
-                 "judge-resilience", "validate", "gate", "judge", "render-and-sign", "publish-artifacts", "alert",
-                 "post-webhook"):
+                 "judge-resilience", "validate", "gate", "judge", "render-and-sign", "publish-artifacts",
+                 "report-outcome", "alert", "post-webhook"):
         assert name in tasks, sorted(tasks)
-    results = json.loads((_run_dir(scheduled) / "results.json").read_text())
+
+
+def _results(scheduled: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads((_run_dir(scheduled) / "results.json").read_text()))
+
+
+def _by_flow(scheduled: dict[str, Any]) -> dict[str, Any]:
+    api = scheduled["api"]
+    return {api["flow_names"][r.id]: r for r in api["flow_runs"] if r.state_name != "Scheduled"}
+
+
+def _required_failures(results: dict[str, Any]) -> int:
+    return sum(1 for c in results["checks"] if c["severity"] == "required" and c["status"] == "FAIL")
+
+
+def test_each_run_carries_the_outcome_where_the_ui_shows_it(scheduled: dict[str, Any]) -> None:
+    """The scheduled run and its certify run: the state named by the outcome and why in its message, tags to filter
+    by; the certify run named by its run folder; the scheduled run's log says the outcome, the folder and the
+    first reasons."""
+    results, by_name = _results(scheduled), _by_flow(scheduled)
+    assert results["outcome"] == "NOT CERTIFIED"
+    failing = _required_failures(results)
+    assert failing > 3  # more reasons than the log names
+    first = results["reasons"][0]
+    for name in ("scheduled-certify", "certify"):
+        run = by_name[name]
+        assert run.state.message == (f"{CLUSTER}: NOT CERTIFIED ({failing} required checks fail); {first['line']} "
+                                     f"(and {len(results['reasons']) - 1} more)")
+        assert {"clustercert", "outcome:not-certified", f"cluster:{CLUSTER}"} <= set(run.tags)
+    assert by_name["certify"].name == results["run_id"] == _run_dir(scheduled).name
+    logs = scheduled["api"]["logs"]
+    assert f"{CLUSTER}: NOT CERTIFIED ({failing} required checks fail)" in logs, logs
+    assert f"run folder: {_run_dir(scheduled)}" in logs
+    shown = [line for line in logs if line.startswith(("FAIL ", "ERROR "))]
+    assert [line.split(" [")[0] for line in shown] == [r["line"] for r in results["reasons"][:3]]
+    assert f"and {len(results['reasons']) - 3} more reasons in {_run_dir(scheduled)}/results.json" in logs
+
+
+def test_the_artifacts_are_the_summary_the_failed_checks_and_the_report_link(scheduled: dict[str, Any]) -> None:
+    api, results, by_name = scheduled["api"], _results(scheduled), _by_flow(scheduled)
+    run_id = results["run_id"]
     certify_id = by_name["certify"].id
-    arts = {a.key: a for a in api["artifacts"]}
+    arts = {a.key: a for a in api["artifacts"] if a.key}
     prefix = f"clustercert-{CLUSTER}-"
-    # Prefect stores a link artifact as markdown: [text](link).
-    assert [arts[prefix + k].type for k in ("outcome-table", "summary", "report")] == ["table", "markdown", "markdown"]
-    assert all(arts[prefix + k].flow_run_id == certify_id for k in ("outcome-table", "summary", "report"))
-    table = arts[prefix + "outcome-table"].data
+    keys = [prefix + k for k in ("summary", "failed-checks", "report", f"run-{run_id.lower()}")]
+    assert sorted(arts) == sorted(keys)
+    assert [arts[k].type for k in keys] == ["markdown", "table", "markdown", "markdown"]  # a link is markdown
+    assert all(arts[k].flow_run_id == certify_id for k in keys)
+    # the scheduled run holds its own copy of the summary, unkeyed (the Artifacts page lists the certify run's)
+    own = [a for a in api["artifacts"] if a.flow_run_id == by_name["scheduled-certify"].id]
+    assert len(own) == 1 and own[0].key is None and own[0].data == arts[prefix + "summary"].data
+    assert arts[keys[3]].data == arts[prefix + "summary"].data
+
+    summary = arts[prefix + "summary"].data
+    assert summary.startswith(f"# NOT CERTIFIED: {CLUSTER}\n\n**Why:** {_required_failures(results)} required "
+                              "checks fail\n")
+    assert f"- {results['reasons'][0]['status']} {results['reasons'][0]['phase']}:" in summary
+    for w in results["workloads"]:  # each workload's figures rounded, with units
+        row = next(line for line in summary.splitlines() if line.startswith(f"| {w['workload']} "))
+        assert f"| {w['step_time_s']['mean']:.3g} s | {w['baseline']['step_time_s']:.3g} s | " in row
+        assert f"| {w['delta_pct']:+.1f} % (" in row and f"| {100 * w['mfu']:.1f} % | {w['status']} |" in row
+    assert "**regressed**" in summary
+    assert re.search(r"\d\.\d{5}", summary) is None  # no figure as Python prints a float
+    assert f"[report.pdf]({REPORTS_URL}/{run_id}/report.pdf)" in summary
+    assert f"[results.json]({REPORTS_URL}/{run_id}/results.json)" in summary
+
+    table = arts[prefix + "failed-checks"].data
     rows = json.loads(table) if isinstance(table, str) else table
-    assert [(r["check"], r["status"]) for r in rows] == [(c["id"], c["status"]) for c in results["checks"]]
-    assert "# example-cloud-gb200-east: CERTIFIED" in arts[prefix + "summary"].data
-    assert "regressed" in arts[prefix + "summary"].data
-    pdf = _run_dir(scheduled) / "report.pdf"
-    assert arts[prefix + "report"].data == f"[report.pdf of {results['run_id']}]({pdf.resolve().as_uri()})"
+    failed = [r for r in results["reasons"] if r["status"] in ("FAIL", "ERROR")]
+    assert 0 < len(failed) <= 25
+    assert [(r["check"], r["status"]) for r in rows] == [(r["check"], r["status"]) for r in failed]
+    checks = {c["id"]: c for c in results["checks"]}
+    for row in rows:
+        c = checks[row["check"]]
+        assert row["measured / target"] == f"{c['measured']:.4g} / {c['target']:.4g} {c['unit']}".strip()
+    assert re.search(r"\d\.\d{5}", json.dumps(rows)) is None
+
+    assert arts[prefix + "report"].data == f"[report.pdf of {run_id}]({REPORTS_URL}/{run_id}/report.pdf)"
+    assert not [a.key for a in api["artifacts"] if "file:" in (a.data if isinstance(a.data, str) else
+                                                                 json.dumps(a.data))]
 
 
 def test_a_regression_raises_an_event_and_calls_the_webhook(scheduled: dict[str, Any]) -> None:
     assert len(scheduled["received"]) == 1
     alert = scheduled["received"][0]
-    assert alert["cluster"] == CLUSTER and alert["outcome"] == "CERTIFIED"
+    assert alert["cluster"] == CLUSTER and alert["outcome"] == "NOT CERTIFIED"
     assert alert["run_id"] == _run_dir(scheduled).name
     assert {(r["workload"], r["figure"]) for r in alert["regressions"]} == {("llama3-70b/fp8", "delta_pct"),
                                                                            ("llama3-70b/fp8", "mfu")}
-    assert alert["reasons"] == ["2 headline figure(s) regressed since run 20200106T030000Z-previous"]
+    assert alert["reasons"] == ["outcome NOT CERTIFIED",
+                                "2 headline figure(s) regressed since run 20200106T030000Z-previous"]
     events = scheduled["api"]["events"]
     assert len(events) == 1 and events[0]["payload"]["run_id"] == alert["run_id"]
     assert events[0]["resource"]["prefect.resource.id"] == f"clustercert.cluster.{CLUSTER}"
     results = json.loads((_run_dir(scheduled) / "results.json").read_text())
     assert results["previous_run"]["run_id"] == "20200106T030000Z-previous"
     assert results["previous_run"]["regressed"] is True
+
+
+def test_the_runs_page_and_the_summary_show_the_outcome_in_a_browser(scheduled: dict[str, Any],
+                                                                      tmp_path: Path) -> None:
+    """Prefect's UI in headless Chromium, as an operator opens it (bench/check_ui.py): the runs page's state badges
+    and the summary artifact's page say the outcome without a click; the UI reaches its server on this port (it
+    read /ui-settings), or it would show "Can't connect to Server API"."""
+    from bench.check_ui import find_chromium, look
+
+    chromium = find_chromium()
+    if chromium is None:
+        reason = "needs Debian's chromium (apt-get install -y chromium)"
+        if os.environ.get("CLUSTERCERT_REQUIRE_REAL_SAMPLES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    results = _results(scheduled)
+    shown = look(scheduled["server"].api_url, tmp_path, chromium, key=f"clustercert-{CLUSTER}-summary")
+    runs = shown["runs"]
+    assert "Can't connect" not in runs, runs[:2000]
+    # each run of the certification: its flow, its name, its tags, its state badge (the run id names certify's)
+    for flow_name, run in (("scheduled-certify", _by_flow(scheduled)["scheduled-certify"].name),
+                           ("certify", results["run_id"])):
+        badge = rf"{flow_name} {re.escape(run)} (\S+ )*?outcome:not-certified (\S+ )?NOT CERTIFIED "
+        assert re.search(badge, runs), runs
+    summary = shown["summary"]
+    assert (f"NOT CERTIFIED: {CLUSTER} Why: {_required_failures(results)} required checks fail "
+            f"{results['reasons'][0]['status']} {results['reasons'][0]['phase']}:") in summary, summary[:3000]
+    grok = next(w for w in results["workloads"] if w["workload"] == "grok1-314b")
+    assert f"grok1-314b BF16 512 {grok['step_time_s']['mean']:.3g} s" in summary
+    for name in ("runs", "summary"):
+        png = (tmp_path / f"{name}.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
 
 
 def _flip_byte(path: Path) -> None:
@@ -299,9 +433,25 @@ def test_runs_lists_both_runs_and_marks_the_regression(scheduled: dict[str, Any]
     reports = str(scheduled["reports"])
     listed = json.loads(run_cli("runs", "--reports-dir", reports, "--cluster", CLUSTER, "--json").stdout)
     assert [r["run_id"] for r in listed] == ["20200106T030000Z-previous", _run_dir(scheduled).name]
-    assert listed[1]["bundle_path"] == str(scheduled["bundles"] / "a-new") and listed[1]["outcome"] == "CERTIFIED"
+    assert listed[1]["bundle_path"] == str(scheduled["bundles"] / "a-new") and listed[1]["outcome"] == "NOT CERTIFIED"
     assert set(listed[1]["headline"]) == {"deepseek-v3/bf16", "grok1-314b/bf16", "llama3.1-405b/fp8",
                                           "llama3-70b/fp8"}
     table = run_cli("runs", "--reports-dir", reports).stdout
     assert table.count("REGRESSED") == 1 and "llama3-70b/fp8" in table
     assert "no runs of cluster nowhere" in run_cli("runs", "--reports-dir", reports, "--cluster", "nowhere").stdout
+
+
+def test_nothing_phoned_home(scheduled: dict[str, Any]) -> None:
+    """Every process of the scheduled certification (the server, on a home that had a database already, and the
+    served deployment) ran without the sandbox's quieting settings: none of them sent a request to the internet
+    (the telemetry double saw none, over the whole module), the server did not try ("Failed to send telemetry"),
+    and it tells Prefect's clients that analytics are off (they ask it before sending their own)."""
+    assert scheduled["telemetry"] == []
+    assert "telemetry" not in scheduled["server"].log_text().lower(), scheduled["server"].log_text()[-3000:]
+    assert scheduled["api"]["admin_settings"]["server"]["analytics_enabled"] is False
+
+
+def test_the_ui_is_handed_its_own_servers_address(scheduled: dict[str, Any]) -> None:
+    """`clustercert server --port N` hands its UI the API at port N (Prefect's default was 4200's)."""
+    assert scheduled["api"]["ui_settings"]["api_url"] == scheduled["server"].api_url
+    assert not scheduled["server"].api_url.endswith(":4200/api")

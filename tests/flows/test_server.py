@@ -5,6 +5,7 @@ no "database is locked" is asserted in tests/flows/test_caching.py.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, free_port, run_cli
+from tests.flows.conftest import TelemetryDouble, home_with_a_database, operator_server
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +58,25 @@ def test_the_server_serves_a_fresh_home_until_ctrl_c(tmp_path: Path) -> None:
     # Prefect's banner, its own way to point a client at the server; a stop, not an interrupted certification
     assert f"PREFECT_API_URL=http://127.0.0.1:{port}/api" in out, out
     assert "Traceback" not in out + err and "stopped by SIGINT" not in err, err
+
+
+def test_what_the_user_sets_is_kept_and_the_telemetry_double_sees_a_server_phone_home(tmp_path: Path) -> None:
+    """The control of test_schedule.py's `test_nothing_phoned_home`, whose double must be able to see a request:
+    with analytics on by the user's own setting (kept, as any setting the user gives), Prefect's server sends its
+    telemetry as it starts, and the double records it. The UI's API address the user set is kept too."""
+    double = TelemetryDouble()
+    try:
+        with operator_server(home_with_a_database(tmp_path / "home"), double, PREFECT_SERVER_ANALYTICS_ENABLED="true",
+                             PREFECT_UI_API_URL="https://prefect.example/api") as server:
+            deadline = time.monotonic() + 120
+            while not double.asked and time.monotonic() < deadline:
+                time.sleep(0.25)
+            with urllib.request.urlopen(server.api_url.removesuffix("/api") + "/ui-settings", timeout=30) as response:
+                ui = json.load(response)
+    finally:
+        double.close()
+    assert set(double.asked) == {"CONNECT sens-o-matic.prefect.io:443"}, server.log_text()[-2000:]
+    assert ui["api_url"] == "https://prefect.example/api"
 
 
 def test_a_port_in_use_is_refused_in_one_line() -> None:
