@@ -61,7 +61,7 @@ def certify(
     started = time.monotonic()
     from clustercert.settings import load_settings
 
-    settings = load_settings()
+    settings = load_settings(prefect=True)
     clock = now()
     reports = reports_dir or settings.reports_dir
     bundle = _usable(bundle, reports, settings)
