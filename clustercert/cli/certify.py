@@ -61,7 +61,7 @@ def certify(
     started = time.monotonic()
     from clustercert.settings import load_settings
 
-    settings = load_settings()
+    settings = load_settings(prefect=True)
     clock = now()
     reports = reports_dir or settings.reports_dir
     bundle = _usable(bundle, reports, settings)
@@ -109,11 +109,13 @@ def _prepare(bundle: Path, catalog: str | None, reports: Path, settings: Setting
     Unreadable input is refused here, with one line, before any flow starts, and before the temporary Prefect
     server starts when bundle.yaml or the catalog is the problem (one that started is stopped at exit): the server
     starts on the other core once they are read, while the evidence is hashed (progress says how far)."""
+    from clustercert.evidence.window import check_stamps
     from clustercert.runs.folder import check_seal, load_inputs
 
     spawned: list[TemporaryServer | None] = []
     inputs = load_inputs(bundle, settings.references_dir, catalog, described=_spawn(spawned), progress=progress)
     check_seal(inputs.bundle, inputs.digests)
+    check_stamps(inputs.bundle, clock)
     _ensure_key(settings, clock)
     from clustercert.attest.signing import load_pdf_signer, load_signing_key
     from clustercert.runs.meta import new_run_meta

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from clustercert.cli.common import err, options_command, out
+from clustercert.cli.common import err, options_command, out, printable
 from clustercert.cli.summary import counted
 from clustercert.errors import ClusterCertError, UsageError
 
@@ -277,7 +277,8 @@ def _print_check(checked: _Checked, data_docs: Path | None, *, verbose: bool = F
             table.add_column(col, overflow="fold")
         for run in runs:
             for f in run["files"]:
-                table.add_row(run["run"], run["kind"], run["format"], f["file"], f["found"] or "UNUSABLE")
+                table.add_row(run["run"], run["kind"], run["format"], printable(f["file"]),
+                              printable(f["found"] or "UNUSABLE"))
         out.print(table)
         out.print(_validation_table(report))
     lines = [f"{root}: {seal}"]
@@ -312,7 +313,7 @@ def _print_check(checked: _Checked, data_docs: Path | None, *, verbose: bool = F
     if not problems:
         lines.append("evidence usable")
     for line in lines:
-        out.print(line, markup=False)
+        out.print(printable(line), markup=False)  # a file's name, as the bundle lists it, may hold escapes
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,12 @@ def _scan(folder: Path, unused: list[tuple[str, str]]) -> Iterator[tuple[str, Pa
             if entry.name.startswith("."):
                 unused.append((rel, "a hidden file or folder"))
                 continue
-            if real_root not in entry.resolve().parents:
+            try:
+                real = entry.resolve()
+            except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a loop of links, 3.13 OSError
+                raise EvidenceError(str(entry), "expected a file or a folder, got a symbolic link that loops. "
+                                    "Remove the link or point it at the evidence") from None
+            if real_root not in real.parents:
                 unused.append((rel, "a link that leaves the folder (a bundle holds its evidence)"))
                 continue
             if entry.is_dir() and not entry.is_symlink():

@@ -16,7 +16,7 @@ import orjson
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
-from clustercert.parsers.common import refuse_binary, without_escapes
+from clustercert.parsers.common import refuse_binary, refuse_control_bytes, without_escapes
 
 __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
@@ -295,6 +295,7 @@ def text_of(data: bytes, display: str) -> str:
         raise EvidenceError(display, "expected log text, got an empty file")
     refuse_binary(data[:65536], display)
     text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
+    refuse_control_bytes(text, display)
     if not any(mark in text for mark in _OTHER_BREAKS):
         return text
     if "\r\n" in text:  # Windows line ends: when every other break was one of them, one copy makes them "\n"
@@ -437,4 +438,5 @@ def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
         raise EvidenceError(display, "expected log text, got an empty file")
     refuse_binary(data[:65536], display)
     text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
+    refuse_control_bytes(text, display)
     return text.splitlines()

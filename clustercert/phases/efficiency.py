@@ -369,6 +369,7 @@ def _valid_runs(
     valid: list[RunResult] = []
     checks: list[Check] = []
     series: list[dict[str, object]] = []
+    measured_by: dict[tuple[object, ...], tuple[RunSpec, str]] = {}  # a window's values -> the run that measured it
     for run in mine:
         file = run.files[0]
         parsed = logs[run.id]
@@ -385,6 +386,11 @@ def _valid_runs(
         if isinstance(measured, list):
             checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
             continue
+        values = _window_values(parsed, window.first, window.last)
+        copied = measured_by.setdefault(values, (run, parsed.file))
+        if copied[0] is not run:
+            checks.append(_copied_check(run, parsed.file, copied, measured.lines))
+            continue
         valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
         series.append({
             "run": run.id, "workload": run.workload, "precision": workload.entry.precision.value, "gpus": run.gpus,
@@ -400,6 +406,28 @@ def _valid_runs(
             evidence=(Span(parsed.file, measured.lines[0], measured.lines[-1], len(measured.lines)),),
         ))
     return valid, checks, series
+
+
+def _window_values(parsed: TrainingLog, first: int, last: int) -> tuple[object, ...]:
+    """What a run measured over the window: each step's iteration, step time and loss, in the log's order. Two
+    runs that measured the same (one log copied under another name, a byte changed elsewhere) are one run."""
+    iterations = step_column(parsed.steps, "iteration")
+    times = step_column(parsed.steps, "step_time_s")
+    losses = step_column(parsed.steps, "loss")
+    return tuple((i, t, loss) for i, t, loss in zip(iterations, times, losses, strict=True) if first <= i <= last)
+
+
+def _copied_check(run: RunSpec, file: str, first: tuple[RunSpec, str], lines: tuple[int, ...]) -> Check:
+    """A repeat whose measured window is another repeat's, value for value: one measurement, not two."""
+    other, other_file = first
+    return Check(
+        id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
+        severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
+        message=(f"{file} and {other_file}: the measured windows are identical (iteration, step time and loss of "
+                 f"every step): one measurement, listed as runs {other.id} and {run.id}. Keep the run's own log "
+                 "and re-run the repeat"),
+        evidence=(Span(file, lines[0], lines[-1], len(lines)), Span(other_file, 0, 0, 1)),
+    )
 
 
 def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], catalog: LoadedCatalog,

@@ -218,7 +218,8 @@ def test_pdf_with_an_appended_update_is_invalid_even_in_a_re_signed_manifest(
     _append_incremental_update(pdf)
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
     assert proc.returncode == 1
-    assert proc.stderr.startswith(f"invalid: {pdf}: the PDF signature does not cover the whole file"), proc.stderr
+    # its hash is compared first: a PDF that is not the one signed is never parsed (issue 55 item 6)
+    assert proc.stderr.startswith(f"invalid: {pdf}: changed (sha256 differs from the manifest)"), proc.stderr
     # An insider with the manifest key re-signs the manifest over the altered PDF: the PDF check still fails.
     statement = json.loads((run_dir / "manifest.json").read_text())
     (run_dir / "manifest.json").unlink()
