@@ -99,9 +99,10 @@ def _found(pf: ParsedFile) -> str:
         its = [s.iteration for s in r.steps]
         return f"{len(its):,} steps" + (f" (iterations {its[0]}..{its[-1]})" if its else "")
     if isinstance(r, NcclTestsResult):
-        aborted = sum(1 for t in r.tests if t.error)
+        aborted = sum(1 for t in r.tests if t.error and not t.truncated)
+        cut = sum(1 for t in r.tests if t.truncated)
         return f"{len(r.tests):,} tests ({', '.join(t.collective for t in r.tests)})" + (
-            f", {aborted:,} aborted" if aborted else "")
+            f", {aborted:,} aborted" if aborted else "") + (f", {cut:,} truncated capture" if cut else "")
     if isinstance(r, RankTimings):
         return f"{r.rows:,} rows, {r.ranks:,} ranks, steps {r.first_step}..{r.last_step}"
     if isinstance(r, Telemetry):
@@ -127,8 +128,10 @@ def _totals(files: list[ParsedFile]) -> str:
         return f"{sum(len(r.steps) for r in results if isinstance(r, TrainingLog)):,} steps"
     if results and all(isinstance(r, NcclTestsResult) for r in results):
         tests = [t for r in results if isinstance(r, NcclTestsResult) for t in r.tests]
-        aborted = sum(1 for t in tests if t.error)
-        return f"{len(tests):,} tests" + (f", {aborted:,} aborted" if aborted else "")
+        aborted = sum(1 for t in tests if t.error and not t.truncated)
+        cut = sum(1 for t in tests if t.truncated)
+        return f"{len(tests):,} tests" + (f", {aborted:,} aborted" if aborted else "") + (
+            f", {cut:,} truncated capture" if cut else "")
     return f"{len(results):,} files read"
 
 

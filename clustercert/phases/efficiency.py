@@ -254,6 +254,16 @@ def match_log_convention(
     return printed, best if abs(ratios[best] - 1.0) <= LOG_TFLOPS_TOLERANCE else None, ratios
 
 
+def _mlperf_step_time(result: MlperfResult) -> str:
+    """The step time MLPerf's `tracked_stats` give (the runs' mean), as a clause of the message; "" without them."""
+    times = [t for r in result.runs if (t := r.step_time_s) is not None]
+    if not times:
+        return ""
+    how = ("train_step_time" if any(r.step_times_s for r in result.runs)
+           else "global_batch_size / tracked throughput in samples/s")
+    return f"; step time {sum(times) / len(times):.3f} s (mean of {len(times)} runs' tracked_stats: {how})"
+
+
 def judge_mlperf(
     runs: list[RunSpec], parsed: Mapping[str, object | EvidenceError], targets: Mapping[str, float]
 ) -> list[Check]:
@@ -280,16 +290,18 @@ def judge_mlperf(
             for r in result.runs
         ], result.scaling_factor or 1.0)
         severity = Severity.REQUIRED if target is not None else Severity.ADVISORY
-        title = f"MLPerf {bench} time to train" + (f" within {target:g} min" if target is not None else "")
+        on = f" on {result.system_name}" if result.system_name else ""  # the submission's system JSON names it
+        title = f"MLPerf {bench} time to train{on}" + (f" within {target:g} min" if target is not None else "")
+        steps = _mlperf_step_time(result)
         if not scored.valid:
             status, message = Status.ERROR, f"{result.folder}: no valid score: {scored.reason}"
         elif target is None:
             status = Status.SKIPPED
             message = (f"score {scored.minutes:.2f} min (olympic mean of {scored.runs} runs, scaling factor "
-                       f"{scored.scaling_factor:g}); reported only (the catalog sets no target)")
+                       f"{scored.scaling_factor:g}){steps}; reported only (the catalog sets no target)")
         else:
             status = Status.PASS if scored.minutes <= target else Status.FAIL
-            message = f"score {scored.minutes:.2f} min vs target {target:g} min ({scored.runs} runs)"
+            message = f"score {scored.minutes:.2f} min vs target {target:g} min ({scored.runs} runs){steps}"
         checks.append(Check(
             id=check_id, title=title, phase=PHASE, severity=severity, status=status,
             measured=scored.minutes if scored.valid else None, target=target, unit="min", message=message,

@@ -463,6 +463,16 @@ class _StragglerEvidence:
     logs: Sequence[ResilienceRunLog]
     origin: float
     unread: Sequence[str]
+    watched: Sequence[str] = ()  # the files where the cluster's own straggler detection would show (or showed)
+
+
+def _watched(event_logs: Sequence[EventLog], logs: Sequence[ResilienceRunLog]) -> list[str]:
+    """The files that show the cluster's own straggler detection at work: its monitoring's event logs, and the
+    training logs whose straggler-detection callback printed a report or a warning."""
+    return [log.file for log in event_logs] + [
+        run.training.file for run in logs if run.resilience.straggler_reports or any(
+            e.kind in (LogEventKind.STRAGGLER_WARNING, LogEventKind.STRAGGLER_TERMINATION)
+            for e in run.resilience.events)]
 
 
 @dataclass(frozen=True)
@@ -521,8 +531,13 @@ def _straggler_check(bundle: LoadedBundle, catalog: LoadedCatalog, evidence: _St
     reported = evidence.reported
     ranks_seen = sorted({r.rank for r in reported if r.rank is not None})
     nodes_seen = sorted({r.node for r in reported if r.node is not None})
+    watched = list(dict.fromkeys(evidence.watched))
+    # "reported no straggler" only where the bundle shows a detection that could have reported one
     cluster_said = (f"the cluster's own detection reported ranks {ranks_seen} on node(s) {nodes_seen}"
-                    if reported else "the cluster's own detection reported no straggler")
+                    if reported else f"the cluster's own detection ({', '.join(watched[:3])}"
+                    f"{' and more' if len(watched) > 3 else ''}) reported no straggler" if watched else
+                    "the bundle holds no evidence of the cluster's own straggler detection (no event log, no "
+                    "straggler-detection report in a training log)")
     report_spans = [r.span for r in reported]
     if not evidence.tables:
         table_error = evidence.table_error
@@ -882,7 +897,8 @@ def judge_resilience(
         say(f"judge stragglers from {sum(t.rows for t in found.tables):,} per-rank timings")
     straggler, rows = _straggler_check(bundle, catalog, _StragglerEvidence(
         found.tables, next(iter(found.unreadable.get(RunKind.RANK_TIMINGS, [])), None), events,
-        _reported(found.event_logs, found.logs, origin), found.logs, origin, found.unread), severity, say)
+        _reported(found.event_logs, found.logs, origin), found.logs, origin, found.unread,
+        _watched(found.event_logs, found.logs)), severity, say)
     checks.append(straggler)
     if found.unread:  # a failure on the job's timeline may be what an unreadable event log or sacct dump would answer
         timeline_ids = {c.id for c in timeline_checks}

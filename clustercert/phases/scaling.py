@@ -250,6 +250,7 @@ class _Measured:
     target_basis: str  # where the target comes from (the model, a fixed catalog target, or none and why)
     efficiency: float | None
     cause: str | None = None  # the root cause an aborted test printed
+    truncated: bool = False  # the capture stops inside the test, no error printed: nothing against the cluster
 
 
 def _link_rates(bundle: LoadedBundle, catalog: LoadedCatalog) -> tuple[LinkRates, str | None]:
@@ -380,12 +381,15 @@ def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective:
     return _Measured(
         run, judged, sizes, list(map(max, oop, ip)),
         test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
-        placement.domains, target.gbps, target.basis, target.efficiency, cause=test.cause,
+        placement.domains, target.gbps, target.basis, target.efficiency, cause=test.cause, truncated=test.truncated,
     )
 
 
 def _disagreement(collective: Collective, test: CollectiveTest) -> str | None:
-    """The first row whose numbers disagree with each other (its out-of-place half first), named by its line."""
+    """The printed average where it disagrees with the rows read, else the first row whose numbers disagree with
+    each other (its out-of-place half first), named by its line."""
+    if (average := test.average_disagreement) is not None:
+        return average
     factor = busbw_factor(collective, test.ranks) if test.ranks is not None and test.ranks >= 2 else None
     for row in test.rows:
         why = row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_oop, row.algbw_oop,
@@ -428,6 +432,9 @@ def _where(m: _Measured) -> str:
 
 def _problem_text(m: _Measured) -> str:
     loc = _where(m)
+    if m.truncated:
+        return (f"{loc} ({m.run.id}): expected a complete nccl-tests table, got a {m.error}. Capture the whole "
+                "output of the test and add it to the bundle")
     if m.error is not None:
         return f"{loc} ({m.run.id}): expected a complete nccl-tests table, got a test that {m.error}. {_NCCL_HINT}"
     if m.result.implausible:
@@ -704,7 +711,9 @@ def _pair_checks(
     bundle: LoadedBundle, catalog: LoadedCatalog, measured: list[_Measured], required: bool
 ) -> tuple[list[Check], list[dict[str, object]], list[dict[str, object]]]:
     """The degraded-link and suspect-node checks of the pairwise sweep, its rows and its nodes' rows."""
-    pairs = [m for m in measured if m.result.scope is Scope.PAIR]
+    # a capture cut short says nothing about the pair's link: it is unusable evidence (the target check says so),
+    # never a failed pair
+    pairs = [m for m in measured if m.result.scope is Scope.PAIR and not m.truncated]
     if not pairs:
         return [], [], []
     fraction = catalog.spec.rules.degraded_pair_fraction

@@ -209,7 +209,7 @@ def collective_table(parsed: ParsedFile, ceiling_gbps: float | None) -> TableInp
     assert isinstance(result, NcclTestsResult)
     import pandas as pd
 
-    rows = [(t, r) for t in result.tests for r in t.rows]
+    rows = [(t, r) for t in result.tests if t.error is None for r in t.rows]  # a cut capture's rows: not its end
     floats = ("time_us_oop", "time_us_ip", "busbw_oop", "busbw_ip", "wrong_oop", "wrong_ip")
     # built as typed arrays (a sweep has a table per file: thousands on a cluster); None reads as NaN
     columns = {
