@@ -59,7 +59,7 @@ __all__ = [
 BATCH_ROWS = 1_000_000
 CROSS_SOURCE = "cross_source"
 # a restart from a checkpoint is only accepted as a new segment where the log shows the job restarting
-_RESTART_MARKS = {LogEventKind.CHECKPOINT_LOADED, LogEventKind.WORKER_GROUP_FAILED}
+_RESTART_MARKS = {LogEventKind.CHECKPOINT_LOADED, LogEventKind.WORKER_GROUP_FAILED, LogEventKind.RELAUNCH}
 
 
 @dataclass(frozen=True)
