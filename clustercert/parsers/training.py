@@ -72,6 +72,9 @@ class NanMark:
 
     line: int
     field: str
+    # the log's own `number of nan iterations` printed on the same line (Megatron's), where it prints one: Megatron
+    # counts only skipped iterations whose loss was nan, so a nan grad norm can stand beside a count of 0
+    counted: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,20 @@ class TrainingLog:
     nan_marks: list[NanMark] = field(default_factory=list)
     line_count: int = 0
     warnings: list[str] = field(default_factory=list)  # what was read with a caveat, each naming its lines
+    # the configuration the log printed at its (last) start-up: key -> its distinct values, each with its first line
+    # (parsers.log_config.startup_settings); empty where the format prints none that is read
+    settings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
             "format": self.format,
             "file": self.file,
             "steps": [_clean(asdict(s)) for s in self.steps],
-            "nan": [asdict(m) for m in self.nan_marks],
+            "nan": [{k: v for k, v in asdict(m).items() if v is not None} for m in self.nan_marks],
             "lines": self.line_count,
             "warnings": self.warnings,
+            **({"settings": {key: [{"value": value, "line": line} for value, line in found]
+                             for key, found in self.settings.items()}} if self.settings else {}),
         }
 
 

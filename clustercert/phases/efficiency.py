@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from clustercert.catalog import Baseline, LoadedCatalog, SuiteEntry
+from clustercert.editions import RecipeConfig
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Bundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
@@ -25,9 +26,10 @@ from clustercert.metrics.throughput import (
 )
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
+from clustercert.phases.conformance import recipe_check
 from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
 
-__all__ = ["EfficiencyResult", "RecipeDifference", "WorkloadResult", "judge_efficiency", "recipe_differences"]
+__all__ = ["EfficiencyResult", "WorkloadResult", "judge_efficiency"]
 
 PHASE = Phase.EFFICIENCY.value
 
@@ -80,7 +82,8 @@ class WorkloadResult:
             "repeats": [
                 {"run": r.run_id, "repeat": r.repeat, "step_time_s": r.throughput.mean_s, "file": r.file,
                  "delta_pct": 100.0 * (self.baseline.step_time_s / r.throughput.mean_s - 1.0),
-                 "used": r.run_id == self.used.run_id}
+                 "used": r.run_id == self.used.run_id, "printed_tflops_per_gpu": r.throughput.tflops_mean,
+                 "printed_tflops_steps": r.throughput.tflops_steps}
                 for r in self.repeats
             ],
             "step_time_s": {
@@ -141,66 +144,12 @@ def _problem_check(run: RunSpec, file: str, problem: WindowProblem | EvidenceErr
     )
 
 
-@dataclass(frozen=True)
-class RecipeDifference:
-    field: str
-    run: object
-    baseline: object
-    allowed: str | None  # the catalog's reason when the baseline allows it
-
-
-_PARALLEL = ("tp", "pp", "cp", "vp", "ep", "etp", "fsdp")
-_LABEL = {"gbs": "GBS", "seq_len": "sequence length", "precision": "precision", "tp": "TP", "pp": "PP",
-          "cp": "CP", "vp": "VP", "ep": "EP", "etp": "ETP", "fsdp": "FSDP", "recipe_version": "recipe version"}
-
-
-def recipe_differences(
-    run: RunSpec, recipe_version: str, baseline: Baseline, fields: list[str]
-) -> tuple[list[RecipeDifference], list[str]]:
-    """The recipe fields in which `run` differs from `baseline`, and the fields it does not declare.
-
-    Parallelism not declared in bundle.yaml cannot be compared: its fields are returned as undeclared.
-    """
-    mine: dict[str, object] = {"gbs": run.gbs, "seq_len": run.seq_len,
-                               "precision": run.precision.value if run.precision else None,
-                               "recipe_version": recipe_version}
-    theirs: dict[str, object] = {"gbs": baseline.gbs, "seq_len": baseline.seq_len,
-                                 "precision": baseline.precision.value, "recipe_version": baseline.recipe_version}
-    for name in _PARALLEL:
-        theirs[name] = getattr(baseline.parallelism, name)
-        mine[name] = getattr(run.parallelism, name) if run.parallelism is not None else None
-    undeclared = [f for f in fields if f in _PARALLEL and run.parallelism is None]
-    diffs = [RecipeDifference(f, mine[f], theirs[f], baseline.allowed_differences.get(f))
-             for f in fields if f not in undeclared and mine[f] != theirs[f]]
-    return diffs, undeclared
-
-
-def _recipe_check(run: RunSpec, file: str, recipe_version: str, baseline: Baseline, fields: list[str]) -> Check:
-    diffs, undeclared = recipe_differences(run, recipe_version, baseline, fields)
-    check_id, title = f"{PHASE}.{run.id}_recipe_conforms", f"Run {run.id} follows its baseline's recipe"
-    def shown(d: RecipeDifference) -> str:
-        return f"{_LABEL[d.field]} ({d.field}) {d.run if d.run is not None else 'unset'} vs baseline " \
-               f"{d.baseline if d.baseline is not None else 'unset'}"
-    disallowed = [d for d in diffs if d.allowed is None]
-    allowed = [d for d in diffs if d.allowed is not None]
-    compared = ", ".join(_LABEL[f] for f in fields if f not in undeclared)
-    note = "".join(f"; allowed by the catalog: {shown(d)} ({d.allowed})" for d in allowed)
-    if disallowed:
-        status = Status.ERROR
-        message = (f"{file}: cannot be compared with the baseline ({baseline.source}, recipe "
-                   f"{baseline.recipe_version}): {'; '.join(shown(d) for d in disallowed)}{note}. Re-run with the "
-                   "baseline's recipe, or allow the difference in the catalog (baselines[].allowed_differences) "
-                   "with its reason.")
-    elif undeclared:
-        status = Status.WARN
-        message = (f"{file}: parallelism is not declared (bundle.yaml runs[].parallelism), so "
-                   f"{', '.join(_LABEL[f] for f in undeclared)} were not compared with the baseline's; "
-                   f"{compared} match{note}. Declare the run's parallelism.")
-    else:
-        status = Status.PASS
-        message = f"{compared} match the baseline's{note}"
-    return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
-                 measured=float(len(disallowed)), target=0.0, unit="differences", message=message)
+def _recipe_table(catalog: LoadedCatalog, run: RunSpec) -> tuple[RecipeConfig, str] | None:
+    """The configuration-table row of the run's recipe at its precision and GPU count, with the table's source
+    (an edition's catalog has them), or None."""
+    recipe = catalog.spec.recipes.get(run.workload or "")
+    row = recipe.configuration(run.precision.value, run.gpus) if recipe and run.precision and run.gpus else None
+    return (row, recipe.source) if row is not None and recipe is not None else None
 
 
 def _loss_check(run: RunSpec, file: str, log: TrainingLog, explode_factor: float, required: bool) -> Check:
@@ -388,7 +337,8 @@ def _valid_runs(
         if isinstance(parsed, EvidenceError):
             checks.append(_problem_check(run, file, parsed))
             continue
-        recipe = _recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields))
+        recipe = recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields),
+                              parsed.settings, _recipe_table(catalog, run))
         checks.append(recipe)
         if recipe.status is Status.ERROR:
             continue
