@@ -253,8 +253,10 @@ class Rules(_Strict):
     # fixed targets by scope and collective: override the model where given (a user's own, with its reason)
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
     collective_model: CollectiveModel | None = None
-    # phases whose absence from a bundle is a FAIL (the cluster did not show it); others are judged advisory
-    required_phases: list[Phase] = Field(default_factory=lambda: list(Phase))
+    # phases whose absence from a bundle is a FAIL (the cluster did not show it); others are judged advisory. Node
+    # health is decisive only where a catalog names it (a catalog written before it had no health evidence to ask)
+    required_phases: list[Phase] = Field(
+        default_factory=lambda: [Phase.EFFICIENCY, Phase.SCALING, Phase.RESILIENCE])
     # MLPerf time-to-train targets in minutes by benchmark; without one the score is reported only
     mlperf_targets_minutes: dict[str, float] = Field(default_factory=dict)
     # recipe fields a run must share with its baseline unless the baseline allows a difference

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "reason_lines", "reasons",
-           "summary_lines", "why", "wrap"]
+           "summary_lines", "suspect_lines", "why", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
@@ -189,6 +189,7 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
         lines.append("Phases (checks by status)")
         for p, cs in phases.items():
             lines += wrap(_phase_line(p, cs), width)
+    lines += suspect_lines(results, width, None if verbose else PER_PHASE)
     found = notices(results, dev_key=dev_key, redacted=redacted)
     if found:
         lines.append("Notices")
@@ -205,6 +206,30 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
                 current += (" " if current.endswith(":") else ", ") + name
         lines.append(current)
         lines += [f"  in {folder}" for folder in sorted(folders)]  # a path is printed whole, however long
+    return lines
+
+
+def suspect_lines(results: dict[str, Any], width: int, most: int | None = None) -> list[str]:
+    """The suspect nodes (results.json `suspects`), one line each with its layers and first finding and where, at
+    most `most` of them (all when None), and how many nodes no evidence covers; nothing when both are empty."""
+    suspects = results.get("suspects") or {}
+    nodes: list[dict[str, Any]] = suspects.get("nodes") or []
+    unexamined: list[str] = suspects.get("unexamined") or []
+    if not nodes and not unexamined:
+        return []
+    lines = [f"Suspect nodes ({len(nodes)}, most layers of evidence first)"] if nodes else []
+    for n in nodes[:most]:
+        first = n["findings"][0]
+        where = f" ({first['where'][0]})" if first.get("where") else ""
+        lines += wrap(f"{n['rank']}. {n['node']} [{', '.join(n['layers'])}]: {first['finding']}{where}"
+                      + (f"; {counted(len(n['findings']) - 1, 'more finding')}" if len(n["findings"]) > 1 else ""),
+                      width)
+    if most is not None and len(nodes) > most:
+        lines += wrap(f"and {counted(len(nodes) - most, 'more node')} (--verbose, or the report)", width)
+    if unexamined:
+        lines += wrap(f"Unexamined: {counted(len(unexamined), 'node')} of bundle.yaml no run lists and no finding "
+                      f"names: {', '.join(unexamined[:most] if most is not None else unexamined)}"
+                      + ("..." if most is not None and len(unexamined) > most else ""), width, indent=0, hang=2)
     return lines
 
 

@@ -19,6 +19,7 @@ from clustercert.attest.atomic import write_atomic
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import check_regular, read_regular
 from clustercert.evidence.hashing import sha256_file
+from clustercert.parsers.health import HEALTH_FORMATS
 from clustercert.yamlio import load_yaml_model
 
 __all__ = [
@@ -50,6 +51,7 @@ class Phase(StrEnum):
     EFFICIENCY = "efficiency"
     SCALING = "scaling"
     RESILIENCE = "resilience"
+    HEALTH = "health"  # node health (issue 59): required only where a catalog's rules name it
 
 
 class Precision(StrEnum):
@@ -68,6 +70,7 @@ class RunKind(StrEnum):
     EVENTS = "events"
     RANK_TIMINGS = "rank-timings"
     TELEMETRY = "telemetry"
+    HEALTH = "health"  # a node-health tool's output or the Exemplar prescreen, of one node
 
 
 # Workload and system ids are the ones the bundle's catalog defines (checked against it in `check_bundle_ids`,
@@ -148,6 +151,15 @@ class RunSpec(_Strict):
             missing = [k for k in ("workload", "precision", "gpus", "gbs", "seq_len") if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"a training run needs {', '.join(missing)}")
+        if (self.kind is RunKind.HEALTH) != (self.phase is Phase.HEALTH):
+            raise ValueError(f"kind health goes with phase health, got kind '{self.kind.value}' in phase "
+                             f"'{self.phase.value}'")
+        if self.kind is RunKind.HEALTH and (self.nodes is None or len(self.nodes) != 1):
+            # a health output is one node's: the verdicts and the suspect list are per node
+            raise ValueError("a health run needs nodes: [the one node whose output it is]")
+        if self.kind is RunKind.HEALTH and self.format not in HEALTH_FORMATS:
+            raise ValueError(f"expected a format for kind health ({', '.join(sorted(HEALTH_FORMATS))}), got "
+                             f"'{self.format}'")
         if self.fields is not None and self.format != "sacct":
             raise ValueError(f"fields (a sacct field list) applies to format sacct only, got format '{self.format}'")
         return self

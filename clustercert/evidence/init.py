@@ -17,6 +17,7 @@ from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME, PLACEHOLDER
 from clustercert.evidence.mlcommons import MlperfSystem, find_system
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, detect_format
 from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.health import HEALTH_FORMATS, KernelLog, Prescreen
 from clustercert.parsers.log_config import LogConfig, read_log_config
 from clustercert.parsers.nccl_ranks import RankLine, read_rank_lines
 from clustercert.parsers.nccl_tests import NcclTestsResult
@@ -39,6 +40,7 @@ _FALSE = {"none", "null", "false", "0", ""}
 _NVL_DOMAIN = {"gb200-nvl72": (18, 4), "gb300-nvl72": (18, 4)}
 # a rack token in a host name (`gb-r1-n01`, `rack07-node3`): the NVLink domain host naming shows
 _RACK = re.compile(r"(?:^|[-_.])((?:rack|r)[-_]?\d+)(?=[-_.]|$)", re.IGNORECASE)
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 
 @dataclass
@@ -237,6 +239,13 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     claimed = {m.rel for m in mlperf.values() if m.rel is not None}  # a system JSON of MLCommons' systems/
     unused[:] = [u for u in unused if u[0] not in claimed]
     system_fields, sys_id = _system_fields(collectives, system, catalog, list(mlperf.values()))
+    health = _health_files([o for o in others if o[1] in HEALTH_FORMATS], hosts, unused, limit)
+    others = [o for o in others if o[1] not in HEALTH_FORMATS]
+    if not hosts and health and all(h.node != PLACEHOLDER for h in health):
+        # no rank lines to list the nodes: the health files name them, one node each
+        named = sorted({h.node for h in health})
+        system_fields[-1] = _Field("nodes", named, f"the {len(named)} nodes of the health files (printed hostnames, "
+                                   "folder or file names: check them)")
     loaded, catalog_field = _catalog_field(folder, references_dir, catalog, sys_id)
     if system_fields[0].value == "" and loaded is not None:
         system_fields[0] = _Field("gpu", loaded.spec.system, "default: the system the catalog certifies")
@@ -253,6 +262,7 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     runs = [_collective_run(rel, parsed, hosts, taken) for rel, parsed, _ in collectives]
     other_runs, training = _other_runs(others, loaded, taken, unused, limit, mlperf)
     runs += other_runs
+    runs += [_health_run(h, taken) for h in health]
     top = [
         _Field("schema_version", 1),
         ("cluster", [_Field("name", re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name) or "cluster",
@@ -472,6 +482,95 @@ def _other_runs(others: list[tuple[str, str, Path]], loaded: LoadedCatalog | Non
             fields.append(_Field("files", [rel]))
         runs.append(_Run(fields))
     return runs, training
+
+
+@dataclass(frozen=True)
+class _Health:
+    """A node-health file: its format, what it holds in a few words, and the node it is from (FILL_IN when
+    nothing says) with how that was found."""
+
+    rel: str
+    fmt: str
+    found: str
+    node: str
+    why: str
+
+
+def _health_files(files: list[tuple[str, str, Path]], hosts: list[str], unused: list[tuple[str, str]],
+                  limit: int) -> list[_Health]:
+    """Each node-health file parsed (one its parser cannot use goes to `unused`, with why) and assigned to a node:
+    the hostname it prints, else a folder or file name that names a known node (nccl-tests' hosts, the hostnames
+    the health files print), else its own folder's name, else FILL_IN."""
+    parsed: list[tuple[str, str, object]] = []
+    for rel, fmt, path in files:
+        try:
+            parsed.append((rel, fmt, FORMATS[fmt](path, rel, limit=limit)))
+        except EvidenceError as exc:
+            unused.append((rel, f"a {fmt} output its parser cannot use: {exc}"))
+    known = set(hosts) | {host for _, _, table in parsed if (host := _printed_host(table)[0]) is not None}
+    out: list[_Health] = []
+    for rel, fmt, table in parsed:
+        node, why = _printed_host(table)
+        if node is None:
+            node, why = _named_node(rel, known)
+        out.append(_Health(rel, fmt, _health_found(table), node, why))
+    return out
+
+
+def _printed_host(table: object) -> tuple[str | None, str]:
+    """The hostname a health output prints (the prescreen's `Host:` line, a syslog's host column), and where."""
+    if isinstance(table, Prescreen) and table.host is not None:
+        return table.host, f"the hostname it prints (line {table.host_line})"
+    if isinstance(table, KernelLog) and len(table.hosts) == 1:
+        return table.hosts[0], "the hostname its syslog lines print"
+    return None, ""
+
+
+def _named_node(rel: str, known: set[str]) -> tuple[str, str]:
+    """The node a file's folders or name give: a known node first (innermost folder, then the file name's lead),
+    else the file's own folder (how per-node collection scripts lay outputs out), else FILL_IN."""
+    parts = PurePosixPath(rel).parts
+    for folder in reversed(parts[:-1]):
+        if folder in known:
+            return folder, f"its folder's name ({folder}/), a node the evidence names"
+    name = parts[-1]
+    lead = [n for n in known if name.startswith(n) and name[len(n):len(n) + 1] in (".", "_", "-")]
+    if lead:
+        node = max(lead, key=len)
+        return node, f"its file name, which starts with {node}, a node the evidence names"
+    if len(parts) > 1 and _HOST.match(parts[-2]):
+        return parts[-2], f"its folder's name ({parts[-2]}/): check that it is the node's hostname"
+    return PLACEHOLDER, ("needed: the node this output is from (it prints no hostname, and no folder or file name "
+                         "says it)")
+
+
+# what a health output holds, by its JSON's list key: (key, one, many)
+_HELD = (("gpus", "GPU", "GPUs"), ("tests", "test", "tests"), ("ports", "port", "ports"),
+         ("devices", "device", "devices"), ("steps", "prescreen step", "prescreen steps"),
+         ("xids", "Xid line", "Xid lines"), ("entries", "entry", "entries"))
+
+
+def _health_found(table: object) -> str:
+    """What a health output holds, in a few words (its format's parser read it whole)."""
+    to_json = getattr(table, "to_json", None)
+    held = to_json() if callable(to_json) else {}
+    said = [f"{len(value):,} {one if len(value) == 1 else many}" for key, one, many in _HELD
+            if isinstance(value := held.get(key), list)][:1]
+    carrier = held.get("carrier")
+    if isinstance(carrier, list) and carrier:  # a kernel log's link flaps, beside its Xid lines
+        said.append(f"{len(carrier):,} carrier event{'' if len(carrier) == 1 else 's'}")
+    return ", ".join(said) or "read"
+
+
+def _health_run(h: _Health, taken: set[str]) -> _Run:
+    """A health run: one node's tool output (or prescreen), judged in the health phase."""
+    node = h.node if h.node != PLACEHOLDER else "node"
+    name = PurePosixPath(h.rel).name
+    fields = [_Field("id", _run_id(name if name.startswith(node) else f"{node}-{name}", taken)),
+              _Field("phase", "health"),
+              _Field("kind", "health"), _Field("format", h.fmt, h.found), _Field("nodes", [h.node], h.why),
+              _Field("files", [h.rel])]
+    return _Run(fields)
 
 
 def _sacct_width(path: Path) -> int:

@@ -9,6 +9,7 @@ from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.evidence.parse import Reader, read_evidence
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
+from clustercert.parsers.health import HEALTH_FORMATS
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
 from clustercert.parsers.mlperf import listed_files, parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog
@@ -26,6 +27,7 @@ _KIND_FORMATS: dict[RunKind, frozenset[str]] = {
     RunKind.RANK_TIMINGS: frozenset({"rank-timings"}),
     RunKind.TELEMETRY: frozenset({"dcgm"}),
     RunKind.MLPERF: frozenset({"mlperf"}),
+    RunKind.HEALTH: frozenset(HEALTH_FORMATS),
 }
 
 

@@ -904,8 +904,10 @@ def judge_resilience(
         timeline_ids = {c.id for c in timeline_checks}
         checks = [_unjudged(c, found.unread) if c.id in timeline_ids else c for c in checks]
     section["stragglers"] = rows
+    # each event with its first line of evidence: the suspect list cites it (clustercert.metrics.suspects)
     section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
-                          "by": e.by.value} for e in events]
+                          "by": e.by.value, "file": e.evidence[0].file if e.evidence else None,
+                          "line": e.evidence[0].first if e.evidence else None} for e in events]
     if found.telemetry:
         say(f"count the GPUs and metrics of {sum(len(t) for t in found.telemetry):,} telemetry samples")
     section["telemetry"] = [{"file": t.file, "samples": len(t), "gpus": t.gpu_count(),

@@ -15,6 +15,7 @@ from clustercert.catalog import LoadedCatalog
 from clustercert.evidence.bundle import LoadedBundle
 from clustercert.evidence.system import describe_system
 from clustercert.evidence.window import CollectionWindow, collection_window
+from clustercert.metrics.suspects import SuspectInputs, rank_suspects
 from clustercert.runs.history import compare_headlines, headline
 from clustercert.verdicts import Check, Outcome, decide_outcome, outcome_reasons
 
@@ -98,6 +99,11 @@ def build_results(
     """results.json; `sections` holds each phase's own data by phase name (chart series included)."""
     outcome = decide_outcome(checks)
     window = collection_window(bundle)
+    shown = {name: section for name, section in sections.items() if section is not None}  # a phase with no evidence
+    judged = [c.to_json() for c in checks]
+    suspects = rank_suspects(SuspectInputs(
+        nodes=bundle.spec.system.nodes, covered=frozenset(n for r in bundle.spec.runs for n in r.nodes or []),
+        run_files={r.id: bundle.shown(r.files[0]) for r in bundle.spec.runs}, sections=shown, checks=judged))
     until, basis = validity(window, meta.started(), catalog.spec.rules.validity_months)
     return {
         "schema_version": RESULTS_SCHEMA_VERSION,
@@ -117,9 +123,10 @@ def build_results(
         "validity_basis": basis if outcome is Outcome.CERTIFIED else None,
         "system_under_test": describe_system(bundle).to_json(),
         "rules": catalog.spec.rules.model_dump(mode="json"),
-        "checks": [c.to_json() for c in checks],
+        "checks": judged,
         "workloads": workloads,
-        "phases": sections,
+        "phases": shown,
+        "suspects": suspects,
         "previous_run": previous_run_section(meta.previous_run, workloads),
     }
 
