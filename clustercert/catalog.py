@@ -18,7 +18,8 @@ from clustercert.metrics.megatron_flops import Architecture, Kind
 from clustercert.yamlio import load_yaml_model
 
 __all__ = [
-    "Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "ModelSpec", "Rules", "check_bundle_ids", "load_catalog",
+    "Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "ModelSpec", "Rules", "check_bundle_ids",
+    "choose_catalog", "edition_for", "load_catalog", "shipped_hashes",
 ]
 
 _SCOPES = ("nvlink-domain", "cross-rack", "full-scale", "pair")
@@ -165,7 +166,7 @@ class Baseline(_Strict):
     seq_len: int = Field(gt=0)
     parallelism: Parallelism
     step_time_s: float = Field(gt=0)
-    mfu_published: float = Field(gt=0, le=1)
+    mfu_published: float | None = Field(default=None, gt=0, le=1)  # the 26.08 targets come without one
     tflops_per_gpu_published: float | None = Field(default=None, gt=0)
     window: Window
     flops_convention: Convention
@@ -178,6 +179,9 @@ class Baseline(_Strict):
     source_table: str | None = None
     # recipe fields (Rules.recipe_fields) a run may differ in from this baseline, each with the reason
     allowed_differences: dict[str, str] = Field(default_factory=dict)
+    # published, supplied (for this certification, `certify --baselines`) or derived; None: published, or derived
+    # when illustrative (the catalogs before the 26.08 editions)
+    kind: Literal["published", "supplied", "derived"] | None = None
 
     @model_validator(mode="after")
     def _illustrative_has_derivation(self) -> Baseline:
@@ -336,6 +340,12 @@ class LoadedCatalog:
     path: Path
     sha256: str
     spec: Catalog
+    # whether its bytes are those of a catalog shipped in references/ (by sha256), and who chose it for the run
+    shipped: bool = False
+    chosen_by: str = ""
+    # the baselines file that replaced the catalog's (clustercert.baselines): its name, sha256, who, when, from what
+    baselines: dict[str, object] | None = None
+    baselines_path: Path | None = None
 
     def baseline_for(self, workload: str, precision: str, gpus: int) -> Baseline | None:
         for b in self.spec.baselines:
@@ -378,6 +388,57 @@ def load_catalog(
         raise CatalogError(f"{path}: expected a catalog file, got nothing at this path. {_HINT}")
     spec = load_yaml_model(path, Catalog, CatalogError, hint=_HINT)
     return LoadedCatalog(path=path, sha256=sha256_file(path), spec=spec)
+
+
+def shipped_hashes(references_dir: Path) -> dict[str, str]:
+    """The sha256 of every catalog file shipped in `references_dir`, by its id (the file's stem)."""
+    return {path.stem: sha256_file(path) for path in sorted(references_dir.glob("*.yaml")) if path.is_file()}
+
+
+def edition_for(references_dir: Path, *, release: str, chip: str | None = None,
+                system: str | None = None) -> LoadedCatalog | None:
+    """The shipped edition of recipe release `release` for a chip (llmb-run's gpu_type) or a system id; None when
+    references/ ships none."""
+    for path in sorted(references_dir.glob("*.yaml")):
+        try:
+            # most files are not editions of this release: only those that name it are parsed
+            if f'"{release}"' not in path.read_text(encoding="utf-8", errors="replace"):
+                continue
+            loaded = load_catalog(path.stem, references_dir)
+        except (OSError, CatalogError):
+            continue
+        edition = loaded.spec.edition
+        if edition is None or edition.release != release:
+            continue
+        if (chip is None or edition.chip == chip) and (system is None or loaded.spec.system == system):
+            return LoadedCatalog(loaded.path, loaded.sha256, loaded.spec, shipped=True)
+    return None
+
+
+def choose_catalog(bundle: Bundle, root: Path, references_dir: Path, override: str | None) -> LoadedCatalog:
+    """The catalog that judges: the one the person running certify names (`override`), else the shipped edition of
+    the recipe release the bundle records, else the shipped catalog bundle.yaml names. A catalog is the auditor's
+    choice: bundle.yaml naming one that is not shipped (by content) is refused, never used."""
+    hashes = shipped_hashes(references_dir)
+    if override is not None:
+        chosen = load_catalog(override, references_dir, relative_to=root)
+        return LoadedCatalog(chosen.path, chosen.sha256, chosen.spec, shipped=chosen.sha256 in hashes.values(),
+                             chosen_by="named with certify --catalog")
+    where = f"{root / 'bundle.yaml'}"
+    named = load_catalog(bundle.catalog, references_dir, relative_to=root)
+    if named.sha256 not in hashes.values():
+        raise CatalogError(f"{where} catalog: expected a catalog shipped in {references_dir} (the audited party does "
+                           f"not choose the rules), got '{bundle.catalog}', whose content (sha256 {named.sha256[:12]}) "
+                           "is none of them. To judge with it, name it yourself: certify --catalog "
+                           f"{bundle.catalog}")
+    edition = edition_for(references_dir, release=bundle.recipe_version, system=bundle.system.gpu)
+    if edition is not None and edition.sha256 != named.sha256:
+        raise CatalogError(f"{where} catalog: the evidence's recipe release {bundle.recipe_version} is judged by "
+                           f"the shipped edition {edition.spec.id}, got '{bundle.catalog}'. Name {edition.spec.id} "
+                           "in bundle.yaml, or choose a catalog with certify --catalog")
+    why = (f"the shipped edition of recipe release {bundle.recipe_version}" if edition is not None
+           else "the shipped catalog bundle.yaml names")
+    return LoadedCatalog(named.path, named.sha256, named.spec, shipped=True, chosen_by=why)
 
 
 def check_bundle_ids(bundle: Bundle, catalog: LoadedCatalog, where: str) -> None:

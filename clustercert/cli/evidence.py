@@ -44,7 +44,8 @@ def _bundle_path(bundle: Path) -> Path:
 
 @evidence_app.command("init", short_help="Draft a bundle.yaml from the files of a folder.")
 def init(
-    folder: Annotated[Path, typer.Argument(help="A folder of evidence files as collected.")],
+    folder: Annotated[Path, typer.Argument(help="A folder of evidence files as collected, an $LLMB_INSTALL tree, "
+                                           "or an llmb-archive_*.tar.zst (unpacked beside it).")],
     system: Annotated[
         str | None, typer.Option(help="System id (e.g. h100-sxm); default: from nccl-tests' rank lines.")
     ] = None,
@@ -54,10 +55,15 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle.yaml.")] = False,
 ) -> None:
     """Draft FOLDER/bundle.yaml from the files themselves; FILL_IN marks each value they do not show."""
+    from clustercert.evidence.archive import is_archive
     from clustercert.evidence.init import write_draft
+    from clustercert.evidence.llmb import is_llmb_tree
     from clustercert.settings import load_settings
 
     settings = load_settings()
+    if is_archive(folder) or (folder.is_dir() and is_llmb_tree(folder)):
+        _init_llmb(folder, settings.references_dir, force=force, limit=settings.max_evidence_bytes)
+        return
     path, draft = write_draft(folder, settings.references_dir, system=system, catalog=catalog, force=force,
                               limit=settings.max_evidence_bytes)
     unused = len(draft.unused)
@@ -72,6 +78,25 @@ def init(
     if "system.interconnect" in draft.optional:
         out.print("optional: the network between the nodes (system.interconnect, commented out in the draft): "
                   "with it, busbw between nodes is judged against targets", markup=False)
+
+
+def _init_llmb(path: Path, references_dir: Path, *, force: bool, limit: int) -> None:
+    """`evidence init` of what llmb-run writes: the archive unpacked beside it, then its draft and what is left."""
+    from clustercert.evidence.llmb import write_llmb_draft
+
+    out_path, draft, unpacked = write_llmb_draft(path, references_dir, force=force, limit=limit)
+    folder = out_path.parent
+    if unpacked is not None:
+        how = "already unpacked there from the same bytes" if unpacked.reused else f"{unpacked.members} members"
+        out.print(f"unpacked {path} into {folder} ({how}); archive sha256 {unpacked.sha256}", markup=False)
+    unused = len(draft.unused)
+    out.print(f"drafted {out_path}: {counted(draft.runs, 'run')}, {counted(unused, 'file')} not used"
+              + (" (listed at its end)" if unused else ""), markup=False)
+    if draft.placeholders:
+        out.print(f"the files cannot say {counted(len(draft.placeholders), 'value')}; fill in each FILL_IN: "
+                  + "; ".join(draft.placeholders), markup=False)
+    out.print(f"then run `clustercert evidence seal {folder}` and `clustercert certify {folder} --baselines FILE`",
+              markup=False)
 
 
 @evidence_app.command("seal", short_help="Seal a bundle: MANIFEST.sha256 over every file.")

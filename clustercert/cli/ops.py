@@ -184,6 +184,8 @@ def rerun(
                 bundle_path=str(root), run_dir=str(replay), run_meta=predicate["run"], key_dir=str(settings.key_dir),
                 references_dir=str(settings.references_dir), templates_dir=str(settings.templates_dir),
                 catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes,
+                baselines=str((run_dir / "baselines.yaml").resolve()) if (run_dir / "baselines.yaml").is_file()
+                else None,
                 redact=REDACTED in copies))
             progress("compare", f"with {run_dir}")
             diffs = compare_run_folders(run_dir, replay)

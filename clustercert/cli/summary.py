@@ -104,6 +104,9 @@ def notices(results: dict[str, Any], *, dev_key: bool, redacted: bool) -> list[s
     """The cover's notices: synthetic evidence, illustrative (derived) baselines, a development key, a customer
     copy."""
     out = []
+    cat = results.get("catalog") or {}
+    if cat.get("shipped") is False:
+        out.append(f"judged by catalog {cat.get('id')}, which is not a shipped catalog: {cat.get('chosen')}")
     if results.get("synthetic"):
         out.append("synthetic evidence: written by clustercert's simulator, not a real cluster")
     for w in results.get("workloads", []):
@@ -115,6 +118,21 @@ def notices(results: dict[str, Any], *, dev_key: bool, redacted: bool) -> list[s
     if redacted:
         out.append("customer copy (report.redacted.*): hostnames, users and pids pseudonymised")
     return out
+
+
+def catalog_line(results: dict[str, Any]) -> str | None:
+    """Which catalog judged, whether it is shipped, who chose it, and the baselines file given (None for a run that
+    does not record it)."""
+    cat = results.get("catalog") or {}
+    if "shipped" not in cat:
+        return None
+    shipped = "a shipped catalog" if cat["shipped"] else "NOT a shipped catalog (its rules are its author's)"
+    line = f"catalog: {cat['id']} {cat['version']}, {shipped}; {cat.get('chosen') or ''}".rstrip("; ")
+    given = cat.get("baselines")
+    if given:
+        line += (f"; baselines: {given['file']} (sha256 {str(given['sha256'])[:16]}...), supplied by "
+                 f"{given['supplied_by']} on {given['date']}")
+    return line
 
 
 def why(results: dict[str, Any]) -> str:
@@ -175,6 +193,8 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
     lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *wrap(f"why: {why(results)}", width)]
+    if (judged := catalog_line(results)) is not None:
+        lines += wrap(judged, width)
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])
     if workloads:

@@ -25,6 +25,7 @@ from clustercert.yamlio import load_yaml_model
 __all__ = [
     "MANIFEST_NAME",
     "PLACEHOLDER",
+    "ArchiveRecord",
     "Bundle",
     "LoadedBundle",
     "Phase",
@@ -144,6 +145,10 @@ class RunSpec(_Strict):
     # sacct: the field list of a dump written without a header (`sacct --noheader --format ...`), in order
     fields: list[str] | None = Field(default=None, min_length=1)
     files: list[str] = Field(min_length=1)
+    # an llmb-run job: its llmb-config file (what it was told to run, read again by certify) and the logs of its
+    # earlier retries (listed, never judged: the last retry is the run)
+    config: str | None = None
+    retries: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _training_fields(self) -> RunSpec:
@@ -165,6 +170,13 @@ class RunSpec(_Strict):
         return self
 
 
+class ArchiveRecord(_Strict):
+    """The archive the bundle's files were unpacked from (it carries no manifest of its own): its name and sha256."""
+
+    name: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class Bundle(_Strict):
     schema_version: Literal[1]
     cluster: Cluster
@@ -173,7 +185,11 @@ class Bundle(_Strict):
     recipe_version: str = Field(min_length=1)
     timezone: str = "UTC"
     synthetic: bool = False
+    archive: ArchiveRecord | None = None
     runs: list[RunSpec] = Field(min_length=1)
+    # files kept as evidence that no check judges (the prescreen's output, a microbenchmark's job records): sealed,
+    # hashed into the manifest and listed in the report
+    attachments: list[str] = Field(default_factory=list)
 
     @field_validator("runs")
     @classmethod
@@ -231,6 +247,10 @@ class LoadedBundle:
         for run in self.spec.runs:
             for rel in self.run_files(run):
                 out.setdefault(rel, None)
+            for rel in [*([run.config] if run.config else []), *run.retries]:
+                out.setdefault(rel, None)
+        for rel in self.spec.attachments:
+            out.setdefault(rel, None)
         return list(out)
 
 
@@ -314,6 +334,12 @@ def load_bundle(path: Path, *, in_bundle_names: bool = False) -> LoadedBundle:
         for rel in bundle.run_files(run):
             if rel not in listed:  # a file inside a listed folder
                 resolve_inside(root, rel, entry=f"run '{run.id}' files", folders=folders)
+        for rel, entry in [*([(run.config, "config")] if run.config else []), *((r, "retries") for r in run.retries)]:
+            check_regular(resolve_inside(root, rel, entry=f"run '{run.id}' {entry}", folders=folders),
+                          f"{yaml_path} run '{run.id}' {entry} '{rel}'")
+    for rel in spec.attachments:
+        check_regular(resolve_inside(root, rel, entry="attachments", folders=folders),
+                      f"{yaml_path} attachments '{rel}'")
     return bundle
 
 

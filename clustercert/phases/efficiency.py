@@ -24,12 +24,16 @@ from clustercert.metrics.throughput import (
     tflops_per_gpu,
     tokens_per_s_per_gpu,
 )
+from clustercert.parsers.llmb_config import LlmbConfig
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
 from clustercert.phases.conformance import recipe_check
+from clustercert.phases.program import judge_job_configs
 from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
 
-__all__ = ["EfficiencyResult", "WorkloadResult", "judge_efficiency"]
+__all__ = [
+    "EfficiencyResult", "WorkloadResult", "baseline_kind", "judge_efficiency",
+]
 
 PHASE = Phase.EFFICIENCY.value
 
@@ -107,6 +111,7 @@ class WorkloadResult:
                 "source_table": self.baseline.source_table,
                 "recipe_version": self.baseline.recipe_version,
                 "illustrative": self.baseline.illustrative,
+                "kind": baseline_kind(self.baseline),
                 "derivation": self.baseline.derivation,
             },
             "delta_pct": self.delta_pct,
@@ -125,6 +130,11 @@ class EfficiencyResult:
     def section(self) -> dict[str, object]:
         """The phase's part of results.json beyond its checks (chart data included)."""
         return {"step_series": self.step_series}
+
+
+def baseline_kind(baseline: Baseline) -> str:
+    """published, supplied or derived: the catalogs before the 26.08 editions say derived by `illustrative`."""
+    return baseline.kind or ("derived" if baseline.illustrative else "published")
 
 
 def _subject(workload: str, precision: str, gpus: int) -> str:
@@ -261,10 +271,12 @@ def judge_mlperf(
 def judge_efficiency(
     bundle: Bundle, catalog: LoadedCatalog, logs: Mapping[str, TrainingLog | EvidenceError],
     mlperf: Mapping[str, object | EvidenceError] | None = None,
+    configs: Mapping[str, LlmbConfig | EvidenceError] | None = None,
 ) -> EfficiencyResult:
-    """Judge every suite workload; `logs` maps a run id to its parsed log or the error that stopped parsing."""
+    """Judge every suite workload; `logs` maps a run id to its parsed log or the error that stopped parsing,
+    `configs` a run id to llmb-run's record of its job (a run that deviates from its recipe is set aside)."""
     rules = catalog.spec.rules
-    checks: list[Check] = []
+    checks, aside = judge_job_configs(bundle, catalog, configs or {})
     workloads: list[WorkloadResult] = []
     series: list[dict[str, object]] = []
     runs = [r for r in bundle.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
@@ -272,21 +284,29 @@ def judge_efficiency(
     required = Phase.EFFICIENCY in rules.required_phases
     for entry in catalog.spec.suite:
         baseline = catalog.baseline_for(entry.workload, entry.precision, entry.gpus)
-        assert baseline is not None  # the catalog model guarantees a baseline per suite entry
-        workload = _Workload(entry, baseline, _subject(entry.workload, entry.precision, entry.gpus))
+        subject = _subject(entry.workload, entry.precision, entry.gpus)
         declared = DeclaredCheck(
-            f"{PHASE}.{workload.subject}_meets_baseline",
+            f"{PHASE}.{subject}_meets_baseline",
             f"{entry.workload} {entry.precision.upper()} at {entry.gpus} GPUs reaches > {rules.pass_ratio:.0%} of "
             "baseline", PHASE, Severity.REQUIRED)
-        mine = sorted(
+        if baseline is None:  # an edition's targets come with certify --baselines; without one nothing is judged
+            checks.append(declared.judged(
+                Status.ERROR, f"no baseline for {subject}: the catalog {catalog.spec.id} publishes none and the "
+                "baselines file " + ("given has no entry for it" if catalog.baselines else "was not given") +
+                ". Give its target with certify --baselines FILE", unit="s"))
+            continue
+        workload = _Workload(entry, baseline, subject)
+        every = sorted(
             (r for r in runs if (r.workload, r.precision, r.gpus) == (entry.workload, entry.precision, entry.gpus)),
             key=lambda r: r.repeat,
         )
+        mine = [r for r in every if r.id not in aside]
         if not mine:
+            set_aside = "; ".join(f"run {r.id} set aside: {aside[r.id]}" for r in every)
             checks.append(declared.judged(
                 Status.FAIL if required else Status.SKIPPED,
-                f"the bundle has no efficiency training run of {workload.subject}: the cluster did not show it",
-                target=baseline.step_time_s, unit="s"))
+                f"the bundle has no efficiency training run of {workload.subject} that counts: the cluster did not "
+                "show it" + (f" ({set_aside})" if set_aside else ""), target=baseline.step_time_s, unit="s"))
             continue
         valid, run_checks, run_series = _valid_runs(mine, workload, bundle, catalog, logs)
         checks += run_checks
@@ -399,11 +419,14 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
     rules = catalog.spec.rules
     entry, baseline = workload.entry, workload.baseline
     means = [r.throughput.mean_s for r in valid]
-    pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means))}
+    pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means)),
+            "latest": len(valid) - 1}  # `valid` is in repeat order: the latest valid run (Exemplar 26.05 on)
     used = valid[pick[rules.repeats]]
     t = used.throughput
+    # the latest rule judges one run: its interval is that run's steps alone
+    groups = [used.throughput.step_times] if rules.repeats == "latest" else [r.throughput.step_times for r in valid]
     interval = hierarchical_bootstrap_interval(
-        [r.throughput.step_times for r in valid], rule=rules.repeats,
+        groups, rule="median" if rules.repeats == "latest" else rules.repeats,
         resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
     cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio, interval)
     status = Status.PASS if cmp.passed else Status.FAIL
@@ -419,12 +442,17 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
         message=f"coefficient of variation {cv:.4f} (std {t.std_s:.4f} s over {len(t.step_times)} steps)",
         evidence=(span,),
     ))
-    spec = catalog.spec.models[entry.workload].shape()
+    try:
+        spec: ModelShape | None = catalog.spec.models[entry.workload].shape()
+    except ValueError:  # a model DOMAIN.md's formula does not describe: its baseline gives the FLOPs per sequence
+        spec = None
     printed = [(s.step_time_s, s.tflops_per_gpu) for s in logs_steps(logs, used.run_id, t.window)
                if s.step_time_s and s.tflops_per_gpu]
     log_tflops: float | None = None
     log_convention: str | None = None
-    if printed:
+    if printed and spec is None:
+        log_tflops = sum(p for _, p in printed) / len(printed)
+    elif printed and spec is not None:
         log_tflops, log_convention, ratios = match_log_convention(
             spec, baseline.seq_len, baseline.gbs, entry.gpus, printed, baseline)
         shown = ", ".join(f"{k}: {v:.3f}" for k, v in ratios.items())
@@ -438,8 +466,8 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
                      + f" (printed / computed per convention: {shown})"),
             evidence=(span,),
         ))
-    f_base = model_flops_per_sequence(spec, baseline.seq_len, baseline.flops_convention.flops())
-    f_canon = model_flops_per_sequence(spec, baseline.seq_len, CANONICAL)
+    f_base = _flops(spec, baseline.seq_len, baseline.flops_convention.flops())
+    f_canon = _flops(spec, baseline.seq_len, CANONICAL) if spec is not None else f_base
     peak = catalog.peak_tflops(entry.precision)
     method = (f"hierarchical bootstrap of the {rules.repeats} repeat: {len(valid)} repeat(s) resampled with "
               f"replacement, then the steps within each, {rules.bootstrap_resamples} resamples, seed "
@@ -461,6 +489,14 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
     )
 
 
+def _flops(spec: ModelShape | None, seq_len: int, convention: FlopsConvention) -> float:
+    if spec is None:
+        if convention.per_sample is None:
+            raise ValueError("a model outside DOMAIN.md's formula needs its baseline's flops_per_sample")
+        return convention.per_sample
+    return model_flops_per_sequence(spec, seq_len, convention)
+
+
 def _baseline_check(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], used: RunResult,
                     cmp: Comparison, catalog: LoadedCatalog) -> Check:
     """The workload's step time against its baseline, with the interval over repeats and steps."""
@@ -476,11 +512,12 @@ def _baseline_check(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
                  f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over "
                  f"repeats and steps; repeats {per_repeat} %); {rules.repeats} of {len(valid)} repeat(s), "
                  f"run {used.run_id}"
-                 + (" (baseline derived, not published)" if baseline.illustrative else "")),
+                 + ("" if baseline_kind(baseline) == "published" else
+                    f" (baseline {baseline_kind(baseline)}, not published)")),
         delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct,
         evidence=(Span(used.file, t.lines[0], t.lines[-1], len(t.lines)),),
         summary=(f"{catalog.spec.models[entry.workload].name} {entry.precision.upper()} at {entry.gpus} GPUs: "
-                 f"{cmp.delta_pct:+.1f} % vs the {'derived' if baseline.illustrative else 'published'} "
+                 f"{cmp.delta_pct:+.1f} % vs the {baseline_kind(baseline)} "
                  f"baseline {baseline.step_time_s:.3f} s (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
                  f", run {used.run_id}"),
     )

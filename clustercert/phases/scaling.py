@@ -188,13 +188,14 @@ def _repeats(runs: Sequence[RunSpec], parsed: Mapping[str, object | EvidenceErro
 
 
 def _chosen(by_gpus: Mapping[int, list[_Point]], rule: str) -> list[_Point]:
-    """The repeat the catalog's rule picks (median, best or worst step time) at each GPU count, by GPU count."""
+    """The repeat the catalog's rule picks (median, best or worst step time, or the latest) at each GPU count, by
+    GPU count."""
     chosen: list[_Point] = []
     for gpus in sorted(by_gpus):
         repeats = sorted(by_gpus[gpus], key=lambda p: p.run.repeat)
         times = [p.step_time_s for p in repeats]
         pick = {"median": median_index(times), "best": times.index(min(times)),
-                "worst": times.index(max(times))}[rule]
+                "worst": times.index(max(times)), "latest": len(times) - 1}[rule]
         chosen.append(repeats[pick])
     return chosen
 

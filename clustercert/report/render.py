@@ -247,6 +247,10 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
     copy. Methodology prints the MLP term of the FLOPs formula that the judged models use."""
     results, meta, validation = report.results, report.meta, report.validation
     notices = []
+    catalog = results.get("catalog") or {}
+    if catalog.get("shipped") is False:
+        notices.append(f"judged by catalog {catalog['id']}, which is not a shipped catalog: its rules and targets are "
+                       f"its author's ({catalog.get('chosen')}).")
     if results["synthetic"]:
         notices.append("the evidence is synthetic: written by clustercert's simulator, not by a real cluster.")
     for w in results["workloads"]:
@@ -276,10 +280,16 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
               for name in shown_phases]
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
-        "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}")
+        "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}") + (
+        "" if meta.get("baselines_arg") is None else f" --baselines {shlex.quote(str(meta['baselines_arg']))}")
     reasons = results.get("reasons", [])
     validation_tables, validation_folded = _validation_rows(validation)
+    kinds: dict[str, list[dict[str, Any]]] = {"published": [], "supplied": [], "derived": []}
+    for w in results["workloads"]:
+        base = w["baseline"]
+        kinds[base.get("kind") or ("derived" if base["illustrative"] else "published")].append(w)
     return {
+        "baseline_kinds": kinds,
         "mlp_term": _mlp_term(report.mlps, [str(w["workload"]) for w in results["workloads"]]),
         "r": _with_defaults(results),
         "reasons": reasons,

@@ -35,7 +35,8 @@ def new_nonce() -> str:
 
 
 def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: Signer, reports_dir: Path,
-                 catalog_arg: str | None = None, *, nonce: str | None = None) -> dict[str, Any]:
+                 catalog_arg: str | None = None, *, nonce: str | None = None,
+                 baselines_arg: str | None = None) -> dict[str, Any]:
     """RunMeta JSON for a run starting `now` (read once by the caller) and signed by `signer`; the previous run
     comes from `reports_dir` (only folders that verify against the signer's key directory count as history);
     `catalog_arg` is `--catalog` as typed (the report's command repeats it so that it runs as printed).
@@ -49,4 +50,4 @@ def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: Signer, reports
     # from any folder (`certify .` recorded '.', which named another folder, or none, once the user had moved on)
     return {"run_id": run_id, "started_at": started_at, "bundle_path": os.path.abspath(bundle.root),
             "signer": signer.fingerprint, "dev_key": signer.dev_key, "previous_run": previous,
-            "catalog_arg": catalog_arg}
+            "catalog_arg": catalog_arg, **({"baselines_arg": baselines_arg} if baselines_arg else {})}

@@ -44,11 +44,15 @@ class RunMeta:
     dev_key: bool
     previous_run: dict[str, Any] | None = None  # history.RunRecord.summary() of the cluster's previous run
     catalog_arg: str | None = None  # `--catalog` as the user typed it (an id or a path); None: bundle.yaml's
+    baselines_arg: str | None = None  # `--baselines`, made absolute; None: none given
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
-                "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run,
-                "catalog_arg": self.catalog_arg}
+        out = {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
+               "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run,
+               "catalog_arg": self.catalog_arg}
+        if self.baselines_arg is not None:  # runs without one record what they always did
+            out["baselines_arg"] = self.baselines_arg
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
@@ -56,7 +60,8 @@ class RunMeta:
         return cls(run_id=str(data["run_id"]), started_at=str(data["started_at"]),
                    bundle_path=str(data["bundle_path"]), signer=str(data["signer"]), dev_key=bool(data["dev_key"]),
                    previous_run=dict(previous) if previous else None,
-                   catalog_arg=None if data.get("catalog_arg") is None else str(data["catalog_arg"]))
+                   catalog_arg=None if data.get("catalog_arg") is None else str(data["catalog_arg"]),
+                   baselines_arg=None if data.get("baselines_arg") is None else str(data["baselines_arg"]))
 
     def started(self) -> dt.datetime:
         return dt.datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
@@ -114,7 +119,8 @@ def build_results(
         "synthetic": bundle.spec.synthetic,
         "recipe_version": bundle.spec.recipe_version,
         "catalog": {"id": catalog.spec.id, "version": catalog.spec.version, "sha256": catalog.sha256,
-                    "title": catalog.spec.title},
+                    "title": catalog.spec.title, "shipped": catalog.shipped,
+                    "chosen": catalog_choice(meta, bundle, catalog), "baselines": catalog.baselines},
         "outcome": outcome.value,
         "reasons": [r.to_json() for r in outcome_reasons(checks)],
         "pass_rule": pass_rule(catalog),
@@ -129,6 +135,16 @@ def build_results(
         "suspects": suspects,
         "previous_run": previous_run_section(meta.previous_run, workloads),
     }
+
+
+def catalog_choice(meta: RunMeta, bundle: LoadedBundle, catalog: LoadedCatalog) -> str:
+    """Who chose the catalog that judged, from what the run records (a rerun names the same)."""
+    if meta.catalog_arg is not None:
+        return f"named by the person running certify (--catalog {meta.catalog_arg})"
+    edition = catalog.spec.edition
+    if edition is not None and edition.release == bundle.spec.recipe_version:
+        return f"the shipped edition of recipe release {edition.release}, which the evidence records"
+    return "the shipped catalog bundle.yaml names"
 
 
 def previous_run_section(previous: dict[str, Any] | None, workloads: list[dict[str, Any]]) -> dict[str, Any] | None:
