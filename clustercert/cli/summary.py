@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "reason_lines", "reasons",
-           "summary_lines", "why", "wrap"]
+__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "profile_lines",
+           "reason_lines", "reasons", "summary_lines", "why", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
@@ -117,6 +117,15 @@ def notices(results: dict[str, Any], *, dev_key: bool, redacted: bool) -> list[s
     return out
 
 
+def profile_lines(results: dict[str, Any], width: int) -> list[str]:
+    """The profile judged and what it does not cover, so that no acceptance reads as a full certification (none for
+    results.json written before profiles)."""
+    profile = results.get("profile")
+    if not profile:
+        return []
+    return wrap(f"profile: {profile['title']} ({profile['id']}); not covered: {profile['not_covered']}", width)
+
+
 def why(results: dict[str, Any]) -> str:
     """Why the outcome is what it is, in a few words: how many required checks pass, fail or could not be judged."""
     checks = results.get("checks", [])
@@ -174,7 +183,8 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
-    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *wrap(f"why: {why(results)}", width)]
+    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *profile_lines(results, width),
+             *wrap(f"why: {why(results)}", width)]
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])
     if workloads:
@@ -189,6 +199,10 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
         lines.append("Phases (checks by status)")
         for p, cs in phases.items():
             lines += wrap(_phase_line(p, cs), width)
+    gaps = (results.get("profile") or {}).get("not_submitted", [])
+    if gaps:
+        lines.append("Not submitted (one line per phase)")
+        lines += [line for gap in gaps for line in wrap(gap["line"], width)]
     found = notices(results, dev_key=dev_key, redacted=redacted)
     if found:
         lines.append("Notices")

@@ -156,6 +156,8 @@ class Bundle(_Strict):
     recipe_version: str = Field(min_length=1)
     timezone: str = "UTC"
     synthetic: bool = False
+    # the certification profile the runs were collected for (a profile of the catalog); default `full`
+    profile: str | None = Field(default=None, min_length=1)
     runs: list[RunSpec] = Field(min_length=1)
 
     @field_validator("runs")
