@@ -39,11 +39,13 @@ def _runs(bundle: LoadedBundle, sections: Mapping[str, Any]) -> dict[str, _Run]:
     for entry in scaling.get("collectives", []):
         nodes = frozenset(entry.get("nodes") or [])
         held = out.get(entry["run"])
-        bad = entry.get("status") in ("FAIL", "ERROR") or (held is not None and held.bad)
+        this_bad = entry.get("status") in ("FAIL", "ERROR")
+        if held is not None and (held.bad or not this_bad):
+            continue  # a run's first bad test is where its finding points
         label = f"{entry.get('scope')} run {entry['run']}" if entry.get("scope") != "pair" else \
             "pair " + " – ".join(sorted(nodes))
         out[entry["run"]] = _Run(entry["run"], label, nodes, frozenset(domain_of.get(n, n) for n in nodes),
-                                 _where(entry.get("file") or files.get(entry["run"], ""), entry.get("line")), bad)
+                                 _where(entry.get("file") or files.get(entry["run"], ""), entry.get("line")), this_bad)
     for pair in scaling.get("pairs", []):
         held = out.get(pair["run"])
         nodes = frozenset(pair["nodes"])
