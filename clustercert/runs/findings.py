@@ -57,15 +57,18 @@ def _runs(bundle: LoadedBundle, sections: Mapping[str, Any]) -> dict[str, _Run]:
 
 
 def _cited(check: Check, run_of_file: Mapping[str, str], runs: Mapping[str, _Run]) -> list[_Run]:
-    """The measured runs a failing check is about: the bad ones among those its evidence cites (all it cites when
-    none of them is bad), in the order cited."""
+    """The measured runs a failing check is about: those whose file its message names, else the bad ones among
+    those its evidence cites (all it cites when none of them is bad), in the order cited."""
     cited: list[_Run] = []
+    named: list[_Run] = []
     for span in check.evidence:
         run = runs.get(run_of_file.get(span.file, ""))
         if run is not None and run not in cited:
             cited.append(run)
+            if span.file in check.message:
+                named.append(run)
     bad = [r for r in cited if r.bad]
-    return bad or cited
+    return named or bad or cited
 
 
 @dataclass(frozen=True)
