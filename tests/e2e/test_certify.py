@@ -368,6 +368,15 @@ def test_verify_and_pyhanko_name_the_signer_keys_init_was_given(certified: dict[
         "Jane Auditor", "Example Audit Ltd", "jane@example.com")
 
 
+def test_an_unknown_profile_is_refused_in_one_line_before_any_run(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    proc = run_cli("certify", str(SAMPLE), "--profile", "smoke", "--reports-dir", str(reports))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == ("error: --profile: expected one of the profiles of catalog "
+                                                    "exemplar-gb200 (full, network, health), got 'smoke'")
+    assert "Traceback" not in proc.stderr and not list(reports.glob("*/results.json"))
+
+
 def test_keys_init_refuses_an_address_that_is_not_one(tmp_path: Path) -> None:
     proc = run_cli("keys", "init", "--email", "jane at example", env={"CLUSTERCERT_KEY_DIR": str(tmp_path / "k")})
     assert proc.returncode == 2
