@@ -37,9 +37,13 @@ def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Why the outcome is what it is: results.json's `reasons` (written by `clustercert.verdicts.outcome_reasons`:
     every failing or erroring check, the required ones first, each with the judge's one-clause summary of its
     finding and its evidence relative to the bundle), as {status, severity, phase, check, summary, where}."""
+    # a finding of one check names the file and line of the run it is about (`clustercert.runs.findings`), where the
+    # check's first evidence span may be another run's file (a sweep's first, healthy log)
+    own = {str(f["check"]): [str(w) for w in f.get("where") or []] for f in results.get("findings") or []
+           if isinstance(f, dict) and f.get("count") == 1 and f.get("where")}
     return [{"status": str(r.get("status", "")), "severity": str(r.get("severity", "required")),
              "phase": str(r.get("phase", "")), "check": str(r.get("check", "")), "summary": str(r.get("summary", "")),
-             "where": [str(w) for w in r.get("where") or []]}
+             "where": own.get(str(r.get("check", ""))) or [str(w) for w in r.get("where") or []]}
             for r in results.get("reasons") or [] if isinstance(r, dict)]
 
 
@@ -123,7 +127,8 @@ def profile_lines(results: dict[str, Any], width: int) -> list[str]:
     profile = results.get("profile")
     if not profile:
         return []
-    return wrap(f"profile: {profile['title']} ({profile['id']}); not covered: {profile['not_covered']}", width)
+    return wrap(f"Profile: {profile['title']} ({profile['id']}); not covered: {profile['not_covered']}", width,
+                indent=0, hang=2)
 
 
 def why(results: dict[str, Any]) -> str:
@@ -183,7 +188,8 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
-    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *profile_lines(results, width),
+    # the profile heads the outcome: a network acceptance never reads as a full certification
+    lines = [*profile_lines(results, width), *wrap(f"{head}: {cluster}", width, indent=0, hang=2),
              *wrap(f"why: {why(results)}", width)]
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])

@@ -147,3 +147,26 @@ def test_a_catalogs_own_profile_replaces_the_defaults() -> None:
     catalog = Catalog.model_validate(spec)
     assert list(catalog.profiles) == ["full"] and catalog.judges("resilience") and not catalog.judges("scaling")
     assert isinstance(catalog.profiles["full"], Profile)
+
+
+def test_the_terminal_names_the_profile_first_and_each_finding_at_its_own_file() -> None:
+    """The summary opens with the profile and what it does not cover, and a reason whose finding is its own cites
+    the file of the run it is about, not the check's first evidence span (a sweep's first, healthy log)."""
+    from clustercert.cli.summary import summary_lines
+
+    check = {"id": "scaling.pair-alltoall_busbw_meets_target", "phase": "scaling", "severity": "required",
+             "status": "ERROR"}
+    results = {
+        "outcome": "INCOMPLETE", "cluster": {"name": "c"}, "checks": [check],
+        "profile": {"id": "network", "title": "Network acceptance", "not_covered": "resilience",
+                    "not_submitted": [{"line": "resilience: not submitted; outside the network profile, not judged"}]},
+        "reasons": [{"check": check["id"], "status": "ERROR", "severity": "required", "phase": "scaling",
+                     "summary": "unusable evidence: b.log line 20", "where": ["a.log:1-31"]}],
+        "findings": [{"check": check["id"], "count": 1, "where": ["b.log:14"]}],
+    }
+    lines = summary_lines(results, {}, dev_key=False, redacted=False, width=100)
+    assert lines[:3] == ["Profile: Network acceptance (network); not covered: resilience",
+                         "Outcome: INCOMPLETE: c", "  why: 1 required check could not be judged (ERROR)"]
+    assert lines[3] == "  ERROR scaling: unusable evidence: b.log line 20 [b.log:14]"
+    assert lines[-2:] == ["Not submitted (one line per phase)",
+                          "  resilience: not submitted; outside the network profile, not judged"]
