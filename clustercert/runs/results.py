@@ -129,7 +129,9 @@ def build_results(
         "reasons": [r.to_json() for r in outcome_reasons(checks)],
         # the reasons grouped by what explains them (page one): a shared path, node or file is one line
         "findings": group_findings(checks, bundle, sections),
-        "pass_rule": pass_rule(catalog),
+        # the baseline rule is the efficiency phase's: a profile without it passes on its own checks
+        "pass_rule": pass_rule(catalog) if "efficiency" in profile.phases else
+        f"every check the {profile.title.lower()} profile decides ({', '.join(profile.phases)}) passes",
         "evidence_window": window.to_json() if window is not None else None,
         "valid_until": until.isoformat() if outcome is Outcome.CERTIFIED else None,
         "validity_basis": basis if outcome is Outcome.CERTIFIED else None,

@@ -170,3 +170,16 @@ def test_the_terminal_names_the_profile_first_and_each_finding_at_its_own_file()
     assert lines[3] == "  ERROR scaling: unusable evidence: b.log line 20 [b.log:14]"
     assert lines[-2:] == ["Not submitted (one line per phase)",
                           "  resilience: not submitted; outside the network profile, not judged"]
+
+
+def test_results_record_the_profile_and_its_own_pass_rule(tmp_path: Path) -> None:
+    from clustercert.runs.results import RunMeta, build_results
+
+    bundle = _pair_sweep(tmp_path, [45.0, 46.0, 20.0])
+    meta = RunMeta(run_id="r", started_at="2026-12-01T09:00:00Z", bundle_path="b", signer="s", dev_key=True,
+                   profile="network")
+    results = build_results(meta, bundle, gb200(), _judged(bundle), [], {})
+    assert results["outcome"] == "NOT CERTIFIED" and results["profile"]["id"] == "network"
+    assert results["pass_rule"] == "every check the network acceptance profile decides (scaling) passes"
+    assert RunMeta.from_json(meta.to_json()).profile == "network"
+    assert RunMeta.from_json({k: v for k, v in meta.to_json().items() if k != "profile"}).profile == "full"
