@@ -262,7 +262,8 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
               for name in PHASES]
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
-        "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}")
+        "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}") + (
+        "" if meta.get("profile", "full") == "full" else f" --profile {shlex.quote(str(meta['profile']))}")
     reasons = results.get("reasons", [])
     validation_tables, validation_folded = _validation_rows(validation)
     profile = results.get("profile")

@@ -698,7 +698,10 @@ def test_page_one_names_the_profile_the_signer_and_how_to_verify() -> None:
         assert command in verify, command
     data["results"]["profile"] = dict(data["results"]["profile"], id="network", title="Network acceptance",
                                       not_covered="training efficiency: this is not a full certification")
+    data["meta"]["profile"] = "network"
     network = render_html(_context(data), TEMPLATES)
+    command = "clustercert certify /home/alice/evidence/gb200-seed --catalog exemplar-gb200 --profile network"
+    assert f"<code>{command}</code>" in network
     assert "<h1>GPU cluster network acceptance</h1>" in network
     assert "CERTIFIED<span class=\"outcome-profile\"> · Network acceptance</span>" in network
     assert "this is not a full certification" in network
