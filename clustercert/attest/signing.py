@@ -42,6 +42,7 @@ __all__ = [
     "load_trust",
     "sign_envelope",
     "sign_pdf",
+    "signer_identity",
     "verify_envelope",
     "verify_pdf_signature",
 ]
@@ -94,8 +95,10 @@ def _encryption(passphrase: str | None) -> serialization.KeySerializationEncrypt
     return serialization.NoEncryption()
 
 
-def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: bool, now: dt.datetime) -> KeyPair:
-    """Create the manifest key (Ed25519) and the PDF signer (P-256 key + self-signed X.509) in `key_dir`.
+def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: bool, now: dt.datetime,
+              organisation: str = "clustercert", email: str | None = None) -> KeyPair:
+    """Create the manifest key (Ed25519) and the PDF signer (P-256 key + self-signed X.509 whose subject names the
+    signer: common name, organisation and, when given, e-mail) in `key_dir`.
 
     Created exclusively, so that two first certifications at once cannot mix their keys: every file is written
     complete in a private staging folder inside `key_dir`, then hard-linked into place, never replacing a file;
@@ -109,7 +112,8 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
     private = ed25519.Ed25519PrivateKey.generate()
     pdf_key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "clustercert")])
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, organisation),
+                      *([x509.NameAttribute(NameOID.EMAIL_ADDRESS, email)] if email else [])])
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(pdf_key.public_key())
         .serial_number(x509.random_serial_number())
@@ -342,6 +346,20 @@ def load_trust(key_dir: Path, trust: list[Path] | None) -> Trust:
 
 def cert_sha256(cert: x509.Certificate) -> str:
     return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+def signer_identity(key_dir: Path) -> dict[str, str]:
+    """Who signs with the keys in `key_dir`, as the PDF certificate's subject names them (common name,
+    organisation, e-mail where given), and that certificate's SHA-256 fingerprint (of its DER bytes, as
+    `openssl x509 -noout -fingerprint -sha256` prints it, without the colons)."""
+    cert = pdf_signer_cert(key_dir)
+
+    def field(oid: x509.ObjectIdentifier) -> str:
+        found = cert.subject.get_attributes_for_oid(oid)
+        return str(found[0].value) if found else ""
+
+    return {"common_name": field(NameOID.COMMON_NAME), "organisation": field(NameOID.ORGANIZATION_NAME),
+            "email": field(NameOID.EMAIL_ADDRESS), "cert_sha256": cert_sha256(cert)}
 
 
 # --- the PDF signature: PAdES baseline B-B with a visible block, as an incremental update ---

@@ -85,19 +85,33 @@ def verify(
 
 @keys_app.command("init", short_help="Create the signing keys of the manifest and the PDF.")
 def keys_init(
-    common_name: Annotated[str, typer.Option(help="Subject of the PDF signing certificate.")] = "clustercert signer",
+    common_name: Annotated[str, typer.Option(help="Who signs: the common name of the PDF signing certificate "
+                                                  "(a person or a role).")] = "clustercert signer",
+    organisation: Annotated[str, typer.Option("--organisation", "--organization",
+                                              help="The signer's organisation, in the certificate.")] = "clustercert",
+    email: Annotated[str | None, typer.Option(help="The signer's e-mail address, in the certificate.")] = None,
 ) -> None:
-    """Create the signing keys: Ed25519 for the manifest, a P-256 key and X.509 certificate for the PDF.
+    """Create the signing keys: Ed25519 for the manifest, a P-256 key and X.509 certificate for the PDF whose subject
+    names the signer (common name, organisation, e-mail); every report names them on its first page.
 
     The passphrase, if any, comes from CLUSTERCERT_KEY_PASSPHRASE; private files are mode 0600.
     """
-    from clustercert.attest.signing import init_keys
+    import re
+
+    from clustercert.attest.signing import init_keys, signer_identity
     from clustercert.settings import load_settings
 
+    for option, value in (("--common-name", common_name), ("--organisation", organisation)):
+        if not value.strip():
+            raise UsageError(f"keys init {option}: expected a name, got an empty one")
+    if email is not None and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", email):
+        raise UsageError(f"keys init --email: expected an address such as name@example.com, got {email!r}")
     settings = load_settings()
-    pair = init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name=common_name, dev=False,
-                     now=now())
-    out.print(f"created keys in {settings.key_dir}; manifest key {pair.fingerprint}")
+    pair = init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name=common_name.strip(),
+                     dev=False, now=now(), organisation=organisation.strip(), email=email)
+    who = signer_identity(settings.key_dir)
+    out.print(f"created keys in {settings.key_dir}; manifest key {pair.fingerprint}; PDF certificate SHA-256 "
+              f"{who['cert_sha256']}")
 
 
 @dataclass(frozen=True)

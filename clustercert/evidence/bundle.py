@@ -186,6 +186,8 @@ class Bundle(_Strict):
     timezone: str = "UTC"
     synthetic: bool = False
     archive: ArchiveRecord | None = None
+    # the certification profile the runs were collected for (a profile of the catalog); default `full`
+    profile: str | None = Field(default=None, min_length=1)
     runs: list[RunSpec] = Field(min_length=1)
     # files kept as evidence that no check judges (the prescreen's output, a microbenchmark's job records): sealed,
     # hashed into the manifest and listed in the report

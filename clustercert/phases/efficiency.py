@@ -29,7 +29,7 @@ from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
 from clustercert.phases.conformance import recipe_check
 from clustercert.phases.program import judge_job_configs
-from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = [
     "EfficiencyResult", "WorkloadResult", "baseline_kind", "judge_efficiency",
@@ -73,6 +73,7 @@ class WorkloadResult:
     ci_low_s: float  # hierarchical bootstrap interval of the combined step time (every repeat)
     ci_high_s: float
     ci_method: str
+    peak_tflops: float  # the catalog's dense peak per GPU at the precision, the MFU's denominator
 
     def to_json(self) -> dict[str, object]:
         t = self.used.throughput
@@ -99,6 +100,7 @@ class WorkloadResult:
             "tflops_per_gpu_canonical": self.tflops_per_gpu_canonical,
             "mfu": self.mfu,
             "mfu_canonical": self.mfu_canonical,
+            "peak_tflops": self.peak_tflops,
             "flops_convention": self.flops_convention,
             "log_tflops_per_gpu": self.log_tflops_per_gpu,
             "log_flops_convention": self.log_flops_convention,
@@ -280,8 +282,9 @@ def judge_efficiency(
     workloads: list[WorkloadResult] = []
     series: list[dict[str, object]] = []
     runs = [r for r in bundle.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
-    # a phase the catalog does not require (rules.required_phases) is measured and reported, never decisive
-    required = Phase.EFFICIENCY in rules.required_phases
+    # a phase no profile of the catalog decides is measured and reported, never decisive; which of the judged
+    # checks decide is the chosen profile's (phases.profile)
+    required = catalog.spec.judges(Phase.EFFICIENCY)
     for entry in catalog.spec.suite:
         baseline = catalog.baseline_for(entry.workload, entry.precision, entry.gpus)
         subject = _subject(entry.workload, entry.precision, entry.gpus)
@@ -303,10 +306,10 @@ def judge_efficiency(
         mine = [r for r in every if r.id not in aside]
         if not mine:
             set_aside = "; ".join(f"run {r.id} set aside: {aside[r.id]}" for r in every)
-            checks.append(declared.judged(
+            checks.append(lacking(declared.judged(
                 Status.FAIL if required else Status.SKIPPED,
                 f"the bundle has no efficiency training run of {workload.subject} that counts: the cluster did not "
-                "show it" + (f" ({set_aside})" if set_aside else ""), target=baseline.step_time_s, unit="s"))
+                "show it" + (f" ({set_aside})" if set_aside else ""), target=baseline.step_time_s, unit="s")))
             continue
         valid, run_checks, run_series = _valid_runs(mine, workload, bundle, catalog, logs)
         checks += run_checks
@@ -485,7 +488,7 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
         baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
         baseline_source_url=catalog.spec.sources[baseline.source].url,
         delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
-        ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method,
+        ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method, peak_tflops=peak,
     )
 
 

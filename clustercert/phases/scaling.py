@@ -37,7 +37,7 @@ from clustercert.parsers.common import finite
 from clustercert.parsers.nccl_tests import CollectiveTest, NcclTestsResult
 from clustercert.parsers.training import TrainingLog
 from clustercert.phases import PhaseResult
-from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = ["judge_scaling"]
 
@@ -124,13 +124,14 @@ def _weak_scaling(
             shown = f" ({'; '.join(repeats.problems)})" if repeats.problems else ""
             counts = ", ".join(map(str, sorted(repeats.by_gpus)))
             # the workload first: a reason shows this message's first clause, one line per workload
-            checks.append(declared.judged(
+            judged = declared.judged(
                 status,
                 f"{workload} {precision.upper()}: weak scaling needs usable training runs at 2 or more GPU counts, "
                 f"got {f'{counts} GPUs only' if counts else 'none'}{shown}: the cluster did not show it. Add runs of "
                 "this workload at smaller GPU counts (phase scaling)",
                 target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
-            ))
+            )
+            checks.append(judged if status is Status.ERROR else lacking(judged))
             continue
         points = [ScalingPoint(int(p.run.gpus or 0), int(p.run.gbs or 0), int(p.run.seq_len or 0), p.step_time_s,
                                (p.span,)) for p in chosen]
@@ -252,6 +253,17 @@ class _Measured:
     efficiency: float | None
     cause: str | None = None  # the root cause an aborted test printed
     truncated: bool = False  # the capture stops inside the test, no error printed: nothing against the cluster
+    line: int = 0  # the line of its number: the gated row's, or the error's that aborted it
+
+
+def _number_line(test: CollectiveTest, large_message_bytes: int) -> int:
+    """Where a finding about `test` points: the row of its gated busbw (the highest at sizes at or above the
+    large-message size, else at its largest size), or the root cause an aborted test printed; its first line when
+    it has neither."""
+    if test.error is not None:
+        return test.cause_line or test.line
+    large = [r for r in test.rows if r.size_bytes >= large_message_bytes] or test.rows[-1:]
+    return max(large, key=lambda r: max(r.busbw_oop, r.busbw_ip)).line if large else test.line
 
 
 def _link_rates(bundle: LoadedBundle, catalog: LoadedCatalog) -> tuple[LinkRates, str | None]:
@@ -383,6 +395,7 @@ def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective:
         run, judged, sizes, list(map(max, oop, ip)),
         test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
         placement.domains, target.gbps, target.basis, target.efficiency, cause=test.cause, truncated=test.truncated,
+        line=_number_line(test, rules.large_message_bytes),
     )
 
 
@@ -509,12 +522,12 @@ def _no_usable_run(declared: DeclaredCheck, scope: str, coll: str, lost: list[st
             f"{coll} cannot be told. Mend the file or re-run nccl-tests at this scope",
             unit="GB/s", summary=f"{coll} at scope {scope} cannot be judged: {lost[0]}",
         )
-    return declared.judged(
+    return lacking(declared.judged(
         _absent(declared.severity is Severity.REQUIRED),
         f"the bundle has no usable {coll} nccl-tests run at scope {scope}: the cluster did not show it. "
         "Add a collective run (phase scaling, format nccl-tests) with this scope",
         unit="GB/s",
-    )
+    ))
 
 
 def _collective_entry(m: _Measured, scope: str, coll: str) -> dict[str, object]:
@@ -530,7 +543,7 @@ def _collective_entry(m: _Measured, scope: str, coll: str) -> dict[str, object]:
         "model": m.target_basis, "efficiency": m.efficiency,
         "ceiling_gbps": m.result.ceiling_gbps,
         "nodes": list(m.result.nodes), "file": m.result.evidence[0].file if m.result.evidence else None,
-        "line": m.result.evidence[0].first if m.result.evidence else None,
+        "line": m.line or (m.result.evidence[0].first if m.result.evidence else None),
         "problem": _problem_text(m) if m.result.busbw_gbps is None else None, "cause": m.cause,
         "status": _status_of(m).value,
     }
@@ -788,17 +801,18 @@ def judge_scaling(
     bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError]
 ) -> PhaseResult:
     """Judge the scaling phase; `parsed` maps run ids to parsed evidence (or the error that stopped parsing)."""
-    required = Phase.SCALING.value in catalog.spec.rules.required_phases
+    required = catalog.spec.judges(Phase.SCALING)
     checks: list[Check] = []
     has_evidence = any(r.phase is Phase.SCALING for r in bundle.spec.runs)
     if required:
-        checks.append(_declared(f"{PHASE}.evidence_present", "The bundle holds scaling-phase evidence",
-                                Severity.REQUIRED).judged(
+        present = _declared(f"{PHASE}.evidence_present", "The bundle holds scaling-phase evidence",
+                            Severity.REQUIRED).judged(
             Status.PASS if has_evidence else Status.FAIL,
             "scaling runs present" if has_evidence else
             "the bundle has no run of phase scaling: the cluster did not show it. Add scaling training runs "
             "and nccl-tests collective runs (phase scaling)",
-        ))
+        )
+        checks.append(present if has_evidence else lacking(present))
     weak_checks, weak = _weak_scaling(bundle, catalog, parsed, required)
     run_checks, measured = _collective_runs(bundle, catalog, parsed, required)
     unread: dict[str, list[str]] = {}  # by scope, the collective runs that could not be read
