@@ -672,3 +672,14 @@ def test_a_chart_its_margins_cannot_be_measured_for_keeps_the_constrained_layout
     (fig,) = drawn
     assert fig.axes[0].yaxis.get_major_formatter().get_offset()  # the offset the margins do not count
     assert fig.get_layout_engine() is not None and chart.uri.startswith("data:image/png;base64,")
+
+
+def test_undeclared_nvlink_domains_are_said_never_counted_as_none() -> None:
+    # issue 56: a bundle.yaml without nvlink_domains read "0 NVLink domains" on page one, a fact nobody stated
+    data = _input()
+    data["system"]["nvlink_domains"] = []
+    nodes = len(data["system"]["nodes"])
+    out = render_html(_context(data), TEMPLATES)
+    assert "0 NVLink domains" not in out
+    assert f"{nodes} nodes × 4 GPUs, NVLink domains not declared (each node counted as its own)" in out
+    assert f"<td>not declared</td><td>each of the {nodes} nodes counted as its own domain</td>" in out
