@@ -705,3 +705,14 @@ def test_page_one_names_the_profile_the_signer_and_how_to_verify() -> None:
     assert "<h1>GPU cluster network acceptance</h1>" in network
     assert "CERTIFIED<span class=\"outcome-profile\"> · Network acceptance</span>" in network
     assert "this is not a full certification" in network
+
+
+def test_undeclared_nvlink_domains_are_said_never_counted_as_none() -> None:
+    # issue 56: a bundle.yaml without nvlink_domains read "0 NVLink domains" on page one, a fact nobody stated
+    data = _input()
+    data["system"]["nvlink_domains"] = []
+    nodes = len(data["system"]["nodes"])
+    out = render_html(_context(data), TEMPLATES)
+    assert "0 NVLink domains" not in out
+    assert f"{nodes} nodes × 4 GPUs = {nodes * 4} GPUs, NVLink domains not declared (each node counted as its own)" in out
+    assert f"<td>not declared</td><td>each of the {nodes} nodes counted as its own domain</td>" in out
