@@ -137,6 +137,8 @@ def catalog_line(results: dict[str, Any]) -> str | None:
         line += (f"; baselines: {given['file']} (sha256 {str(given['sha256'])[:16]}...), supplied by "
                  f"{given['supplied_by']} on {given['date']}")
     return line
+
+
 def profile_lines(results: dict[str, Any], width: int) -> list[str]:
     """The profile judged and what it does not cover, so that no acceptance reads as a full certification (none for
     results.json written before profiles)."""

@@ -714,5 +714,6 @@ def test_undeclared_nvlink_domains_are_said_never_counted_as_none() -> None:
     nodes = len(data["system"]["nodes"])
     out = render_html(_context(data), TEMPLATES)
     assert "0 NVLink domains" not in out
-    assert f"{nodes} nodes × 4 GPUs = {nodes * 4} GPUs, NVLink domains not declared (each node counted as its own)" in out
+    assert (f"{nodes} nodes × 4 GPUs = {nodes * 4} GPUs, NVLink domains not declared (each node counted as its own)"
+            in out)
     assert f"<td>not declared</td><td>each of the {nodes} nodes counted as its own domain</td>" in out
