@@ -33,10 +33,10 @@ __all__ = [
     "RunKind",
     "RunSpec",
     "Seal",
-    "check_sealed_sizes",
     "load_bundle",
     "read_seal",
     "seal_bundle",
+    "sealed_size_changes",
 ]
 
 MANIFEST_NAME = "MANIFEST.sha256"
@@ -438,18 +438,17 @@ def read_seal(bundle: LoadedBundle) -> Seal | None:
     return seal
 
 
-def check_sealed_sizes(bundle: LoadedBundle) -> None:
-    """Refuse the first file whose size is not the one its seal records (a seal that records sizes), before any
-    file is hashed: a file of another size has other bytes, and hashing a large one takes minutes."""
-    seal = read_seal(bundle)
-    if seal is None:
-        return
-    for rel, size in seal.sizes.items():
-        path = bundle.root / rel
+def sealed_size_changes(bundle: LoadedBundle, seal: Seal | None = None) -> dict[str, tuple[int, int]]:
+    """Each file whose size is not the one its seal records (a seal that records sizes), by path in the bundle:
+    (its size now, its sealed size). Known from a stat each, before any file is hashed: a file of another size has
+    other bytes, and hashing a large one takes minutes. `seal` where the caller has read it."""
+    seal = read_seal(bundle) if seal is None else seal
+    changes: dict[str, tuple[int, int]] = {}
+    for rel, size in ({} if seal is None else seal.sizes).items():
         try:
-            now = os.stat(path).st_size
+            now = os.stat(bundle.root / rel).st_size
         except OSError:
             continue  # missing: the seal's check names it
         if now != size:
-            raise EvidenceError(str(path), f"changed since the bundle was sealed ({now} bytes, {size} in "
-                                f"{MANIFEST_NAME}). Restore it or re-seal the bundle")
+            changes[rel] = (now, size)
+    return changes

@@ -23,7 +23,7 @@ from clustercert.attest.software import software_record
 from clustercert.baselines import apply_baselines, load_baselines
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, choose_catalog
 from clustercert.errors import CatalogError, EvidenceError, RenderError, UsageError
-from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, check_sealed_sizes, load_bundle, read_seal
+from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, load_bundle, read_seal, sealed_size_changes
 from clustercert.evidence.facts import BundleFacts, bundle_facts
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
@@ -146,7 +146,7 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
             return inputs
     mark = read_mark()
     bundle = load_bundle(bundle_path, in_bundle_names=in_bundle_names)
-    check_sealed_sizes(bundle)  # a file of another size than sealed: refused before the hashing below
+    resized = sealed_size_changes(bundle)  # not hashed: the seal's check refuses them by their size
     catalog = choose_catalog(bundle.spec, bundle.root, references_dir, catalog_override)
     if baselines is not None:  # the targets the person running certify gives (clustercert.baselines)
         catalog = apply_baselines(catalog, load_baselines(Path(baselines)))
@@ -154,7 +154,8 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     if described is not None:
         described()
     files = [BUNDLE_FILE, *bundle.evidence_files()]
-    digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file()], progress)
+    digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file() and rel not in resized],
+                       progress)
     inputs = Inputs(bundle, catalog, digests, mark)
     paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path] + (
         [catalog.baselines_path] if catalog.baselines_path is not None else [])
@@ -232,11 +233,16 @@ def seal_problems(bundle: LoadedBundle, digests: dict[str, str] | None = None) -
     if sealed is None:
         return []
     found: list[EvidenceError] = []
+    resized = sealed_size_changes(bundle, sealed)
     for rel, digest in sealed.digests.items():
         path = bundle.root / rel
         if not path.is_file():
             found.append(EvidenceError(str(path), "listed in MANIFEST.sha256 but missing. Restore it or re-seal the "
                                        "bundle"))
+        elif rel in resized:  # never hashed: its size says it changed
+            now, size = resized[rel]
+            found.append(EvidenceError(str(path), f"changed since the bundle was sealed ({now} bytes, {size} in "
+                                       "MANIFEST.sha256)"))
         elif ((digests or {}).get(rel) or file_digest(path)) != digest:
             found.append(EvidenceError(str(path), "changed since the bundle was sealed (sha256 differs from "
                                        "MANIFEST.sha256)"))

@@ -430,6 +430,8 @@ def test_a_long_hash_of_the_evidence_is_progress_and_the_refusal_comes_last(tmp_
     bundle = tmp_path / "bundle"
     shutil.copytree(SAMPLE, bundle)
     rel = "training/deepseek-v3/bf16/512/r3.log"
+    manifest = bundle / "MANIFEST.sha256"  # a seal from before sizes were recorded: the file is hashed to be judged
+    manifest.write_text("".join(ln for ln in manifest.read_text().splitlines(keepends=True) if not ln.startswith("#")))
     with (bundle / rel).open("r+b") as handle:
         handle.seek(1024**3 - 1)
         handle.write(b"\n")

@@ -295,7 +295,9 @@ def test_evidence_check_lists_every_problem_and_exits_3(tmp_path: Path) -> None:
     # gpu_counts rows judged: 150 nccl-tests tests, the rank-timings table's distinct ranks and its fewest ranks
     # of any one step (the shrink-mid-run row)
     problems = [
-        f"{bundle / LLAMA / 'r3.log'}: changed since the bundle was sealed (sha256 differs from MANIFEST.sha256)",
+        # 9 bytes now: refused by its size, which the seal records, without being hashed
+        f"{bundle / LLAMA / 'r3.log'}: changed since the bundle was sealed (9 bytes, "
+        f"{(SAMPLE / LLAMA / 'r3.log').stat().st_size} in MANIFEST.sha256)",
         f"{bundle / LLAMA / 'r3.log'}: expected text, got binary data (NUL bytes)",
         f"{bundle / 'nccl' / 'all_reduce_8.log'} line {rank_line}: required expectation 'gpu_counts_agree' failed: "
         "1 of 152 rows outside the expectation (collective runs and per-rank timings must show "

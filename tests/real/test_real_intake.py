@@ -62,8 +62,10 @@ def test_an_mlperf_result_is_scored_from_all_its_runs(tmp_path: Path, real_sampl
     assert isinstance(checked.result, MlperfResult) and checked.result.score_minutes == result.score_minutes
     # the seal names each file of the folder, never the folder
     sealed = seal_bundle(bundle).read_text().splitlines()
-    assert sorted(line.split("  ", 1)[1] for line in sealed) == sorted(
-        ["bundle.yaml", "mlperf/scaling.json", "mlperf/system.json"] + [f"mlperf/result_{i}.txt" for i in range(10)])
+    named = sorted(["bundle.yaml", "mlperf/scaling.json", "mlperf/system.json"]
+                   + [f"mlperf/result_{i}.txt" for i in range(10)])
+    assert sorted(line.split("  ", 1)[1] for line in sealed if not line.startswith("#")) == named
+    assert sorted(line.split("  ", 1)[1] for line in sealed if line.startswith("# size ")) == named  # and sizes
 
 
 def test_evidence_seal_of_an_mlperf_folder(tmp_path: Path, real_samples: Path) -> None:
