@@ -18,13 +18,17 @@ from clustercert.metrics.megatron_flops import Architecture, Kind
 from clustercert.yamlio import load_yaml_model
 
 __all__ = [
-    "Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "ModelSpec", "Rules", "check_bundle_ids", "load_catalog",
+    "PHASE_NAMES", "Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "ModelSpec", "Profile", "Rules",
+    "check_bundle_ids", "choose_catalog", "default_profiles", "edition_for", "load_catalog", "shipped_hashes",
 ]
 
 _SCOPES = ("nvlink-domain", "cross-rack", "full-scale", "pair")
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 _HINT = "Fix the catalog (see references/README.md)."
+# the phases a profile may name: the bundle's phases and `health` (node health, judged where its evidence is)
+PhaseName = Literal["efficiency", "scaling", "resilience", "health"]
+PHASE_NAMES: tuple[PhaseName, ...] = ("efficiency", "scaling", "resilience", "health")
 
 
 class _Strict(BaseModel):
@@ -165,7 +169,7 @@ class Baseline(_Strict):
     seq_len: int = Field(gt=0)
     parallelism: Parallelism
     step_time_s: float = Field(gt=0)
-    mfu_published: float = Field(gt=0, le=1)
+    mfu_published: float | None = Field(default=None, gt=0, le=1)  # the 26.08 targets come without one
     tflops_per_gpu_published: float | None = Field(default=None, gt=0)
     window: Window
     flops_convention: Convention
@@ -178,6 +182,9 @@ class Baseline(_Strict):
     source_table: str | None = None
     # recipe fields (Rules.recipe_fields) a run may differ in from this baseline, each with the reason
     allowed_differences: dict[str, str] = Field(default_factory=dict)
+    # published, supplied (for this certification, `certify --baselines`) or derived; None: published, or derived
+    # when illustrative (the catalogs before the 26.08 editions)
+    kind: Literal["published", "supplied", "derived"] | None = None
 
     @model_validator(mode="after")
     def _illustrative_has_derivation(self) -> Baseline:
@@ -253,10 +260,6 @@ class Rules(_Strict):
     # fixed targets by scope and collective: override the model where given (a user's own, with its reason)
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
     collective_model: CollectiveModel | None = None
-    # phases whose absence from a bundle is a FAIL (the cluster did not show it); others are judged advisory. Node
-    # health is decisive only where a catalog names it (a catalog written before it had no health evidence to ask)
-    required_phases: list[Phase] = Field(
-        default_factory=lambda: [Phase.EFFICIENCY, Phase.SCALING, Phase.RESILIENCE])
     # MLPerf time-to-train targets in minutes by benchmark; without one the score is reported only
     mlperf_targets_minutes: dict[str, float] = Field(default_factory=dict)
     # recipe fields a run must share with its baseline unless the baseline allows a difference
@@ -265,6 +268,41 @@ class Rules(_Strict):
     loss_check: Literal["advisory", "required"] = "advisory"
     # a loss above this multiple of the run's first logged loss has exploded (clustercert's own default)
     loss_explode_factor: float = Field(default=1.5, gt=1)
+
+
+class Profile(_Strict):
+    """A certification profile: the phases (and, where given, the checks of them) that decide its outcome, and
+    what evidence the profile's phases lack means: `fail` (the cluster did not show it) or `not-submitted` (an
+    acceptance of what was submitted: the missing part is named, never judged)."""
+
+    title: str = Field(min_length=1)
+    phases: list[PhaseName] = Field(min_length=1)
+    # fnmatch patterns of the check ids that decide, within `phases`; empty: every check of them
+    checks: list[str] = Field(default_factory=list)
+    missing: Literal["fail", "not-submitted"] = "fail"
+    # phases that decide only on what was submitted: their missing evidence is not submitted, whatever `missing` says
+    when_present: list[PhaseName] = Field(default_factory=list)
+    # what the profile does not cover, in a reader's words, beside its outcome
+    not_covered: str = ""
+
+
+def default_profiles() -> dict[str, Profile]:
+    """The profiles a catalog has unless it gives its own (references/README.md, "Profiles")."""
+    return {
+        # node health decides when its evidence is submitted (its phase is newer than the samples and editions)
+        "full": Profile(title="Full certification", phases=list(PHASE_NAMES), when_present=["health"],
+                        not_covered="nothing: every phase decides (node health when its evidence is submitted)"),
+        "network": Profile(
+            title="Network acceptance", phases=["scaling"], missing="not-submitted",
+            checks=["scaling.*_busbw_meets_target", "scaling.*_no_run_below_peers", "scaling.pairs_*",
+                    "scaling.*_valid"],
+            not_covered="training efficiency against the baselines, weak scaling, resilience and node health: "
+                        "this is not a full certification"),
+        "health": Profile(
+            title="Node health", phases=["health"], missing="not-submitted",
+            not_covered="training efficiency, scaling, collectives and resilience: this is not a full "
+                        "certification"),
+    }
 
 
 class SuiteEntry(_Strict):
@@ -296,9 +334,17 @@ class Catalog(_Strict):
     edition: Edition | None = None
     recipes: dict[str, Recipe] = Field(default_factory=dict)
     published: list[PublishedReference] = Field(default_factory=list)
+    # certification profiles by id (`certify --profile`, bundle.yaml `profile`); `full` is the default one
+    profiles: dict[str, Profile] = Field(default_factory=default_profiles)
+
+    def judges(self, phase: Phase | str) -> bool:
+        """Whether some profile of the catalog decides on `phase`: a phase none decides is judged advisory."""
+        return any(str(phase) in p.phases for p in self.profiles.values())
 
     @model_validator(mode="after")
     def _consistent(self) -> Catalog:
+        if "full" not in self.profiles:
+            raise ValueError("profiles must define 'full', the default profile")
         for i, b in enumerate(self.baselines):
             if b.workload not in self.models:
                 raise ValueError(f"baselines[{i}] names workload '{b.workload}' which is not under models")
@@ -336,6 +382,12 @@ class LoadedCatalog:
     path: Path
     sha256: str
     spec: Catalog
+    # whether its bytes are those of a catalog shipped in references/ (by sha256), and who chose it for the run
+    shipped: bool = False
+    chosen_by: str = ""
+    # the baselines file that replaced the catalog's (clustercert.baselines): its name, sha256, who, when, from what
+    baselines: dict[str, object] | None = None
+    baselines_path: Path | None = None
 
     def baseline_for(self, workload: str, precision: str, gpus: int) -> Baseline | None:
         for b in self.spec.baselines:
@@ -378,6 +430,57 @@ def load_catalog(
         raise CatalogError(f"{path}: expected a catalog file, got nothing at this path. {_HINT}")
     spec = load_yaml_model(path, Catalog, CatalogError, hint=_HINT)
     return LoadedCatalog(path=path, sha256=sha256_file(path), spec=spec)
+
+
+def shipped_hashes(references_dir: Path) -> dict[str, str]:
+    """The sha256 of every catalog file shipped in `references_dir`, by its id (the file's stem)."""
+    return {path.stem: sha256_file(path) for path in sorted(references_dir.glob("*.yaml")) if path.is_file()}
+
+
+def edition_for(references_dir: Path, *, release: str, chip: str | None = None,
+                system: str | None = None) -> LoadedCatalog | None:
+    """The shipped edition of recipe release `release` for a chip (llmb-run's gpu_type) or a system id; None when
+    references/ ships none."""
+    for path in sorted(references_dir.glob("*.yaml")):
+        try:
+            # most files are not editions of this release: only those that name it are parsed
+            if f'"{release}"' not in path.read_text(encoding="utf-8", errors="replace"):
+                continue
+            loaded = load_catalog(path.stem, references_dir)
+        except (OSError, CatalogError):
+            continue
+        edition = loaded.spec.edition
+        if edition is None or edition.release != release:
+            continue
+        if (chip is None or edition.chip == chip) and (system is None or loaded.spec.system == system):
+            return LoadedCatalog(loaded.path, loaded.sha256, loaded.spec, shipped=True)
+    return None
+
+
+def choose_catalog(bundle: Bundle, root: Path, references_dir: Path, override: str | None) -> LoadedCatalog:
+    """The catalog that judges: the one the person running certify names (`override`), else the shipped edition of
+    the recipe release the bundle records, else the shipped catalog bundle.yaml names. A catalog is the auditor's
+    choice: bundle.yaml naming one that is not shipped (by content) is refused, never used."""
+    hashes = shipped_hashes(references_dir)
+    if override is not None:
+        chosen = load_catalog(override, references_dir, relative_to=root)
+        return LoadedCatalog(chosen.path, chosen.sha256, chosen.spec, shipped=chosen.sha256 in hashes.values(),
+                             chosen_by="named with certify --catalog")
+    where = f"{root / 'bundle.yaml'}"
+    named = load_catalog(bundle.catalog, references_dir, relative_to=root)
+    if named.sha256 not in hashes.values():
+        raise CatalogError(f"{where} catalog: expected a catalog shipped in {references_dir} (the audited party does "
+                           f"not choose the rules), got '{bundle.catalog}', whose content (sha256 {named.sha256[:12]}) "
+                           "is none of them. To judge with it, name it yourself: certify --catalog "
+                           f"{bundle.catalog}")
+    edition = edition_for(references_dir, release=bundle.recipe_version, system=bundle.system.gpu)
+    if edition is not None and edition.sha256 != named.sha256:
+        raise CatalogError(f"{where} catalog: the evidence's recipe release {bundle.recipe_version} is judged by "
+                           f"the shipped edition {edition.spec.id}, got '{bundle.catalog}'. Name {edition.spec.id} "
+                           "in bundle.yaml, or choose a catalog with certify --catalog")
+    why = (f"the shipped edition of recipe release {bundle.recipe_version}" if edition is not None
+           else "the shipped catalog bundle.yaml names")
+    return LoadedCatalog(named.path, named.sha256, named.spec, shipped=True, chosen_by=why)
 
 
 def check_bundle_ids(bundle: Bundle, catalog: LoadedCatalog, where: str) -> None:

@@ -72,8 +72,11 @@ def _stable(value: Any) -> Any:
         return {**_stable(value.inputs), "limit": value.limit}
     if isinstance(value, Inputs):
         # The bundle's location is part of the key: parsed rows and findings name their files by path.
+        # the baselines file given replaces the catalog's targets: a result judged with other targets is another
+        given = value.catalog.baselines
         return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256,
-                "bundle": str(value.bundle.root.resolve())}
+                "bundle": str(value.bundle.root.resolve()),
+                **({"baselines": given["sha256"]} if given else {})}
     if isinstance(value, dict):
         return {str(k): _stable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

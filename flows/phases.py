@@ -55,10 +55,10 @@ def parse_runs_task(evidence: EvidenceSet, run_ids: list[str]) -> Parcel:
 
 @task(name="judge-efficiency", **CACHED)
 def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
-                          mlperf: dict[str, object]) -> EfficiencyResult:
+                          mlperf: dict[str, object], configs: dict[str, Any] | None = None) -> EfficiencyResult:
     report(current_stage("efficiency"), "judge each workload's step times against its reference")
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
-        result = judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf)
+        result = judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf, configs)
         keep()  # the phase's result is kept to the report
     return result
 
@@ -79,7 +79,8 @@ def efficiency_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
                    for run_id in runs}
         logs = {run_id: future.result() for run_id, future in futures.items()}
         mlperf = _parsed(evidence, mlperf_runs) if mlperf_runs else {}
-    result = judge_efficiency_task(bulky(evidence.inputs), bulky(logs), bulky(mlperf))
+    configs = evidence.job_configs()  # llmb-run's record of each job, where the bundle names one (small files)
+    result = judge_efficiency_task(bulky(evidence.inputs), bulky(logs), bulky(mlperf), bulky(configs))
     return handed_back({"checks": result.checks, "workloads": [w.to_json() for w in result.workloads],
                         "section": result.section()})
 

@@ -28,6 +28,7 @@ class CertifyRequest(BaseModel):
     references_dir: str
     templates_dir: str
     catalog: str | None = None
+    baselines: str | None = None  # a baselines file (certify --baselines): the targets it gives replace the catalog's
     limit: int = DEFAULT_LIMIT
     dask_address: str | None = None
     redact: bool = False

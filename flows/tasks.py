@@ -10,6 +10,7 @@ from prefect import task
 
 from clustercert.attest.signing import load_signing_key
 from clustercert.errors import EvidenceError
+from clustercert.evidence.window import check_stamps
 from clustercert.parsers import TrainingLog
 from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import (
@@ -37,8 +38,10 @@ __all__ = ["gate_task", "judge_task", "load_task", "parse_training_task", "valid
 def load_task(request: CertifyRequest) -> EvidenceSet:
     """The certification's evidence set: the bundle and catalog loaded (once per process, see `load_inputs`:
     certify's command line has loaded and hashed them already; a rerun's are hashed here), nothing parsed yet."""
-    inputs = load_inputs(Path(request.bundle_path), Path(request.references_dir), request.catalog, progress=report)
+    inputs = load_inputs(Path(request.bundle_path), Path(request.references_dir), request.catalog, progress=report,
+                         baselines=request.baselines)
     check_seal(inputs.bundle, inputs.digests)
+    check_stamps(inputs.bundle, RunMeta.from_json(request.run_meta).started())
     return EvidenceSet(inputs, request.limit)
 
 

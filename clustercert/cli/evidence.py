@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from clustercert.cli.common import err, options_command, out
+from clustercert.cli.common import err, options_command, out, printable
 from clustercert.cli.summary import counted
 from clustercert.errors import ClusterCertError, UsageError
 
@@ -44,7 +44,8 @@ def _bundle_path(bundle: Path) -> Path:
 
 @evidence_app.command("init", short_help="Draft a bundle.yaml from the files of a folder.")
 def init(
-    folder: Annotated[Path, typer.Argument(help="A folder of evidence files as collected.")],
+    folder: Annotated[Path, typer.Argument(help="A folder of evidence files as collected, an $LLMB_INSTALL tree, "
+                                           "or an llmb-archive_*.tar.zst (unpacked beside it).")],
     system: Annotated[
         str | None, typer.Option(help="System id (e.g. h100-sxm); default: from nccl-tests' rank lines.")
     ] = None,
@@ -54,10 +55,15 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing bundle.yaml.")] = False,
 ) -> None:
     """Draft FOLDER/bundle.yaml from the files themselves; FILL_IN marks each value they do not show."""
+    from clustercert.evidence.archive import is_archive
     from clustercert.evidence.init import write_draft
+    from clustercert.evidence.llmb import is_llmb_tree
     from clustercert.settings import load_settings
 
     settings = load_settings()
+    if is_archive(folder) or (folder.is_dir() and is_llmb_tree(folder)):
+        _init_llmb(folder, settings.references_dir, force=force, limit=settings.max_evidence_bytes)
+        return
     path, draft = write_draft(folder, settings.references_dir, system=system, catalog=catalog, force=force,
                               limit=settings.max_evidence_bytes)
     unused = len(draft.unused)
@@ -72,6 +78,25 @@ def init(
     if "system.interconnect" in draft.optional:
         out.print("optional: the network between the nodes (system.interconnect, commented out in the draft): "
                   "with it, busbw between nodes is judged against targets", markup=False)
+
+
+def _init_llmb(path: Path, references_dir: Path, *, force: bool, limit: int) -> None:
+    """`evidence init` of what llmb-run writes: the archive unpacked beside it, then its draft and what is left."""
+    from clustercert.evidence.llmb import write_llmb_draft
+
+    out_path, draft, unpacked = write_llmb_draft(path, references_dir, force=force, limit=limit)
+    folder = out_path.parent
+    if unpacked is not None:
+        how = "already unpacked there from the same bytes" if unpacked.reused else f"{unpacked.members} members"
+        out.print(f"unpacked {path} into {folder} ({how}); archive sha256 {unpacked.sha256}", markup=False)
+    unused = len(draft.unused)
+    out.print(f"drafted {out_path}: {counted(draft.runs, 'run')}, {counted(unused, 'file')} not used"
+              + (" (listed at its end)" if unused else ""), markup=False)
+    if draft.placeholders:
+        out.print(f"the files cannot say {counted(len(draft.placeholders), 'value')}; fill in each FILL_IN: "
+                  + "; ".join(draft.placeholders), markup=False)
+    out.print(f"then run `clustercert evidence seal {folder}` and `clustercert certify {folder} --baselines FILE`",
+              markup=False)
 
 
 @evidence_app.command("seal", short_help="Seal a bundle: MANIFEST.sha256 over every file.")
@@ -99,9 +124,10 @@ def _found(pf: ParsedFile) -> str:
         its = [s.iteration for s in r.steps]
         return f"{len(its):,} steps" + (f" (iterations {its[0]}..{its[-1]})" if its else "")
     if isinstance(r, NcclTestsResult):
-        aborted = sum(1 for t in r.tests if t.error)
+        aborted = sum(1 for t in r.tests if t.error and not t.truncated)
+        cut = sum(1 for t in r.tests if t.truncated)
         return f"{len(r.tests):,} tests ({', '.join(t.collective for t in r.tests)})" + (
-            f", {aborted:,} aborted" if aborted else "")
+            f", {aborted:,} aborted" if aborted else "") + (f", {cut:,} truncated capture" if cut else "")
     if isinstance(r, RankTimings):
         return f"{r.rows:,} rows, {r.ranks:,} ranks, steps {r.first_step}..{r.last_step}"
     if isinstance(r, Telemetry):
@@ -127,8 +153,10 @@ def _totals(files: list[ParsedFile]) -> str:
         return f"{sum(len(r.steps) for r in results if isinstance(r, TrainingLog)):,} steps"
     if results and all(isinstance(r, NcclTestsResult) for r in results):
         tests = [t for r in results if isinstance(r, NcclTestsResult) for t in r.tests]
-        aborted = sum(1 for t in tests if t.error)
-        return f"{len(tests):,} tests" + (f", {aborted:,} aborted" if aborted else "")
+        aborted = sum(1 for t in tests if t.error and not t.truncated)
+        cut = sum(1 for t in tests if t.truncated)
+        return f"{len(tests):,} tests" + (f", {aborted:,} aborted" if aborted else "") + (
+            f", {cut:,} truncated capture" if cut else "")
     return f"{len(results):,} files read"
 
 
@@ -277,7 +305,8 @@ def _print_check(checked: _Checked, data_docs: Path | None, *, verbose: bool = F
             table.add_column(col, overflow="fold")
         for run in runs:
             for f in run["files"]:
-                table.add_row(run["run"], run["kind"], run["format"], f["file"], f["found"] or "UNUSABLE")
+                table.add_row(run["run"], run["kind"], run["format"], printable(f["file"]),
+                              printable(f["found"] or "UNUSABLE"))
         out.print(table)
         out.print(_validation_table(report))
     lines = [f"{root}: {seal}"]
@@ -312,7 +341,7 @@ def _print_check(checked: _Checked, data_docs: Path | None, *, verbose: bool = F
     if not problems:
         lines.append("evidence usable")
     for line in lines:
-        out.print(line, markup=False)
+        out.print(printable(line), markup=False)  # a file's name, as the bundle lists it, may hold escapes
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "reason_lines", "reasons",
-           "summary_lines", "suspect_lines", "why", "wrap"]
+__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "profile_lines",
+           "reason_lines", "reasons", "summary_lines", "suspect_lines", "why", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
@@ -37,9 +37,13 @@ def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Why the outcome is what it is: results.json's `reasons` (written by `clustercert.verdicts.outcome_reasons`:
     every failing or erroring check, the required ones first, each with the judge's one-clause summary of its
     finding and its evidence relative to the bundle), as {status, severity, phase, check, summary, where}."""
+    # a finding of one check names the file and line of the run it is about (`clustercert.runs.findings`), where the
+    # check's first evidence span may be another run's file (a sweep's first, healthy log)
+    own = {str(f["check"]): [str(w) for w in f.get("where") or []] for f in results.get("findings") or []
+           if isinstance(f, dict) and f.get("count") == 1 and f.get("where")}
     return [{"status": str(r.get("status", "")), "severity": str(r.get("severity", "required")),
              "phase": str(r.get("phase", "")), "check": str(r.get("check", "")), "summary": str(r.get("summary", "")),
-             "where": [str(w) for w in r.get("where") or []]}
+             "where": own.get(str(r.get("check", ""))) or [str(w) for w in r.get("where") or []]}
             for r in results.get("reasons") or [] if isinstance(r, dict)]
 
 
@@ -104,6 +108,9 @@ def notices(results: dict[str, Any], *, dev_key: bool, redacted: bool) -> list[s
     """The cover's notices: synthetic evidence, illustrative (derived) baselines, a development key, a customer
     copy."""
     out = []
+    cat = results.get("catalog") or {}
+    if cat.get("shipped") is False:
+        out.append(f"judged by catalog {cat.get('id')}, which is not a shipped catalog: {cat.get('chosen')}")
     if results.get("synthetic"):
         out.append("synthetic evidence: written by clustercert's simulator, not a real cluster")
     for w in results.get("workloads", []):
@@ -115,6 +122,29 @@ def notices(results: dict[str, Any], *, dev_key: bool, redacted: bool) -> list[s
     if redacted:
         out.append("customer copy (report.redacted.*): hostnames, users and pids pseudonymised")
     return out
+
+
+def catalog_line(results: dict[str, Any]) -> str | None:
+    """Which catalog judged, whether it is shipped, who chose it, and the baselines file given (None for a run that
+    does not record it)."""
+    cat = results.get("catalog") or {}
+    if "shipped" not in cat:
+        return None
+    shipped = "a shipped catalog" if cat["shipped"] else "NOT a shipped catalog (its rules are its author's)"
+    line = f"catalog: {cat['id']} {cat['version']}, {shipped}; {cat.get('chosen') or ''}".rstrip("; ")
+    given = cat.get("baselines")
+    if given:
+        line += (f"; baselines: {given['file']} (sha256 {str(given['sha256'])[:16]}...), supplied by "
+                 f"{given['supplied_by']} on {given['date']}")
+    return line
+def profile_lines(results: dict[str, Any], width: int) -> list[str]:
+    """The profile judged and what it does not cover, so that no acceptance reads as a full certification (none for
+    results.json written before profiles)."""
+    profile = results.get("profile")
+    if not profile:
+        return []
+    return wrap(f"Profile: {profile['title']} ({profile['id']}); not covered: {profile['not_covered']}", width,
+                indent=0, hang=2)
 
 
 def why(results: dict[str, Any]) -> str:
@@ -174,7 +204,11 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
-    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *wrap(f"why: {why(results)}", width)]
+    # the profile heads the outcome: a network acceptance never reads as a full certification
+    lines = [*profile_lines(results, width), *wrap(f"{head}: {cluster}", width, indent=0, hang=2),
+             *wrap(f"why: {why(results)}", width)]
+    if (judged := catalog_line(results)) is not None:
+        lines += wrap(judged, width)
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])
     if workloads:
@@ -190,6 +224,10 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
         for p, cs in phases.items():
             lines += wrap(_phase_line(p, cs), width)
     lines += suspect_lines(results, width, None if verbose else PER_PHASE)
+    gaps = (results.get("profile") or {}).get("not_submitted", [])
+    if gaps:
+        lines.append("Not submitted (one line per phase)")
+        lines += [line for gap in gaps for line in wrap(gap["line"], width)]
     found = notices(results, dev_key=dev_key, redacted=redacted)
     if found:
         lines.append("Notices")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from clustercert.catalog import LoadedCatalog
 from clustercert.evidence.bundle import LoadedBundle, RunSpec
 from clustercert.metrics.flops import CANONICAL, model_flops_per_sequence
+from clustercert.metrics.megatron_flops import megatron_flops_per_sequence
 
 __all__ = ["BundleFacts", "RunFacts", "bundle_facts", "run_facts"]
 
@@ -43,7 +44,11 @@ def run_facts(run: RunSpec, catalog: LoadedCatalog) -> RunFacts:
     flops = None
     model = catalog.spec.models.get(run.workload) if run.workload is not None else None
     if model is not None and run.seq_len is not None:
-        flops = model_flops_per_sequence(model.shape(), run.seq_len, CANONICAL)
+        try:
+            flops = model_flops_per_sequence(model.shape(), run.seq_len, CANONICAL)
+        except ValueError:  # beyond DOMAIN.md's formula (hybrid, windowed, latent MoE): Megatron-Bridge's count
+            tp = run.parallelism.tp if run.parallelism is not None else 1
+            flops = megatron_flops_per_sequence(model.architecture(), run.seq_len, tensor_parallel=tp)
     peak = catalog.spec.peaks_tflops.get(run.precision) if run.precision is not None else None
     window = None
     if run.workload and run.precision and run.gpus:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from clustercert.catalog import Baseline, LoadedCatalog, SuiteEntry
+from clustercert.editions import RecipeConfig
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Bundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
@@ -23,11 +24,16 @@ from clustercert.metrics.throughput import (
     tflops_per_gpu,
     tokens_per_s_per_gpu,
 )
+from clustercert.parsers.llmb_config import LlmbConfig
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
-from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
+from clustercert.phases.conformance import recipe_check
+from clustercert.phases.program import judge_job_configs
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
-__all__ = ["EfficiencyResult", "RecipeDifference", "WorkloadResult", "judge_efficiency", "recipe_differences"]
+__all__ = [
+    "EfficiencyResult", "WorkloadResult", "baseline_kind", "judge_efficiency",
+]
 
 PHASE = Phase.EFFICIENCY.value
 
@@ -67,6 +73,7 @@ class WorkloadResult:
     ci_low_s: float  # hierarchical bootstrap interval of the combined step time (every repeat)
     ci_high_s: float
     ci_method: str
+    peak_tflops: float  # the catalog's dense peak per GPU at the precision, the MFU's denominator
 
     def to_json(self) -> dict[str, object]:
         t = self.used.throughput
@@ -80,7 +87,8 @@ class WorkloadResult:
             "repeats": [
                 {"run": r.run_id, "repeat": r.repeat, "step_time_s": r.throughput.mean_s, "file": r.file,
                  "delta_pct": 100.0 * (self.baseline.step_time_s / r.throughput.mean_s - 1.0),
-                 "used": r.run_id == self.used.run_id}
+                 "used": r.run_id == self.used.run_id, "printed_tflops_per_gpu": r.throughput.tflops_mean,
+                 "printed_tflops_steps": r.throughput.tflops_steps}
                 for r in self.repeats
             ],
             "step_time_s": {
@@ -92,6 +100,7 @@ class WorkloadResult:
             "tflops_per_gpu_canonical": self.tflops_per_gpu_canonical,
             "mfu": self.mfu,
             "mfu_canonical": self.mfu_canonical,
+            "peak_tflops": self.peak_tflops,
             "flops_convention": self.flops_convention,
             "log_tflops_per_gpu": self.log_tflops_per_gpu,
             "log_flops_convention": self.log_flops_convention,
@@ -104,6 +113,7 @@ class WorkloadResult:
                 "source_table": self.baseline.source_table,
                 "recipe_version": self.baseline.recipe_version,
                 "illustrative": self.baseline.illustrative,
+                "kind": baseline_kind(self.baseline),
                 "derivation": self.baseline.derivation,
             },
             "delta_pct": self.delta_pct,
@@ -124,6 +134,11 @@ class EfficiencyResult:
         return {"step_series": self.step_series}
 
 
+def baseline_kind(baseline: Baseline) -> str:
+    """published, supplied or derived: the catalogs before the 26.08 editions say derived by `illustrative`."""
+    return baseline.kind or ("derived" if baseline.illustrative else "published")
+
+
 def _subject(workload: str, precision: str, gpus: int) -> str:
     return f"{workload}-{precision}-{gpus}"
 
@@ -141,66 +156,12 @@ def _problem_check(run: RunSpec, file: str, problem: WindowProblem | EvidenceErr
     )
 
 
-@dataclass(frozen=True)
-class RecipeDifference:
-    field: str
-    run: object
-    baseline: object
-    allowed: str | None  # the catalog's reason when the baseline allows it
-
-
-_PARALLEL = ("tp", "pp", "cp", "vp", "ep", "etp", "fsdp")
-_LABEL = {"gbs": "GBS", "seq_len": "sequence length", "precision": "precision", "tp": "TP", "pp": "PP",
-          "cp": "CP", "vp": "VP", "ep": "EP", "etp": "ETP", "fsdp": "FSDP", "recipe_version": "recipe version"}
-
-
-def recipe_differences(
-    run: RunSpec, recipe_version: str, baseline: Baseline, fields: list[str]
-) -> tuple[list[RecipeDifference], list[str]]:
-    """The recipe fields in which `run` differs from `baseline`, and the fields it does not declare.
-
-    Parallelism not declared in bundle.yaml cannot be compared: its fields are returned as undeclared.
-    """
-    mine: dict[str, object] = {"gbs": run.gbs, "seq_len": run.seq_len,
-                               "precision": run.precision.value if run.precision else None,
-                               "recipe_version": recipe_version}
-    theirs: dict[str, object] = {"gbs": baseline.gbs, "seq_len": baseline.seq_len,
-                                 "precision": baseline.precision.value, "recipe_version": baseline.recipe_version}
-    for name in _PARALLEL:
-        theirs[name] = getattr(baseline.parallelism, name)
-        mine[name] = getattr(run.parallelism, name) if run.parallelism is not None else None
-    undeclared = [f for f in fields if f in _PARALLEL and run.parallelism is None]
-    diffs = [RecipeDifference(f, mine[f], theirs[f], baseline.allowed_differences.get(f))
-             for f in fields if f not in undeclared and mine[f] != theirs[f]]
-    return diffs, undeclared
-
-
-def _recipe_check(run: RunSpec, file: str, recipe_version: str, baseline: Baseline, fields: list[str]) -> Check:
-    diffs, undeclared = recipe_differences(run, recipe_version, baseline, fields)
-    check_id, title = f"{PHASE}.{run.id}_recipe_conforms", f"Run {run.id} follows its baseline's recipe"
-    def shown(d: RecipeDifference) -> str:
-        return f"{_LABEL[d.field]} ({d.field}) {d.run if d.run is not None else 'unset'} vs baseline " \
-               f"{d.baseline if d.baseline is not None else 'unset'}"
-    disallowed = [d for d in diffs if d.allowed is None]
-    allowed = [d for d in diffs if d.allowed is not None]
-    compared = ", ".join(_LABEL[f] for f in fields if f not in undeclared)
-    note = "".join(f"; allowed by the catalog: {shown(d)} ({d.allowed})" for d in allowed)
-    if disallowed:
-        status = Status.ERROR
-        message = (f"{file}: cannot be compared with the baseline ({baseline.source}, recipe "
-                   f"{baseline.recipe_version}): {'; '.join(shown(d) for d in disallowed)}{note}. Re-run with the "
-                   "baseline's recipe, or allow the difference in the catalog (baselines[].allowed_differences) "
-                   "with its reason.")
-    elif undeclared:
-        status = Status.WARN
-        message = (f"{file}: parallelism is not declared (bundle.yaml runs[].parallelism), so "
-                   f"{', '.join(_LABEL[f] for f in undeclared)} were not compared with the baseline's; "
-                   f"{compared} match{note}. Declare the run's parallelism.")
-    else:
-        status = Status.PASS
-        message = f"{compared} match the baseline's{note}"
-    return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
-                 measured=float(len(disallowed)), target=0.0, unit="differences", message=message)
+def _recipe_table(catalog: LoadedCatalog, run: RunSpec) -> tuple[RecipeConfig, str] | None:
+    """The configuration-table row of the run's recipe at its precision and GPU count, with the table's source
+    (an edition's catalog has them), or None."""
+    recipe = catalog.spec.recipes.get(run.workload or "")
+    row = recipe.configuration(run.precision.value, run.gpus) if recipe and run.precision and run.gpus else None
+    return (row, recipe.source) if row is not None and recipe is not None else None
 
 
 def _loss_check(run: RunSpec, file: str, log: TrainingLog, explode_factor: float, required: bool) -> Check:
@@ -254,6 +215,16 @@ def match_log_convention(
     return printed, best if abs(ratios[best] - 1.0) <= LOG_TFLOPS_TOLERANCE else None, ratios
 
 
+def _mlperf_step_time(result: MlperfResult) -> str:
+    """The step time MLPerf's `tracked_stats` give (the runs' mean), as a clause of the message; "" without them."""
+    times = [t for r in result.runs if (t := r.step_time_s) is not None]
+    if not times:
+        return ""
+    how = ("train_step_time" if any(r.step_times_s for r in result.runs)
+           else "global_batch_size / tracked throughput in samples/s")
+    return f"; step time {sum(times) / len(times):.3f} s (mean of {len(times)} runs' tracked_stats: {how})"
+
+
 def judge_mlperf(
     runs: list[RunSpec], parsed: Mapping[str, object | EvidenceError], targets: Mapping[str, float]
 ) -> list[Check]:
@@ -280,16 +251,18 @@ def judge_mlperf(
             for r in result.runs
         ], result.scaling_factor or 1.0)
         severity = Severity.REQUIRED if target is not None else Severity.ADVISORY
-        title = f"MLPerf {bench} time to train" + (f" within {target:g} min" if target is not None else "")
+        on = f" on {result.system_name}" if result.system_name else ""  # the submission's system JSON names it
+        title = f"MLPerf {bench} time to train{on}" + (f" within {target:g} min" if target is not None else "")
+        steps = _mlperf_step_time(result)
         if not scored.valid:
             status, message = Status.ERROR, f"{result.folder}: no valid score: {scored.reason}"
         elif target is None:
             status = Status.SKIPPED
             message = (f"score {scored.minutes:.2f} min (olympic mean of {scored.runs} runs, scaling factor "
-                       f"{scored.scaling_factor:g}); reported only (the catalog sets no target)")
+                       f"{scored.scaling_factor:g}){steps}; reported only (the catalog sets no target)")
         else:
             status = Status.PASS if scored.minutes <= target else Status.FAIL
-            message = f"score {scored.minutes:.2f} min vs target {target:g} min ({scored.runs} runs)"
+            message = f"score {scored.minutes:.2f} min vs target {target:g} min ({scored.runs} runs){steps}"
         checks.append(Check(
             id=check_id, title=title, phase=PHASE, severity=severity, status=status,
             measured=scored.minutes if scored.valid else None, target=target, unit="min", message=message,
@@ -300,32 +273,43 @@ def judge_mlperf(
 def judge_efficiency(
     bundle: Bundle, catalog: LoadedCatalog, logs: Mapping[str, TrainingLog | EvidenceError],
     mlperf: Mapping[str, object | EvidenceError] | None = None,
+    configs: Mapping[str, LlmbConfig | EvidenceError] | None = None,
 ) -> EfficiencyResult:
-    """Judge every suite workload; `logs` maps a run id to its parsed log or the error that stopped parsing."""
+    """Judge every suite workload; `logs` maps a run id to its parsed log or the error that stopped parsing,
+    `configs` a run id to llmb-run's record of its job (a run that deviates from its recipe is set aside)."""
     rules = catalog.spec.rules
-    checks: list[Check] = []
+    checks, aside = judge_job_configs(bundle, catalog, configs or {})
     workloads: list[WorkloadResult] = []
     series: list[dict[str, object]] = []
     runs = [r for r in bundle.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
-    # a phase the catalog does not require (rules.required_phases) is measured and reported, never decisive
-    required = Phase.EFFICIENCY in rules.required_phases
+    # a phase no profile of the catalog decides is measured and reported, never decisive; which of the judged
+    # checks decide is the chosen profile's (phases.profile)
+    required = catalog.spec.judges(Phase.EFFICIENCY)
     for entry in catalog.spec.suite:
         baseline = catalog.baseline_for(entry.workload, entry.precision, entry.gpus)
-        assert baseline is not None  # the catalog model guarantees a baseline per suite entry
-        workload = _Workload(entry, baseline, _subject(entry.workload, entry.precision, entry.gpus))
+        subject = _subject(entry.workload, entry.precision, entry.gpus)
         declared = DeclaredCheck(
-            f"{PHASE}.{workload.subject}_meets_baseline",
+            f"{PHASE}.{subject}_meets_baseline",
             f"{entry.workload} {entry.precision.upper()} at {entry.gpus} GPUs reaches > {rules.pass_ratio:.0%} of "
             "baseline", PHASE, Severity.REQUIRED)
-        mine = sorted(
+        if baseline is None:  # an edition's targets come with certify --baselines; without one nothing is judged
+            checks.append(declared.judged(
+                Status.ERROR, f"no baseline for {subject}: the catalog {catalog.spec.id} publishes none and the "
+                "baselines file " + ("given has no entry for it" if catalog.baselines else "was not given") +
+                ". Give its target with certify --baselines FILE", unit="s"))
+            continue
+        workload = _Workload(entry, baseline, subject)
+        every = sorted(
             (r for r in runs if (r.workload, r.precision, r.gpus) == (entry.workload, entry.precision, entry.gpus)),
             key=lambda r: r.repeat,
         )
+        mine = [r for r in every if r.id not in aside]
         if not mine:
-            checks.append(declared.judged(
+            set_aside = "; ".join(f"run {r.id} set aside: {aside[r.id]}" for r in every)
+            checks.append(lacking(declared.judged(
                 Status.FAIL if required else Status.SKIPPED,
-                f"the bundle has no efficiency training run of {workload.subject}: the cluster did not show it",
-                target=baseline.step_time_s, unit="s"))
+                f"the bundle has no efficiency training run of {workload.subject} that counts: the cluster did not "
+                "show it" + (f" ({set_aside})" if set_aside else ""), target=baseline.step_time_s, unit="s")))
             continue
         valid, run_checks, run_series = _valid_runs(mine, workload, bundle, catalog, logs)
         checks += run_checks
@@ -369,13 +353,15 @@ def _valid_runs(
     valid: list[RunResult] = []
     checks: list[Check] = []
     series: list[dict[str, object]] = []
+    measured_by: dict[tuple[object, ...], tuple[RunSpec, str]] = {}  # a window's values -> the run that measured it
     for run in mine:
         file = run.files[0]
         parsed = logs[run.id]
         if isinstance(parsed, EvidenceError):
             checks.append(_problem_check(run, file, parsed))
             continue
-        recipe = _recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields))
+        recipe = recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields),
+                              parsed.settings, _recipe_table(catalog, run))
         checks.append(recipe)
         if recipe.status is Status.ERROR:
             continue
@@ -384,6 +370,11 @@ def _valid_runs(
                                   resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
         if isinstance(measured, list):
             checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
+            continue
+        values = _window_values(parsed, window.first, window.last)
+        copied = measured_by.setdefault(values, (run, parsed.file))
+        if copied[0] is not run:
+            checks.append(_copied_check(run, parsed.file, copied, measured.lines))
             continue
         valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
         series.append({
@@ -402,6 +393,28 @@ def _valid_runs(
     return valid, checks, series
 
 
+def _window_values(parsed: TrainingLog, first: int, last: int) -> tuple[object, ...]:
+    """What a run measured over the window: each step's iteration, step time and loss, in the log's order. Two
+    runs that measured the same (one log copied under another name, a byte changed elsewhere) are one run."""
+    iterations = step_column(parsed.steps, "iteration")
+    times = step_column(parsed.steps, "step_time_s")
+    losses = step_column(parsed.steps, "loss")
+    return tuple((i, t, loss) for i, t, loss in zip(iterations, times, losses, strict=True) if first <= i <= last)
+
+
+def _copied_check(run: RunSpec, file: str, first: tuple[RunSpec, str], lines: tuple[int, ...]) -> Check:
+    """A repeat whose measured window is another repeat's, value for value: one measurement, not two."""
+    other, other_file = first
+    return Check(
+        id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
+        severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
+        message=(f"{file} and {other_file}: the measured windows are identical (iteration, step time and loss of "
+                 f"every step): one measurement, listed as runs {other.id} and {run.id}. Keep the run's own log "
+                 "and re-run the repeat"),
+        evidence=(Span(file, lines[0], lines[-1], len(lines)), Span(other_file, 0, 0, 1)),
+    )
+
+
 def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], catalog: LoadedCatalog,
                     logs: Mapping[str, TrainingLog | EvidenceError]) -> tuple[list[Check], WorkloadResult]:
     """A workload's checks against its baseline (step time, stability, the TFLOP/s its log prints) from its valid
@@ -409,11 +422,14 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
     rules = catalog.spec.rules
     entry, baseline = workload.entry, workload.baseline
     means = [r.throughput.mean_s for r in valid]
-    pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means))}
+    pick = {"median": median_index(means), "best": means.index(min(means)), "worst": means.index(max(means)),
+            "latest": len(valid) - 1}  # `valid` is in repeat order: the latest valid run (Exemplar 26.05 on)
     used = valid[pick[rules.repeats]]
     t = used.throughput
+    # the latest rule judges one run: its interval is that run's steps alone
+    groups = [used.throughput.step_times] if rules.repeats == "latest" else [r.throughput.step_times for r in valid]
     interval = hierarchical_bootstrap_interval(
-        [r.throughput.step_times for r in valid], rule=rules.repeats,
+        groups, rule="median" if rules.repeats == "latest" else rules.repeats,
         resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
     cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio, interval)
     status = Status.PASS if cmp.passed else Status.FAIL
@@ -429,12 +445,17 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
         message=f"coefficient of variation {cv:.4f} (std {t.std_s:.4f} s over {len(t.step_times)} steps)",
         evidence=(span,),
     ))
-    spec = catalog.spec.models[entry.workload].shape()
+    try:
+        spec: ModelShape | None = catalog.spec.models[entry.workload].shape()
+    except ValueError:  # a model DOMAIN.md's formula does not describe: its baseline gives the FLOPs per sequence
+        spec = None
     printed = [(s.step_time_s, s.tflops_per_gpu) for s in logs_steps(logs, used.run_id, t.window)
                if s.step_time_s and s.tflops_per_gpu]
     log_tflops: float | None = None
     log_convention: str | None = None
-    if printed:
+    if printed and spec is None:
+        log_tflops = sum(p for _, p in printed) / len(printed)
+    elif printed and spec is not None:
         log_tflops, log_convention, ratios = match_log_convention(
             spec, baseline.seq_len, baseline.gbs, entry.gpus, printed, baseline)
         shown = ", ".join(f"{k}: {v:.3f}" for k, v in ratios.items())
@@ -448,8 +469,8 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
                      + f" (printed / computed per convention: {shown})"),
             evidence=(span,),
         ))
-    f_base = model_flops_per_sequence(spec, baseline.seq_len, baseline.flops_convention.flops())
-    f_canon = model_flops_per_sequence(spec, baseline.seq_len, CANONICAL)
+    f_base = _flops(spec, baseline.seq_len, baseline.flops_convention.flops())
+    f_canon = _flops(spec, baseline.seq_len, CANONICAL) if spec is not None else f_base
     peak = catalog.peak_tflops(entry.precision)
     method = (f"hierarchical bootstrap of the {rules.repeats} repeat: {len(valid)} repeat(s) resampled with "
               f"replacement, then the steps within each, {rules.bootstrap_resamples} resamples, seed "
@@ -467,8 +488,16 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
         baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
         baseline_source_url=catalog.spec.sources[baseline.source].url,
         delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
-        ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method,
+        ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method, peak_tflops=peak,
     )
+
+
+def _flops(spec: ModelShape | None, seq_len: int, convention: FlopsConvention) -> float:
+    if spec is None:
+        if convention.per_sample is None:
+            raise ValueError("a model outside DOMAIN.md's formula needs its baseline's flops_per_sample")
+        return convention.per_sample
+    return model_flops_per_sequence(spec, seq_len, convention)
 
 
 def _baseline_check(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], used: RunResult,
@@ -486,11 +515,12 @@ def _baseline_check(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
                  f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over "
                  f"repeats and steps; repeats {per_repeat} %); {rules.repeats} of {len(valid)} repeat(s), "
                  f"run {used.run_id}"
-                 + (" (baseline derived, not published)" if baseline.illustrative else "")),
+                 + ("" if baseline_kind(baseline) == "published" else
+                    f" (baseline {baseline_kind(baseline)}, not published)")),
         delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct,
         evidence=(Span(used.file, t.lines[0], t.lines[-1], len(t.lines)),),
         summary=(f"{catalog.spec.models[entry.workload].name} {entry.precision.upper()} at {entry.gpus} GPUs: "
-                 f"{cmp.delta_pct:+.1f} % vs the {'derived' if baseline.illustrative else 'published'} "
+                 f"{cmp.delta_pct:+.1f} % vs the {baseline_kind(baseline)} "
                  f"baseline {baseline.step_time_s:.3f} s (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
                  f", run {used.run_id}"),
     )

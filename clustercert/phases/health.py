@@ -37,7 +37,7 @@ def judge_health_phase(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Map
     """One check per node from its health runs' verdicts (the worst decides: a skipped test leaves the node
     SKIPPED, an unreadable file ERROR, never a pass), whether every node of the bundle was examined, and the
     section; no check and an empty section for a bundle without health runs whose catalog does not ask for them."""
-    required = Phase.HEALTH in catalog.spec.rules.required_phases
+    required = catalog.spec.judges(Phase.HEALTH)
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     runs = [r for r in bundle.spec.runs if r.kind is RunKind.HEALTH]
     checks: list[Check] = []

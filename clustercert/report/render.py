@@ -247,6 +247,10 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
     copy. Methodology prints the MLP term of the FLOPs formula that the judged models use."""
     results, meta, validation = report.results, report.meta, report.validation
     notices = []
+    catalog = results.get("catalog") or {}
+    if catalog.get("shipped") is False:
+        notices.append(f"judged by catalog {catalog['id']}, which is not a shipped catalog: its rules and targets are "
+                       f"its author's ({catalog.get('chosen')}).")
     if results["synthetic"]:
         notices.append("the evidence is synthetic: written by clustercert's simulator, not by a real cluster.")
     for w in results["workloads"]:
@@ -276,10 +280,22 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
               for name in shown_phases]
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
-        "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}")
+        "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}") + (
+        "" if meta.get("baselines_arg") is None else f" --baselines {shlex.quote(str(meta['baselines_arg']))}") + (
+        "" if meta.get("profile", "full") == "full" else f" --profile {shlex.quote(str(meta['profile']))}")
     reasons = results.get("reasons", [])
     validation_tables, validation_folded = _validation_rows(validation)
+    profile = results.get("profile")
+    kinds: dict[str, list[dict[str, Any]]] = {"published": [], "supplied": [], "derived": []}
+    for w in results["workloads"]:
+        base = w["baseline"]
+        kinds[base.get("kind") or ("derived" if base["illustrative"] else "published")].append(w)
     return {
+        "baseline_kinds": kinds,
+        "cover_title": _COVER_TITLES.get(str((profile or {}).get("id")), "GPU cluster certification"),
+        "profile": profile,
+        "findings": results.get("findings") or [_finding_of(x) for x in reasons],
+        "signer": meta.get("signer_identity"),
         "mlp_term": _mlp_term(report.mlps, [str(w["workload"]) for w in results["workloads"]]),
         "r": _with_defaults(results),
         "reasons": reasons,
@@ -317,6 +333,18 @@ def _suspects_context(suspects: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     nodes = suspects.get("nodes") or []
     return {"nodes": nodes[:TABLE_CAP], "total": len(nodes), "unexamined": suspects.get("unexamined") or []}
+
+
+# A profile that is not the full certification never reads as one: its own title heads the first page.
+_COVER_TITLES = {"full": "GPU cluster certification", "network": "GPU cluster network acceptance",
+                 "health": "GPU cluster node health"}
+
+
+def _finding_of(reason: dict[str, Any]) -> dict[str, Any]:
+    """One reason as a finding of its own (results.json written before findings were grouped)."""
+    return {"status": reason["status"], "advisory": reason.get("severity") == "advisory", "phase": reason["phase"],
+            "check": reason["check"], "line": reason["summary"], "where": list(reason.get("where") or [])[:1],
+            "checks": [reason["check"]]}
 
 
 _MLP_TERMS = {"swiglu": "18 L f h k", "non-gated": "12 L f h k"}

@@ -11,6 +11,7 @@ from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunSpec
 from clustercert.evidence.guards import forget_reads
 from clustercert.evidence.parse import ParsedBundle, ParsedOnce, parse_bundle
+from clustercert.parsers.llmb_config import LlmbConfig, read_llmb_config
 from clustercert.phases.evidence import parse_run
 from clustercert.runs.folder import Inputs
 
@@ -50,6 +51,20 @@ class EvidenceSet:
     def for_phase(self, run: RunSpec) -> object | EvidenceError:
         """The run as the phases read it (`clustercert.phases.evidence.parse_run`)."""
         return parse_run(self.bundle, run, self.limit, self._parsed)
+
+    def job_configs(self) -> dict[str, LlmbConfig | EvidenceError]:
+        """llmb-run's record of each run's job (bundle.yaml runs[].config), by run id; an unusable one as its
+        error."""
+        out: dict[str, LlmbConfig | EvidenceError] = {}
+        for run in self.bundle.spec.runs:
+            if run.config is None:
+                continue
+            try:
+                out[run.id] = self._parsed(read_llmb_config, self.bundle.resolve(run.config, entry="config"),
+                                           self.bundle.shown(run.config))
+            except EvidenceError as exc:
+                out[run.id] = exc
+        return out
 
     def for_validation(self) -> ParsedBundle:
         """Every run's files as the validation reads them (`clustercert.evidence.parse.parse_bundle`)."""

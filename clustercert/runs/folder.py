@@ -20,9 +20,10 @@ from clustercert.attest.atomic import write_atomic
 from clustercert.attest.manifest import ENVELOPE, evidence_subjects, sign_manifest
 from clustercert.attest.signing import KeyPair, sign_pdf
 from clustercert.attest.software import software_record
-from clustercert.catalog import LoadedCatalog, check_bundle_ids, load_catalog
+from clustercert.baselines import apply_baselines, load_baselines
+from clustercert.catalog import LoadedCatalog, check_bundle_ids, choose_catalog
 from clustercert.errors import CatalogError, EvidenceError, RenderError, UsageError
-from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, load_bundle, read_seal
+from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, check_sealed_sizes, load_bundle, read_seal
 from clustercert.evidence.facts import BundleFacts, bundle_facts
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
@@ -120,12 +121,13 @@ def file_digest(path: Path) -> str:
     return _digest(_signature(path))
 
 
-_LOADED: dict[tuple[str, str, str | None, bool], tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
+_LOADED: dict[tuple[str, str, str | None, bool, str | None], tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
 
 
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None, *,
                 described: Callable[[], object] | None = None,
-                progress: Callable[[str, str], None] | None = None, in_bundle_names: bool = True) -> Inputs:
+                progress: Callable[[str, str], None] | None = None, in_bundle_names: bool = True,
+                baselines: str | None = None) -> Inputs:
     """The bundle and catalog, loaded once per process: certify's command line and its flow share one load (it is
     repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
 
@@ -134,7 +136,7 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
     `in_bundle_names`: a certification's naming of the evidence files, by their paths in the bundle (`evidence
     check` names them as the command was given them: `LoadedBundle.shown`)."""
-    key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names)
+    key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names, baselines)
     known = _LOADED.get(key)
     if known is not None:
         signatures, inputs = known
@@ -144,14 +146,18 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
             return inputs
     mark = read_mark()
     bundle = load_bundle(bundle_path, in_bundle_names=in_bundle_names)
-    catalog = load_catalog(catalog_override or bundle.spec.catalog, references_dir, relative_to=bundle.root)
+    check_sealed_sizes(bundle)  # a file of another size than sealed: refused before the hashing below
+    catalog = choose_catalog(bundle.spec, bundle.root, references_dir, catalog_override)
+    if baselines is not None:  # the targets the person running certify gives (clustercert.baselines)
+        catalog = apply_baselines(catalog, load_baselines(Path(baselines)))
     check_bundle_ids(bundle.spec, catalog, str(bundle.root / BUNDLE_FILE))
     if described is not None:
         described()
     files = [BUNDLE_FILE, *bundle.evidence_files()]
     digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file()], progress)
     inputs = Inputs(bundle, catalog, digests, mark)
-    paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path]
+    paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path] + (
+        [catalog.baselines_path] if catalog.baselines_path is not None else [])
     _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
     return inputs
 
@@ -226,7 +232,7 @@ def seal_problems(bundle: LoadedBundle, digests: dict[str, str] | None = None) -
     if sealed is None:
         return []
     found: list[EvidenceError] = []
-    for rel, digest in sealed.items():
+    for rel, digest in sealed.digests.items():
         path = bundle.root / rel
         if not path.is_file():
             found.append(EvidenceError(str(path), "listed in MANIFEST.sha256 but missing. Restore it or re-seal the "
@@ -448,6 +454,17 @@ def _check_ranges(path: Path, loaded: str, pieces: list[tuple[int, int, str]]) -
                 raise _part_changed(path, loaded, offset, length, digest)
 
 
+def _baselines_as_judged(inputs: Inputs) -> bytes:
+    """The baselines file's bytes for the run folder's copy: those whose sha256 the run loaded it with."""
+    catalog = inputs.catalog
+    assert catalog.baselines_path is not None and catalog.baselines is not None
+    data = read_regular(catalog.baselines_path, limit=MAX_YAML_BYTES)
+    if sha256_bytes(data) != catalog.baselines["sha256"]:
+        raise CatalogError(f"{catalog.baselines_path}: changed while the run read it. Leave the baselines file "
+                           "untouched while certifying and certify again")
+    return data
+
+
 def _catalog_as_judged(inputs: Inputs) -> bytes:
     """The catalog's bytes for the run folder's copy: those whose sha256 the run recorded at load (and signs), and
     which every read of the catalog since had; a catalog that changed meanwhile is a CatalogError."""
@@ -639,6 +656,8 @@ def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
     if record.validation is not None:
         put("validation.json", dump_json_bytes(record.validation))
     put("catalog.yaml", catalog_copy)
+    if catalog.baselines_path is not None:  # the targets that judged, beside the catalog they replaced
+        put("baselines.yaml", _baselines_as_judged(inputs))
     tell("render the HTML and PDF reports" + (" and their redacted copies" if rendering.redact else ""))
     rendered = render_reports(inputs, record, software, rendering,
                               redaction_secret=key.redaction_secret() if rendering.redact else None, base_dir=run_dir)

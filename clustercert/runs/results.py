@@ -12,12 +12,15 @@ from typing import Any
 import orjson
 
 from clustercert.catalog import LoadedCatalog
+from clustercert.errors import CatalogError
 from clustercert.evidence.bundle import LoadedBundle
 from clustercert.evidence.system import describe_system
 from clustercert.evidence.window import CollectionWindow, collection_window
 from clustercert.metrics.suspects import SuspectInputs, rank_suspects
+from clustercert.phases.profile import apply_profile, profile_outcome, profile_section
+from clustercert.runs.findings import group_findings
 from clustercert.runs.history import compare_headlines, headline
-from clustercert.verdicts import Check, Outcome, decide_outcome, outcome_reasons
+from clustercert.verdicts import Check, Outcome, outcome_reasons
 
 __all__ = [
     "RESULTS_SCHEMA_VERSION",
@@ -44,11 +47,18 @@ class RunMeta:
     dev_key: bool
     previous_run: dict[str, Any] | None = None  # history.RunRecord.summary() of the cluster's previous run
     catalog_arg: str | None = None  # `--catalog` as the user typed it (an id or a path); None: bundle.yaml's
+    baselines_arg: str | None = None  # `--baselines`, made absolute; None: none given
+    profile: str = "full"  # the certification profile judged (`--profile`, else bundle.yaml's, else full)
+    # who signs, as the PDF certificate names them, and its SHA-256 (attest.signing.signer_identity)
+    signer_identity: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
-                "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run,
-                "catalog_arg": self.catalog_arg}
+        out = {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
+               "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run,
+               "catalog_arg": self.catalog_arg, "profile": self.profile, "signer_identity": self.signer_identity}
+        if self.baselines_arg is not None:  # runs without one record what they always did
+            out["baselines_arg"] = self.baselines_arg
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
@@ -56,7 +66,11 @@ class RunMeta:
         return cls(run_id=str(data["run_id"]), started_at=str(data["started_at"]),
                    bundle_path=str(data["bundle_path"]), signer=str(data["signer"]), dev_key=bool(data["dev_key"]),
                    previous_run=dict(previous) if previous else None,
-                   catalog_arg=None if data.get("catalog_arg") is None else str(data["catalog_arg"]))
+                   catalog_arg=None if data.get("catalog_arg") is None else str(data["catalog_arg"]),
+                   baselines_arg=None if data.get("baselines_arg") is None else str(data["baselines_arg"]),
+                   profile=str(data.get("profile") or "full"),
+                   signer_identity={str(k): str(v) for k, v in data["signer_identity"].items()}
+                   if data.get("signer_identity") else None)
 
     def started(self) -> dt.datetime:
         return dt.datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
@@ -96,8 +110,14 @@ def build_results(
     workloads: list[dict[str, Any]],
     sections: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """results.json; `sections` holds each phase's own data by phase name (chart series included)."""
-    outcome = decide_outcome(checks)
+    """results.json; `sections` holds each phase's own data by phase name (chart series included). The checks are
+    judged under the run's profile (`phases.profile`): those outside it are advisory."""
+    profile = catalog.spec.profiles.get(meta.profile)
+    if profile is None:
+        raise CatalogError(f"{catalog.path}: the run certifies profile {meta.profile!r}, which the catalog does not "
+                           f"define (it has {', '.join(catalog.spec.profiles)})")
+    checks = apply_profile(checks, meta.profile, profile)
+    outcome = profile_outcome(checks, profile)
     window = collection_window(bundle)
     shown = {name: section for name, section in sections.items() if section is not None}  # a phase with no evidence
     judged = [c.to_json() for c in checks]
@@ -114,10 +134,16 @@ def build_results(
         "synthetic": bundle.spec.synthetic,
         "recipe_version": bundle.spec.recipe_version,
         "catalog": {"id": catalog.spec.id, "version": catalog.spec.version, "sha256": catalog.sha256,
-                    "title": catalog.spec.title},
+                    "title": catalog.spec.title, "shipped": catalog.shipped,
+                    "chosen": catalog_choice(meta, bundle, catalog), "baselines": catalog.baselines},
         "outcome": outcome.value,
+        "profile": profile_section(meta.profile, catalog, bundle, checks),
         "reasons": [r.to_json() for r in outcome_reasons(checks)],
-        "pass_rule": pass_rule(catalog),
+        # the reasons grouped by what explains them (page one): a shared path, node or file is one line
+        "findings": group_findings(checks, bundle, sections),
+        # the baseline rule is the efficiency phase's: a profile without it passes on its own checks
+        "pass_rule": pass_rule(catalog) if "efficiency" in profile.phases else
+        f"every check the {profile.title.lower()} profile decides ({', '.join(profile.phases)}) passes",
         "evidence_window": window.to_json() if window is not None else None,
         "valid_until": until.isoformat() if outcome is Outcome.CERTIFIED else None,
         "validity_basis": basis if outcome is Outcome.CERTIFIED else None,
@@ -129,6 +155,16 @@ def build_results(
         "suspects": suspects,
         "previous_run": previous_run_section(meta.previous_run, workloads),
     }
+
+
+def catalog_choice(meta: RunMeta, bundle: LoadedBundle, catalog: LoadedCatalog) -> str:
+    """Who chose the catalog that judged, from what the run records (a rerun names the same)."""
+    if meta.catalog_arg is not None:
+        return f"named by the person running certify (--catalog {meta.catalog_arg})"
+    edition = catalog.spec.edition
+    if edition is not None and edition.release == bundle.spec.recipe_version:
+        return f"the shipped edition of recipe release {edition.release}, which the evidence records"
+    return "the shipped catalog bundle.yaml names"
 
 
 def previous_run_section(previous: dict[str, Any] | None, workloads: list[dict[str, Any]]) -> dict[str, Any] | None:

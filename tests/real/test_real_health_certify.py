@@ -121,10 +121,6 @@ def test_the_terminal_summary_lists_the_suspects(degraded: dict[str, Any]) -> No
 @pytest.fixture(scope="module")
 def health_only(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("health-only")
-    catalog = yaml.safe_load((ROOT / "references" / "exemplar-h100.yaml").read_text())
-    catalog.update(id="node-health-h100", title="Node health of H100 nodes (test catalog: the health phase alone)")
-    catalog["rules"]["required_phases"] = ["health"]
-    (work / "health.yaml").write_text(yaml.safe_dump(catalog, sort_keys=False))
     bundle = work / "bundle"
     bundle.mkdir()
     health = {"h100-a01": ("h100-a01/diag.txt", "gcm/diag-r4.all-pass.txt", "dcgmi-diag"),
@@ -141,13 +137,15 @@ def health_only(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) ->
         shutil.copyfile(real_samples / H / sample, bundle / rel)
     (bundle / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     seal_bundle(load_bundle(bundle))
-    return _certified(work, bundle, "--catalog", str(work / "health.yaml"))
+    return _certified(work, bundle, "--profile", "health")
 
 
-def test_a_health_only_bundle_certifies_under_a_catalog_requiring_health_alone(health_only: dict[str, Any]) -> None:
+def test_a_health_only_bundle_certifies_under_the_node_health_profile(health_only: dict[str, Any]) -> None:
     proc, results = health_only["proc"], health_only["results"]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert results["outcome"] == "CERTIFIED"
+    assert results["profile"]["id"] == "health"
+    assert "Node health" in proc.stdout
     required = sorted(c["id"] for c in results["checks"] if c["severity"] == "required")
     assert required == ["health.every_node_examined", "health.evidence_present", "health.h100-a01_healthy",
                         "health.h100-a02_healthy"]

@@ -68,7 +68,7 @@ def _catalog(tmp: Path, required: list[str] | None) -> LoadedCatalog:
         return load_catalog("exemplar-h100", ROOT / "references")
     doc = yaml.safe_load((ROOT / "references" / "exemplar-h100.yaml").read_text())
     doc["id"] = "health-only-h100"
-    doc["rules"]["required_phases"] = required
+    doc["profiles"] = {"full": {"title": "Node health alone (test catalog)", "phases": required}}
     path = tmp / "health-only.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return load_catalog(str(path), ROOT / "references")

@@ -58,15 +58,20 @@ def _bundle(tmp_path: Path, workload: str = "gpt3-175b", gpu: str = "a100-sxm") 
 
 
 def test_a_user_catalog_certifies_its_own_system_and_model(tmp_path: Path) -> None:
-    inputs = load_inputs(_bundle(tmp_path), REFERENCES)
+    inputs = load_inputs(_bundle(tmp_path), REFERENCES, "my-a100.yaml")  # named by the person running certify
     assert inputs.bundle.spec.system.gpu == "a100-sxm"
     assert inputs.bundle.spec.runs[0].workload == "gpt3-175b"
-    assert inputs.catalog.spec.id == "my-a100"
+    assert inputs.catalog.spec.id == "my-a100" and not inputs.catalog.shipped
+
+
+def test_a_user_catalog_named_only_by_the_bundle_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match=r"got 'my-a100\.yaml', whose content .* certify --catalog my-a100\.yaml"):
+        load_inputs(_bundle(tmp_path), REFERENCES)
 
 
 def test_a_workload_the_catalog_does_not_define_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(EvidenceError) as exc:
-        load_inputs(_bundle(tmp_path, workload="bloom-176b"), REFERENCES)
+        load_inputs(_bundle(tmp_path, workload="bloom-176b"), REFERENCES, "my-a100.yaml")
     msg = str(exc.value)
     assert msg.startswith(f"{tmp_path / 'bundle.yaml'} field 'workload': run 'gpt3-r1': expected a workload")
     assert "(gpt3-175b), got 'bloom-176b'" in msg
@@ -82,7 +87,7 @@ def test_the_shipped_catalog_keeps_its_ids(tmp_path: Path) -> None:
 
 def test_a_system_other_than_the_catalogs_is_refused(tmp_path: Path) -> None:
     with pytest.raises(EvidenceError, match="certifies, 'a100-sxm', got 'h100-sxm'"):
-        load_inputs(_bundle(tmp_path, gpu="h100-sxm"), REFERENCES)
+        load_inputs(_bundle(tmp_path, gpu="h100-sxm"), REFERENCES, "my-a100.yaml")
 
 
 def test_a_fixed_flops_per_sample_convention_reproduces_a_published_tflops(tmp_path: Path) -> None:
