@@ -139,9 +139,12 @@ def resilience_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
 
 
 def health_asked(evidence: EvidenceSet) -> bool:
-    """Whether the health phase has anything to judge: a health run in the bundle, or a catalog requiring it."""
-    return (Phase.HEALTH in evidence.catalog.spec.rules.required_phases
-            or any(r.phase is Phase.HEALTH for r in evidence.bundle.spec.runs))
+    """Whether the health phase has anything to judge: a health run in the bundle, or a profile of the catalog in
+    which node health missing is a FAIL (the shipped profiles judge it when it is submitted)."""
+    if any(r.phase is Phase.HEALTH for r in evidence.bundle.spec.runs):
+        return True
+    return any(Phase.HEALTH.value in p.phases and p.missing == "fail" and Phase.HEALTH.value not in p.when_present
+               for p in evidence.catalog.spec.profiles.values())
 
 
 @task(name="judge-health", **UNCACHED)
