@@ -14,7 +14,7 @@ from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.outcome import outcome_state
-from flows.phases import efficiency_flow, health_flow, resilience_flow, scaling_flow
+from flows.phases import efficiency_flow, health_asked, health_flow, resilience_flow, scaling_flow
 from flows.progress import report
 from flows.request import CertifyRequest
 from flows.runners import bulky, handed_back, on_runner, received
@@ -70,6 +70,8 @@ def _judge_phases(request: CertifyRequest, evidence: EvidenceSet, tactics: Tacti
     one is given), from the evidence set: by phase name, its checks, section and (efficiency) workloads."""
     judged: dict[str, dict[str, Any]] = {}
     for phase, reads in PHASES:
+        if phase is health_flow and not health_asked(evidence):
+            continue  # no health run, none required: no subflow (each costs Prefect its runs), no stage shown
         report(phase.name, reads)
         judged[phase.name] = received(on_runner(phase, request.dask_address)(request.bundle_path, evidence))
         tactics.phase_judged(phase.name, judged[phase.name]["section"], evidence.catalog)

@@ -30,7 +30,7 @@ from flows.progress import current_stage, report
 from flows.runners import Parcel, bulky, handed_back, on_threads, received
 from flows.tasks import parse_training_task
 
-__all__ = ["efficiency_flow", "health_flow", "resilience_flow", "scaling_flow"]
+__all__ = ["efficiency_flow", "health_asked", "health_flow", "resilience_flow", "scaling_flow"]
 
 
 @task(name="parse-runs", retries=2, retry_delay_seconds=1, **CACHED)
@@ -136,6 +136,15 @@ def resilience_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
     runs = [r.id for r in evidence.bundle.spec.runs if r.phase is Phase.RESILIENCE]
     result = judge_resilience_task(bulky(evidence.inputs), bulky(_parsed(evidence, runs)))
     return handed_back({"checks": result.checks, "section": result.section})
+
+
+def health_asked(evidence: EvidenceSet) -> bool:
+    """Whether the health phase has anything to judge: a health run in the bundle, or a profile of the catalog in
+    which node health missing is a FAIL (the shipped profiles judge it when it is submitted)."""
+    if any(r.phase is Phase.HEALTH for r in evidence.bundle.spec.runs):
+        return True
+    return any(Phase.HEALTH.value in p.phases and p.missing == "fail" and Phase.HEALTH.value not in p.when_present
+               for p in evidence.catalog.spec.profiles.values())
 
 
 @task(name="judge-health", **UNCACHED)

@@ -257,10 +257,12 @@ def suspect_lines(results: dict[str, Any], width: int, most: int | None = None) 
     unexamined: list[str] = suspects.get("unexamined") or []
     if not nodes and not unexamined:
         return []
-    lines = [f"Suspect nodes ({len(nodes)}, most layers of evidence first)"] if nodes else []
+    lines = wrap(f"Suspect nodes ({len(nodes)}, most layers of evidence first)", width, indent=0, hang=2) \
+        if nodes else []
     for n in nodes[:most]:
         first = n["findings"][0]
-        where = f" ({first['where'][0]})" if first.get("where") else ""
+        # where it is, when that fits on a line of its own under the hanging indent (the report names every one)
+        where = f" ({first['where'][0]})" if first.get("where") and len(first["where"][0]) + 10 <= width else ""
         lines += wrap(f"{n['rank']}. {n['node']} [{', '.join(n['layers'])}]: {first['finding']}{where}"
                       + (f"; {counted(len(n['findings']) - 1, 'more finding')}" if len(n["findings"]) > 1 else ""),
                       width)

@@ -104,9 +104,9 @@ def test_each_node_is_its_worst_verdict_and_none_of_the_faults_passes(judged: tu
         "health.n-dbe_healthy": Status.FAIL, "health.n-skip_healthy": Status.SKIPPED,
         "health.n-ibpanic_healthy": Status.ERROR, "health.n-clean_healthy": Status.PASS,
         "health.n-cut_healthy": Status.ERROR, "health.n-host_healthy": Status.FAIL,
-        "health.every_node_examined": Status.WARN}
-    # the catalog (exemplar-h100) does not require the phase: shown, never decisive
-    assert {c.severity for c in result.checks} == {Severity.ADVISORY}
+        "health.every_node_examined": Status.FAIL, "health.evidence_present": Status.PASS}
+    # the catalog's (exemplar-h100) full profile judges node health where it is submitted: decisive
+    assert {c.severity for c in result.checks} == {Severity.REQUIRED}
 
 
 def test_findings_name_the_fault_with_its_file_and_line(judged: tuple[PhaseResult, Path]) -> None:
