@@ -381,7 +381,7 @@ def _peer_targets(measured: list[_Measured], fraction: float) -> list[_Measured]
         for m in peers:
             if m.target is None and m.target_basis.startswith("no link bound"):
                 out[index[id(m)]] = replace(
-                    m, target=fraction * median, target_source="this sweep's pairs (peer median)",
+                    m, target=fraction * median, target_source="peer median of this sweep",
                     target_basis=(f"{fraction:g} x the median {median:.1f} GB/s of the {len(peers)} pairs of its shape "
                                   f"in this sweep: the bundle declares no scale-out network, so no absolute figure "
                                   f"applies ({m.target_basis[len('no link bound: '):]})"))
@@ -442,7 +442,7 @@ def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, placem
     expected = reference[0] if reference is not None else modelled
     if fixed is not None:
         return _Target(fixed, f"fixed catalog target rules.collective_targets_gbps.{scope.value}", efficiency,
-                       expected, "catalog rules.collective_targets_gbps (its own reason)")
+                       expected, "catalog: collective_targets_gbps (its own reason)")
     if model is None:
         return _Target(None, "the catalog has no collective_model", efficiency, expected, "none")
     gate = next((g for g in model.public_gates if g.system == links.system and g.scope == scope.value
@@ -451,14 +451,14 @@ def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, placem
     if gate is not None:
         title = catalog.spec.sources[gate.source].title
         return _Target(gate.gbps, f"published gate {gate.gbps:g} GB/s ({title}{'; ' + gate.note if gate.note else ''})",
-                       efficiency, expected, f"{gate.source} (published gate)")
+                       efficiency, expected, f"published gate: {gate.source}")
     if reference is not None:
         value, ref = reference
         return _Target(model.target_fraction * value,
                        f"{model.target_fraction:g} x expected {value:.1f} GB/s: {ref.note} ({ref.gbps:g} GB/s at "
                        f"{ref.ranks} ranks over {ref.domains} NVLink domain(s)), carried to {placement.ranks} ranks "
                        f"over {placement.domains} by the model's shape", efficiency, value,
-                       f"{ref.source} (reference result)")
+                       f"reference: {ref.source}")
     if bound.gbps is None:
         return _Target(None, f"no link bound: {links.no_net or bound.formula}", efficiency, expected, "none")
     if modelled is None:
@@ -468,7 +468,7 @@ def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, placem
                    f"{model.target_fraction:g} x expected {modelled:.1f} GB/s (efficiency {efficiency:g} x "
                    f"bound {bound.formula}); clustercert's own model: no published figure for this collective "
                    "and shape", efficiency, modelled,
-                   f"{model.source} (clustercert's own model: no published figure)")
+                   f"model: {model.source} (no published figure)")
 
 
 def _reference(catalog: LoadedCatalog, collective: Collective, placement: Placement, links: _Links,

@@ -215,7 +215,7 @@ def test_cluster01_without_its_topology_holds_each_pair_to_its_peers_and_says_wh
     check = checks["scaling.pair-alltoall_busbw_meets_target"]
     assert check.status is Status.PASS
     rows = [r for r in result.section["collectives"] if r["collective"] == "alltoall"]
-    assert len(rows) == 180 and all(r["target_source"] == "this sweep's pairs (peer median)" for r in rows)
+    assert len(rows) == 180 and all(r["target_source"] == "peer median of this sweep" for r in rows)
     medians = {r["ranks_per_node"]: r["target_gbps"] / 0.8 for r in rows}
     assert medians[1] == pytest.approx(39.84) and medians[8] == pytest.approx(91.94)
     assert all(r["model"].startswith("0.8 x the median ") and "system.interconnect" in r["model"] for r in rows)

@@ -81,7 +81,7 @@ def test_every_real_h100_result_passes_its_scopes_target(h100_runs: dict[str, An
         assert row["large_busbw_gbps"] == pytest.approx(measured), row["run"]
         assert row["status"] == "PASS" and row["target_gbps"] <= measured, (row["run"], row["collective"], row)
         # an authority, not the model alone: the healthy real H100 results the catalog lists
-        assert row["target_source"] == "real-h100-nccl (reference result)", row
+        assert row["target_source"] == "reference: real-h100-nccl", row
     for scope in ("nvlink-domain", "cross-rack"):
         for collective in ("all_reduce", "alltoall", "sendrecv"):
             assert h100_runs["checks"][f"scaling.{scope}-{collective}_busbw_meets_target"].status.value == "PASS"
@@ -114,7 +114,7 @@ def test_cluster00_healthy_pairs_pass_and_its_bad_ones_do_not(real_samples: Path
     healthy = [r for r in rows if Path(r["file"]).name not in oracle["bad_files"]]
     assert len(healthy) > 200
     assert all(r["status"] == "PASS" for r in healthy), [r for r in healthy if r["status"] != "PASS"][:3]
-    assert all(r["target_source"] == "this sweep's pairs (peer median)" for r in rows)
+    assert all(r["target_source"] == "peer median of this sweep" for r in rows)
     # slow by the file's own average: below 80 % of the median average of the same collective
     slow_tests = set()
     for collective, values in oracle["avg"].items():

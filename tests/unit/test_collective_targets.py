@@ -87,7 +87,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
 def test_the_published_20_rack_result_passes_the_cross_rack_target(judged: dict[str, dict[str, Any]]) -> None:
     row = judged["published-20-racks"]
     assert row["status"] == "PASS" and row["target_gbps"] == pytest.approx(0.8 * 406.0)
-    assert row["target_source"] == "operator-gb200-20-racks (reference result)"
+    assert row["target_source"] == "reference: operator-gb200-20-racks"
 
 
 def test_the_degraded_samples_collapses_still_fail(judged: dict[str, dict[str, Any]]) -> None:
@@ -100,7 +100,7 @@ def test_the_degraded_samples_collapses_still_fail(judged: dict[str, dict[str, A
 
 def test_nvidias_gates_judge_the_runs_they_cover(judged: dict[str, dict[str, Any]]) -> None:
     rack, tray = judged["rack1"], judged["tray"]
-    assert rack["target_gbps"] == 900.0 and rack["target_source"] == "nvidia-cre-gb200 (published gate)"
+    assert rack["target_gbps"] == 900.0 and rack["target_source"] == "published gate: nvidia-cre-gb200"
     assert tray["target_gbps"] == 680.0 and tray["status"] == "PASS"
 
 

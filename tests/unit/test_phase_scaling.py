@@ -146,7 +146,7 @@ def test_nvlink_domain_busbw_meets_target(tmp_path: Path) -> None:
     assert (rack["scope"], rack["collective"], rack["gbps"], rack["min_ranks"]) == ("nvlink-domain", "all_reduce",
                                                                                   900.0, 72)
     assert (tray["gbps"], tray["max_ranks"]) == (680.0, 4)
-    assert row["target_source"] == "clustercert-link-model (clustercert's own model: no published figure)"
+    assert row["target_source"] == "model: clustercert-link-model (no published figure)"
     assert row["status"] == "PASS" and row["scope"] == "nvlink-domain" and row["collective"] == "all_reduce"
 
 
