@@ -907,7 +907,7 @@ def reference_fit(catalog: LoadedCatalog) -> list[dict[str, object]]:
         rows.append({
             "collective": ref.collective, "ranks": ref.ranks, "domains": ref.domains,
             "ranks_per_domain": ref.ranks_per_domain, "gbps": ref.gbps, "note": ref.note,
-            "source": catalog.spec.sources[ref.source].title,
+            "source": ref.source,
             "carried_gbps": near[0] if near else None, "carried_from": near[1].note if near else None,
             "fits": None if near is None else ref.gbps >= model.target_fraction * near[0],
             "link_model_gbps": bound * efficiency if bound is not None and efficiency is not None else None,
