@@ -16,7 +16,7 @@ import markupsafe
 
 from clustercert.errors import RenderError
 from clustercert.heap import keep, paused
-from clustercert.report.sources import check_target_source, rule_rows, system_rows
+from clustercert.report.sources import rule_rows, system_rows
 
 __all__ = [
     "APPENDIX_CAP",
@@ -292,7 +292,7 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
         groups.append((f"ev-phase-{name}", f"the {name} phase (all its checks)", spans))
     appendix, omitted = _appendix(groups)
     windows = sorted({f"{w['step_time_s']['window'][0]}–{w['step_time_s']['window'][1]}" for w in results["workloads"]})
-    checks = _said_once([{**c, "target_source": check_target_source(c, results)} for c in results["checks"]])
+    checks = _said_once(list(results["checks"]))
     phases = [_phase_context(name, results, [c for c in checks if c["phase"] == name]) for name in PHASES]
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RULE_SOURCES", "check_target_source", "rule_rows", "system_rows"]
+__all__ = ["RULE_SOURCES", "rule_rows", "system_rows"]
 
 # rule -> (unit, source). A source names a published figure where one exists, else says the value is
 # clustercert's own choice; the catalog may change every value (its file and version are on the cover).
@@ -35,15 +35,6 @@ RULE_SOURCES: dict[str, tuple[str, str]] = {
     "loss_explode_factor": ("x first logged loss", "clustercert's own choice"),
 }
 
-# check id suffix -> the rule whose value is its target
-_CHECK_RULES = {
-    "_weak_scaling_efficiency": "scaling_efficiency_min", "_step_time_stable": "step_time_cv_max",
-    "goodput_meets_min": "goodput_min", "stragglers_detected_and_handled": "straggler_score_min",
-    "stalls_detected": "stall_factor", "restarts_automatic_on_healthy_nodes": "restart_max_s",
-    "_no_run_below_peers": "degraded_pair_fraction", "pairs_no_degraded_link": "degraded_pair_fraction",
-}
-
-
 def rule_rows(rules: dict[str, Any]) -> list[dict[str, Any]]:
     """The catalog's rules as the report's thresholds table shows them: name, value, unit, source."""
     return [{"rule": k, "value": _short(k, v), "unit": RULE_SOURCES.get(k, ("–", ""))[0],
@@ -56,32 +47,6 @@ def _short(rule: str, value: Any) -> Any:
         return value
     return {k: (f"{len(v)} (see Collective targets)" if k in ("references", "public_gates")
                 and isinstance(v, list | dict) else v) for k, v in value.items()}
-
-
-def check_target_source(check: dict[str, Any], results: dict[str, Any]) -> str | None:
-    """The authority of a check's target, or None where the check has no target."""
-    if check.get("target") is None:
-        return None
-    cid = str(check["id"])
-    if cid.endswith("_meets_baseline"):
-        subject = cid.split(".", 1)[1].removesuffix("_meets_baseline")
-        for w in results.get("workloads", []):
-            if f"{w['workload']}-{w['precision']}-{w.get('gpus')}" == subject or \
-                    f"{w['workload']}-{w['precision']}" == subject:
-                base = w["baseline"]
-                derived = " (derived)" if base.get("illustrative") else ""
-                return f"baseline {base.get('source', 'the catalog')}{derived}"
-        return "baseline: the catalog"
-    if cid.endswith("_busbw_meets_target"):
-        scope, collective = cid.split(".", 1)[1].removesuffix("_busbw_meets_target").split("-", 1)
-        rows = results.get("phases", {}).get("scaling", {}).get("collectives", [])
-        found = sorted({str(r.get("target_source")) for r in rows
-                        if (r.get("scope"), r.get("collective")) == (scope, collective) and r.get("target_gbps")})
-        return "; ".join(found) or None
-    rule = next((r for suffix, r in _CHECK_RULES.items() if cid.endswith(suffix)), None)
-    if rule is None:
-        return None
-    return f"rules.{rule}: {RULE_SOURCES[rule][1]}"
 
 
 # printed field -> the item of the system description it fills, in the order an auditor reads them
