@@ -194,7 +194,8 @@ class Baseline(_Strict):
 
 
 class PublicGate(_Strict):
-    """A published busbw threshold shown beside the model's target for comparison (not judged)."""
+    """A published busbw threshold: the target of the runs it covers (its system, scope and collective, and a rank
+    count within [min_ranks, max_ranks])."""
 
     system: str
     scope: str
@@ -202,13 +203,32 @@ class PublicGate(_Strict):
     gbps: float = Field(gt=0)
     source: str
     note: str | None = None
+    min_ranks: int = Field(default=2, ge=2)
+    max_ranks: int | None = Field(default=None, ge=2)
+
+
+class ReferenceResult(_Strict):
+    """A healthy cluster's large-message busbw as published or measured (references/README.md, "Collective
+    targets"): the expected value of runs of its collective and link class, carried to their shape by the model."""
+
+    collective: str
+    ranks: int = Field(ge=2)
+    domains: int = Field(ge=1)  # NVLink domains the run spanned
+    ranks_per_domain: int = Field(ge=1)
+    net_gbps: float | None = Field(default=None, gt=0)  # scale-out GB/s per GPU where it spanned domains
+    gbps: float = Field(gt=0)
+    source: str
+    note: str
 
 
 class CollectiveModel(_Strict):
-    """How collective targets follow from the declared topology (references/README.md, "Collective target model").
+    """How collective targets follow from published figures and the declared topology (references/README.md,
+    "Collective target model").
 
-    target = target_fraction x expected; expected = efficiency[class][collective] x the link bound of the run,
-    class `nvlink` for a run inside one NVLink domain and `scale-out` for one that spans several.
+    target = target_fraction x expected. expected = a reference result of the run's collective and link class
+    (`nvlink` inside one NVLink domain, `scale-out` across several) carried to the run's shape, else
+    efficiency[class][collective] x the link bound of the run (clustercert's own model). A published gate that
+    covers a run is its target.
     """
 
     target_fraction: float = Field(gt=0, le=1)
@@ -218,6 +238,7 @@ class CollectiveModel(_Strict):
     source: str
     efficiency_source: str
     public_gates: list[PublicGate] = Field(default_factory=list)
+    references: list[ReferenceResult] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _known_names(self) -> CollectiveModel:
@@ -227,6 +248,11 @@ class CollectiveModel(_Strict):
                     raise ValueError(f"efficiency.{cls} names '{coll}', expected one of {', '.join(_COLLECTIVES)}")
                 if not 0 < value <= 2:
                     raise ValueError(f"efficiency.{cls}.{coll} must lie in (0, 2], got {value}")
+        for i, ref in enumerate(self.references):
+            if ref.collective not in _COLLECTIVES:
+                raise ValueError(f"references[{i}] names '{ref.collective}', expected one of {', '.join(_COLLECTIVES)}")
+            if (ref.domains > 1) != (ref.net_gbps is not None):
+                raise ValueError(f"references[{i}]: net_gbps is given exactly when the result spanned domains")
         for scope, colls in self.required.items():
             if scope not in _SCOPES:
                 raise ValueError(f"required names scope '{scope}', expected one of {', '.join(_SCOPES)}")
@@ -358,7 +384,8 @@ class Catalog(_Strict):
                                  f"expected some of {list(RECIPE_FIELDS)}")
         model = self.rules.collective_model
         if model is not None:
-            for key in [model.source, model.efficiency_source, *(g.source for g in model.public_gates)]:
+            for key in [model.source, model.efficiency_source, *(g.source for g in model.public_gates),
+                        *(r.source for r in model.references)]:
                 if key not in self.sources:
                     raise ValueError(f"rules.collective_model names source '{key}' which is not under sources")
         if self.peaks_source is not None and self.peaks_source not in self.sources:

@@ -26,11 +26,13 @@ __all__ = [
     "Scope",
     "busbw_factor",
     "busbw_samples",
+    "carried",
     "find_below_peers",
     "find_degraded_pairs",
     "judge_collective",
     "large_message_busbw",
     "link_bound",
+    "model_shape",
     "plausibility_ceiling_gbps",
     "rank_nodes",
     "row_disagreement",
@@ -138,6 +140,36 @@ def link_bound(collective: Collective, placement: Placement, rates: LinkRates) -
         value = min(nvl, net)
         formula = f"{d} NVLink domains: B_net = {value:g} GB/s per GPU"
     return Bound(value, formula, min(top, 2.0 * value))
+
+
+def model_shape(collective: Collective, placement: Placement, rates: LinkRates) -> float | None:
+    """The busbw the model gives a run's shape, in GB/s; None where it spans domains and B_net is unknown.
+
+    One NVLink domain: B_nvl. Across D >= 2 domains, k ranks in each (N ranks), the hierarchical collectives
+    (all_reduce, all_gather, reduce_scatter, broadcast, reduce) run inside each domain over NVLink, then across
+    domains on 1/k of the data per GPU over its own B_net, one phase after the other:
+        busbw = ((N - 1) / N) / ((k - 1) / (k B_nvl) + (D - 1) / (D k B_net)),
+    which falls as D grows (B_nvl for D = 1, B_net for k = 1). alltoall and sendrecv: their link bound.
+    """
+    n, d, k = placement.ranks, placement.domains, placement.ranks_per_domain
+    if d <= 1:
+        return rates.nvlink_gbps
+    if rates.net_gbps is None:
+        return None
+    if collective not in _HIERARCHICAL:
+        return link_bound(collective, placement, rates).gbps
+    per_byte = (k - 1) / (k * rates.nvlink_gbps) + (d - 1) / (d * k * rates.net_gbps)
+    return ((n - 1) / n) / per_byte
+
+
+def carried(collective: Collective, placement: Placement, rates: LinkRates, reference: Placement,
+            reference_gbps: float) -> float | None:
+    """A reference result carried to a run's shape: reference busbw x shape(run) / shape(reference), both on the
+    run's link rates (a reference is only carried to runs on links of its own rates)."""
+    mine, theirs = model_shape(collective, placement, rates), model_shape(collective, reference, rates)
+    if mine is None or not theirs:
+        return None
+    return reference_gbps * mine / theirs
 
 
 def row_disagreement(

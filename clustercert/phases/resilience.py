@@ -607,7 +607,8 @@ def _straggler_verdict(scored: _Scored, rules: Rules, unread: Sequence[str],
     failures = scored.failures(rules.straggler_detect_max_s)
     in_time = [r for r in flagged if r.detection_s is not None and r.detected_in_time]
     delays = [r.detection_delay_s for r in flagged if r.detection_delay_s is not None]
-    found = (f"{len(flagged)} straggler(s) found (relative score over the run < {rules.straggler_score_min:.2f}), "
+    found = (f"{len(flagged)} straggler(s) found (judged score, the lower of the relative score over the run and "
+             f"over its worst window, < {rules.straggler_score_min:.2f}), "
              f"{len(in_time)} detected by the cluster within {rules.straggler_detect_max_s:g} s"
              + (f" (slowest detection {max(delays):.0f} s after first visible)" if delays else ""))
     if failures:

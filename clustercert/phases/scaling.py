@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from clustercert.catalog import LoadedCatalog, Rules, Window
+from clustercert.catalog import LoadedCatalog, ReferenceResult, Rules, Window
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
@@ -22,6 +24,7 @@ from clustercert.metrics.collectives import (
     Scope,
     busbw_factor,
     busbw_samples,
+    carried,
     find_below_peers,
     find_degraded_pairs,
     judge_collective,
@@ -39,10 +42,14 @@ from clustercert.parsers.training import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
-__all__ = ["judge_scaling"]
+__all__ = ["judge_scaling", "reference_fit"]
 
 PHASE = Phase.SCALING.value
 _LISTED = 12  # findings named one by one in a message; the rest are counted (all are in results.json)
+# A reference result is carried only to runs within this factor of its ranks per NVLink domain: the hierarchical
+# shape adds its phases where NCCL overlaps them, so it under-predicts far from its reference (10 H100 nodes x 1
+# carried to x 8 gives 230 GB/s where x 8 reaches 364)
+_CARRY_SPAN = 2.0
 _NCCL_HINT = ("Keep the file in the bundle as evidence of the failure; re-run nccl-tests on these nodes and add "
               "the new log as a further run")
 
@@ -254,6 +261,7 @@ class _Measured:
     cause: str | None = None  # the root cause an aborted test printed
     truncated: bool = False  # the capture stops inside the test, no error printed: nothing against the cluster
     line: int = 0  # the line of its number: the gated row's, or the error's that aborted it
+    target_source: str = "none"  # the authority of the target, as the report's Source column names it
 
 
 def _number_line(test: CollectiveTest, large_message_bytes: int) -> int:
@@ -310,6 +318,7 @@ class _Links:
     no_net: str | None  # why the scale-out rate is unknown
     domain_of: Mapping[str, str]  # node -> its NVLink domain
     gpus_per_node: int
+    system: str  # the bundle's GPU system id, which published gates name
 
 
 @dataclass(frozen=True)
@@ -318,6 +327,7 @@ class _Target:
     basis: str  # where the target comes from (the model, a fixed catalog target, or none and why)
     efficiency: float | None
     expected_gbps: float | None
+    source: str  # the authority, as the report's Source column names it
 
 
 def _collective_runs(
@@ -326,7 +336,7 @@ def _collective_runs(
     """Per-run problems as checks (unusable files, bad scopes), and every usable test judged on its own."""
     rates, no_net = _link_rates(bundle, catalog)
     links = _Links(rates, no_net, {node: d.name for d in bundle.spec.system.nvlink_domains for node in d.nodes},
-                   bundle.spec.system.gpus_per_node)
+                   bundle.spec.system.gpus_per_node, bundle.spec.system.gpu)
     checks: list[Check] = []
     out: list[_Measured] = []
     yaml = bundle.shown("bundle.yaml")
@@ -369,7 +379,27 @@ def _collective_runs(
                 ))
                 continue
             out.append(_measured_test(run, scope, test, collective, span, catalog, links))
-    return checks, out
+    return checks, _peer_targets(out, catalog.spec.rules.degraded_pair_fraction)
+
+
+def _peer_targets(measured: list[_Measured], fraction: float) -> list[_Measured]:
+    """Pair runs that no absolute figure covers (the bundle declares no scale-out network) get the pairwise
+    sweep's own rule as their target: `fraction` of the median of the pairs of their shape (3 or more)."""
+    out = list(measured)
+    index = {id(m): i for i, m in enumerate(out)}
+    for peers in _pair_peers([m for m in measured if m.result.scope is Scope.PAIR]):
+        values = [m.result.busbw_gbps for m in peers if m.result.busbw_gbps is not None]
+        if len(values) < 3:
+            continue
+        median = statistics.median(values)
+        for m in peers:
+            if m.target is None and m.target_basis.startswith("no link bound"):
+                out[index[id(m)]] = replace(
+                    m, target=fraction * median, target_source="peer median of this sweep",
+                    target_basis=(f"{fraction:g} x the median {median:.1f} GB/s of the {len(peers)} pairs of its shape "
+                                  f"in this sweep: the bundle declares no scale-out network, so no absolute figure "
+                                  f"applies ({m.target_basis[len('no link bound: '):]})"))
+    return out
 
 
 def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective: Collective, span: Span,
@@ -382,8 +412,7 @@ def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective:
     nodes = tuple(run.nodes or dict.fromkeys(test.hosts))
     placement = _placement(ranks, test.hosts, nodes, links.domain_of, scope, links.gpus_per_node)
     bound = link_bound(collective, placement, links.rates)
-    target = _target(catalog, scope, collective, "nvlink" if placement.domains <= 1 else "scale-out",
-                     bound, links.no_net)
+    target = _target(catalog, scope, collective, placement, bound, links)
     targets = {scope.value: {collective.value: target.gbps}} if target.gbps is not None else {}
     judged = judge_collective(
         CollectiveRun(collective, scope, ranks, busbw_samples(sizes, oop, ip), complete=test.error is None,
@@ -395,7 +424,7 @@ def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective:
         run, judged, sizes, list(map(max, oop, ip)),
         test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
         placement.domains, target.gbps, target.basis, target.efficiency, cause=test.cause, truncated=test.truncated,
-        line=_number_line(test, rules.large_message_bytes),
+        line=_number_line(test, rules.large_message_bytes), target_source=target.source,
     )
 
 
@@ -415,28 +444,74 @@ def _disagreement(collective: Collective, test: CollectiveTest) -> str | None:
     return None
 
 
-def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, cls: Literal["nvlink", "scale-out"],
-            bound: Bound, no_net: str | None) -> _Target:
-    """A run's busbw target: the catalog's fixed one for its scope, else the model's fraction of the link bound
-    times the efficiency of its class of links (`cls`); none, and why, where either is unknown."""
+def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, placement: Placement, bound: Bound,
+            links: _Links) -> _Target:
+    """A run's busbw target and its source, in this order: the catalog's fixed target for its scope; a published
+    gate that covers it; target_fraction x a reference result (published, or a healthy real cluster's) of its
+    collective and link class carried to its shape; target_fraction x the model's efficiency x its link bound
+    (clustercert's own model, where no figure exists). None, and why, where none applies."""
     rules = catalog.spec.rules
     model = rules.collective_model
+    cls: Literal["nvlink", "scale-out"] = "nvlink" if placement.domains <= 1 else "scale-out"
     fixed = rules.collective_targets_gbps.get(scope.value, {}).get(collective.value)
     efficiency = model.efficiency.get(cls, {}).get(collective.value) if model is not None else None
-    expected = bound.gbps * efficiency if bound.gbps is not None and efficiency is not None else None
+    modelled = bound.gbps * efficiency if bound.gbps is not None and efficiency is not None else None
+    reference = _reference(catalog, collective, placement, links)
+    expected = reference[0] if reference is not None else modelled
     if fixed is not None:
         return _Target(fixed, f"fixed catalog target rules.collective_targets_gbps.{scope.value}", efficiency,
-                       expected)
+                       expected, "catalog: collective_targets_gbps (its own reason)")
     if model is None:
-        return _Target(None, "the catalog has no collective_model", efficiency, expected)
+        return _Target(None, "the catalog has no collective_model", efficiency, expected, "none")
+    gate = next((g for g in model.public_gates if g.system == links.system and g.scope == scope.value
+                 and g.collective == collective.value and g.min_ranks <= placement.ranks
+                 and (g.max_ranks is None or placement.ranks <= g.max_ranks)), None)
+    if gate is not None:
+        title = catalog.spec.sources[gate.source].title
+        return _Target(gate.gbps, f"published gate {gate.gbps:g} GB/s ({title}{'; ' + gate.note if gate.note else ''})",
+                       efficiency, expected, f"published gate: {gate.source}")
+    if reference is not None:
+        value, ref = reference
+        return _Target(model.target_fraction * value,
+                       f"{model.target_fraction:g} x expected {value:.1f} GB/s: {ref.note} ({ref.gbps:g} GB/s at "
+                       f"{ref.ranks} ranks over {ref.domains} NVLink domain(s)), carried to {placement.ranks} ranks "
+                       f"over {placement.domains} by the model's shape", efficiency, value,
+                       f"reference: {ref.source}")
     if bound.gbps is None:
-        return _Target(None, f"no link bound: {no_net or bound.formula}", efficiency, expected)
-    if expected is None:
+        return _Target(None, f"no link bound: {links.no_net or bound.formula}", efficiency, expected, "none")
+    if modelled is None:
         return _Target(None, f"the catalog's collective_model sets no {cls} efficiency for {collective.value}",
-                       efficiency, expected)
-    return _Target(model.target_fraction * expected,
-                   f"{model.target_fraction:g} x expected {expected:.1f} GB/s (efficiency {efficiency:g} x "
-                   f"bound {bound.formula})", efficiency, expected)
+                       efficiency, expected, "none")
+    return _Target(model.target_fraction * modelled,
+                   f"{model.target_fraction:g} x expected {modelled:.1f} GB/s (efficiency {efficiency:g} x "
+                   f"bound {bound.formula}); clustercert's own model: no published figure for this collective "
+                   "and shape", efficiency, modelled,
+                   f"model: {model.source} (no published figure)")
+
+
+def _reference(catalog: LoadedCatalog, collective: Collective, placement: Placement, links: _Links,
+               among: Sequence[ReferenceResult] | None = None) -> tuple[float, ReferenceResult] | None:
+    """The catalog's reference result (or one `among` these) nearest the run's shape (ranks per domain, then
+    domains, then ranks) among those of its collective, its link class and its scale-out rate, carried to the
+    run's shape."""
+    model = catalog.spec.rules.collective_model
+    one = placement.domains <= 1
+    pool = among if among is not None else (model.references if model else [])
+    k = placement.ranks_per_domain
+    mine = [r for r in pool if r.collective == collective.value
+            and (r.domains <= 1) == one and (one or r.net_gbps == links.rates.net_gbps)
+            and max(k / r.ranks_per_domain, r.ranks_per_domain / k) <= _CARRY_SPAN]
+    if not mine:
+        return None
+
+    def distance(r: ReferenceResult) -> tuple[float, float, float]:
+        return (abs(math.log(placement.ranks_per_domain / r.ranks_per_domain)),
+                abs(math.log(placement.domains / r.domains)), abs(math.log(placement.ranks / r.ranks)))
+
+    ref = min(mine, key=distance)
+    value = carried(collective, placement, links.rates, Placement(ref.ranks, ref.domains, ref.ranks_per_domain),
+                    ref.gbps)
+    return None if value is None else (value, ref)
 
 
 def _where(m: _Measured) -> str:
@@ -540,7 +615,7 @@ def _collective_entry(m: _Measured, scope: str, coll: str) -> dict[str, object]:
         "avg_busbw_gbps": m.avg_reported, "gated": "large_busbw_gbps",
         "target_gbps": m.target, "expected_gbps": m.result.expected_gbps,
         "bound_gbps": m.result.bound.gbps if m.result.bound else None,
-        "model": m.target_basis, "efficiency": m.efficiency,
+        "model": m.target_basis, "target_source": m.target_source, "efficiency": m.efficiency,
         "ceiling_gbps": m.result.ceiling_gbps,
         "nodes": list(m.result.nodes), "file": m.result.evidence[0].file if m.result.evidence else None,
         "line": m.line or (m.result.evidence[0].first if m.result.evidence else None),
@@ -830,5 +905,35 @@ def judge_scaling(
              for g in (model.public_gates if model else []) if g.system == bundle.spec.system.gpu]
     return PhaseResult(checks=checks, section={
         "weak_scaling": weak, "collectives": collectives, "pairs": pairs, "pair_nodes": nodes,
-        "ceiling_gbps": ceiling, "public_gates": gates,
+        "ceiling_gbps": ceiling, "public_gates": gates, "reference_fit": reference_fit(catalog),
     })
+
+
+def reference_fit(catalog: LoadedCatalog) -> list[dict[str, object]]:
+    """How the model fits the catalog's reference results: each one beside the value the nearest other reference
+    of its collective and link class gives it when carried to its shape, and beside the link model alone."""
+    model = catalog.spec.rules.collective_model
+    if model is None:
+        return []
+    rows: list[dict[str, object]] = []
+    nvl = catalog.spec.nvlink_gbps_per_direction
+    for ref in model.references:
+        collective = Collective(ref.collective)
+        placement = Placement(ref.ranks, ref.domains, ref.ranks_per_domain)
+        rates = LinkRates(nvl, ref.net_gbps)
+        others = [r for r in model.references if r is not ref and r.collective == ref.collective
+                  and (r.domains <= 1) == (ref.domains <= 1) and r.net_gbps == ref.net_gbps]
+        links = _Links(rates, None, {}, 1, "")
+        near = _reference(catalog, collective, placement, links, among=others) if others else None
+        cls: Literal["nvlink", "scale-out"] = "nvlink" if ref.domains <= 1 else "scale-out"
+        efficiency = model.efficiency.get(cls, {}).get(ref.collective)
+        bound = link_bound(collective, placement, rates).gbps
+        rows.append({
+            "collective": ref.collective, "ranks": ref.ranks, "domains": ref.domains,
+            "ranks_per_domain": ref.ranks_per_domain, "gbps": ref.gbps, "note": ref.note,
+            "source": ref.source,
+            "carried_gbps": near[0] if near else None, "carried_from": near[1].note if near else None,
+            "fits": None if near is None else ref.gbps >= model.target_fraction * near[0],
+            "link_model_gbps": bound * efficiency if bound is not None and efficiency is not None else None,
+        })
+    return rows

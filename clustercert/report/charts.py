@@ -17,6 +17,7 @@ __all__ = [
     "bus_bandwidth_charts",
     "event_timeline_chart",
     "goodput_chart",
+    "judged_score",
     "pair_heatmap_chart",
     "scaling_chart",
     "shared_charts",
@@ -37,6 +38,17 @@ _RC: dict[str, Any] = {
     "figure.dpi": DPI,
     "savefig.dpi": DPI,
 }
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+_DASHES = ["-", "--", "-.", ":"]
+_BODY_IN = 7.09  # a chart is drawn at the page body's width (A4 less 15 mm margins), in inches
+_MIN_PT = 6.5  # the smallest label on the printed page, in points
+
+
+def _pt(fig_width_in: float) -> float:
+    """The font size that prints at _MIN_PT once a figure this wide is scaled to the page body's width."""
+    return _MIN_PT * max(1.0, fig_width_in / _BODY_IN)
+
+
 _COLORS = ["#1f5fa8", "#c0392b", "#2e8b57", "#8e44ad", "#d68910", "#17808a", "#7f8c8d", "#a04000"]
 BADPUT_COLORS = {
     "productive": "#2e8b57", "checkpoint": "#1f5fa8", "restart": "#c0392b", "stall": "#d68910",
@@ -296,8 +308,11 @@ def scaling_chart(weak: Sequence[dict[str, Any]], target: float | None = None) -
         ax.set_ylim(min(0.0, min(effs) - 5.0), max(110.0, max(effs) + 5.0))
         for i, w in enumerate(weak):
             points = sorted(w["points"], key=lambda p: int(p["gpus"]))
-            ax.plot([p["gpus"] for p in points], [100.0 * float(p["efficiency"]) for p in points], marker="o",
-                    ms=3.5, color=_color(i), label=f"{w['workload']} {str(w['precision']).upper()}")
+            # lines at the same efficiencies lie on each other: each its own marker, size and dash shows them all
+            ax.plot([p["gpus"] for p in points], [100.0 * float(p["efficiency"]) for p in points],
+                    marker=_MARKERS[i % len(_MARKERS)], ms=max(3.0, 7.5 - 1.5 * i), mfc="none" if i % 2 else None,
+                    ls=_DASHES[i % len(_DASHES)], lw=1.2, color=_color(i),
+                    label=f"{w['workload']} {str(w['precision']).upper()}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(gpus_all, [str(g) for g in gpus_all])
         ax.set_xlabel("GPUs")
@@ -426,8 +441,8 @@ def pair_heatmap_chart(pairs: Sequence[dict[str, Any]]) -> Chart | None:
                                                       lw=1.2))
         step = max(1, len(nodes) // 40)
         labels = [n for n in nodes[::step]]
-        ax.set_xticks(range(0, len(nodes), step), labels, rotation=90, fontsize=5.5)
-        ax.set_yticks(range(0, len(nodes), step), labels, fontsize=5.5)
+        ax.set_xticks(range(0, len(nodes), step), labels, rotation=90, fontsize=_pt(size + 1.2))
+        ax.set_yticks(range(0, len(nodes), step), labels, fontsize=_pt(size + 1.2))
         ax.set_title("Node pairs: worst busbw / median of its peers (x: failed, outlined: degraded)")
         fig.colorbar(image, ax=ax, label="fraction of the median of pairs of its shape", shrink=0.8)
         uri = _png(fig)
@@ -448,9 +463,12 @@ def pair_heatmap_chart(pairs: Sequence[dict[str, Any]]) -> Chart | None:
 
 
 @_shareable
-def straggler_map_chart(stragglers: Sequence[dict[str, Any]]) -> Chart | None:
-    """Relative score per GPU, nodes grouped by NVLink domain; flagged ranks outlined."""
+def straggler_map_chart(stragglers: Sequence[dict[str, Any]], threshold: float | None = None) -> Chart | None:
+    """The judged score per GPU (the lower of its relative score over the run and over its worst window), nodes
+    grouped by NVLink domain, on fixed bounds: red below `threshold` (flagged), amber from it to halfway to 1,
+    green above; flagged ranks outlined."""
     import matplotlib
+    from matplotlib.colors import BoundaryNorm, ListedColormap
 
     stragglers = [s for s in stragglers if s.get("gpu") is not None and s.get("relative_score") is not None]
     if not stragglers:  # nothing was scored per GPU: no chart for a check that judged nothing
@@ -461,37 +479,46 @@ def straggler_map_chart(stragglers: Sequence[dict[str, Any]]) -> Chart | None:
     col = {g: i for i, g in enumerate(gpus)}
     grid = [[float("nan")] * len(gpus) for _ in nodes]
     for s in stragglers:
-        grid[row[(str(s["domain"]), str(s["node"]))]][col[int(s["gpu"])]] = float(s["relative_score"])
+        grid[row[(str(s["domain"]), str(s["node"]))]][col[int(s["gpu"])]] = judged_score(s)
     flagged = [s for s in stragglers if s["flagged"]]
+    line = float(threshold) if threshold is not None else 0.9
+    bounds = [0.0, line, (line + 1.0) / 2.0, 1.0 + 1e-9]
     with _rc():
         height = min(9.0, 1.2 + 0.16 * len(nodes))
         fig = _draw(6.6, height)
         ax = fig.add_subplot()
         ax.grid(False)
-        image = ax.imshow(grid, aspect="auto", cmap="viridis_r", interpolation="nearest")
+        image = ax.imshow(grid, aspect="auto", cmap=ListedColormap(["#c0392b", "#d68910", "#2e8b57"]),
+                          norm=BoundaryNorm(bounds, 3), interpolation="nearest")
         for s in flagged:
             ax.add_patch(matplotlib.patches.Rectangle(
                 (col[int(s["gpu"])] - 0.5, row[(str(s["domain"]), str(s["node"]))] - 0.5), 1, 1,
                 fill=False, edgecolor="#c0392b", lw=1.6))
         ax.set_xticks(range(len(gpus)), [str(g) for g in gpus])
         step = max(1, len(nodes) // 40)
-        ax.set_yticks(range(0, len(nodes), step), [f"{d} / {n}" for d, n in nodes[::step]], fontsize=5.5)
+        ax.set_yticks(range(0, len(nodes), step), [f"{d} / {n}" for d, n in nodes[::step]], fontsize=_pt(6.6))
         # Thin lines between NVLink domains.
         for i in range(1, len(nodes)):
             if nodes[i][0] != nodes[i - 1][0]:
                 ax.axhline(i - 0.5, color="white", lw=1.2)
         ax.set_xlabel("GPU")
-        ax.set_title("Straggler map: relative score by NVLink domain / node / GPU (red: flagged)")
-        fig.colorbar(image, ax=ax, label="relative score (1 = median)", shrink=0.8)
+        ax.set_title(f"Straggler map: judged score by NVLink domain / node / GPU (red: flagged, below {line:.2f})")
+        fig.colorbar(image, ax=ax, label="judged score (1 = the fastest GPU)", shrink=0.8, ticks=[*bounds[:3], 1.0])
         uri = _png(fig)
     domains = sorted({d for d, _ in nodes})
     return Chart(
         id="chart-stragglers", title="Straggler map",
-        alt=(f"Heat map of the relative score of {len(stragglers)} ranks on {len(nodes)} nodes in {len(domains)} "
+        alt=(f"Heat map of the judged score of {len(stragglers)} ranks on {len(nodes)} nodes in {len(domains)} "
              f"NVLink domain(s), {len(gpus)} GPUs per node; {len(flagged)} flagged rank(s) outlined in red"
              + (": " + ", ".join(f"{s['node']} GPU {s['gpu']}" for s in flagged[:8]) if flagged else "") + "."),
         uri=uri,
     )
+
+
+def judged_score(s: dict[str, Any]) -> float:
+    """The score a straggler is judged by: the lower of its relative score over the run and over its worst window."""
+    window = s.get("lowest_window_score")
+    return min(float(s["relative_score"]), float(window)) if window is not None else float(s["relative_score"])
 
 
 _SPARE = ["#e377c2", "#bcbd22", "#000000", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#aec7e8"]

@@ -16,6 +16,7 @@ import markupsafe
 
 from clustercert.errors import RenderError
 from clustercert.heap import keep, paused
+from clustercert.report.sources import rule_rows, system_rows
 
 __all__ = [
     "APPENDIX_CAP",
@@ -97,7 +98,10 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
             if held is None or (value if value is not None else -1.0) < (
                     held["large_busbw_gbps"] if held.get("large_busbw_gbps") is not None else -1.0):
                 weakest[key] = c
-        drawn = list(weakest.values())[:BUSBW_CHART_CAP]
+        # every failing (scope, collective) is drawn, then the others while the cap allows
+        failing = [c for c in weakest.values() if c.get("status") == "FAIL"]
+        drawn = failing + [c for c in weakest.values() if c.get("status") != "FAIL"][
+            :max(0, BUSBW_CHART_CAP - len(failing))]
         phase["charts"] += charts.bus_bandwidth_charts(drawn)
         if len(collectives) > len(drawn):
             phase["notes"].append(f"Bus bandwidth is drawn for the weakest run of each scope and collective "
@@ -109,6 +113,9 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         phase["pairs_degraded"] = sum(1 for p in pairs if p["degraded"])
         phase["pairs_failed"] = sum(1 for p in pairs if p["busbw_gbps"] is None)
         phase["public_gates"] = section.get("public_gates", [])
+        phase["reference_fit"] = section.get("reference_fit", [])
+        phase["peer_targets"] = sum(1 for c in every if "peer median" in str(c.get("target_source", "")))
+        phase["own_model"] = [c for c in collectives if "no published figure" in str(c.get("target_source", ""))]
         phase["pair_nodes"] = [n for n in section.get("pair_nodes", []) if n["bad_pairs"]][:TABLE_CAP]
         heatmap = charts.pair_heatmap_chart(section.get("pairs", []))
         if heatmap is not None:
@@ -127,12 +134,14 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         goodput = section.get("goodput")
         stragglers = section.get("stragglers", [])
         events = sorted(section.get("events", []), key=lambda e: float(e["time_s"]))
-        made = [charts.goodput_chart(goodput) if goodput else None, charts.straggler_map_chart(stragglers),
+        made = [charts.goodput_chart(goodput) if goodput else None,
+                charts.straggler_map_chart(stragglers, results.get("rules", {}).get("straggler_score_min")),
                 charts.event_timeline_chart(events)]
         phase["charts"] = [c for c in made if c is not None]
         phase["goodput"] = goodput
         phase["goodput_ml"] = section.get("goodput_ml")
-        phase["stragglers"] = [s for s in stragglers if s["flagged"]][:TABLE_CAP]
+        phase["stragglers"] = [{**s, "judged_score": charts.judged_score(s)} for s in stragglers
+                               if s["flagged"]][:TABLE_CAP]
         phase["stragglers_total"] = len(stragglers)
         phase["events"] = events[:TABLE_CAP]
         phase["events_total"] = len(events)
@@ -207,6 +216,31 @@ def _arguments(kwargs: Any) -> markupsafe.Markup:
     return jinja2.utils.htmlsafe_json_dumps(short(kwargs), sort_keys=True)
 
 
+_SENTENCE = re.compile(r"(?<=[.;:])\s+")
+_LONG_SENTENCE = 60  # shorter sentences ("Fix bundle.yaml.") may repeat: they cost less to read than a reference
+
+
+def _said_once(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Checks as the report prints them, in its order (phase by phase, then validation): a long sentence an
+    earlier check's message already said (a remedy, a formula) is replaced by a reference to that check.
+    results.json keeps every message whole."""
+    order = {name: i for i, name in enumerate(PHASES)}
+    first: dict[str, str] = {}
+    out: dict[int, dict[str, Any]] = {}
+    for i, check in sorted(enumerate(checks), key=lambda ic: order.get(str(ic[1]["phase"]), len(order))):
+        parts = []
+        for sentence in _SENTENCE.split(str(check["message"])):
+            said = first.get(sentence) if len(sentence) >= _LONG_SENTENCE else None
+            if said is not None and said != check["id"]:
+                parts.append(f"(As in {said}.)")
+            else:
+                parts.append(sentence)
+                if len(sentence) >= _LONG_SENTENCE:
+                    first.setdefault(sentence, str(check["id"]))
+        out[i] = {**check, "message": " ".join(parts)}
+    return [out[i] for i in range(len(checks))]
+
+
 def _cell(value: Any) -> str:
     """A value as a reader reads it: yes/no, numbers to 4 significant digits, lists as counted items."""
     if value is None:
@@ -276,8 +310,8 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
         groups.append((f"ev-phase-{name}", f"the {name} phase (all its checks)", spans))
     appendix, omitted = _appendix(groups)
     windows = sorted({f"{w['step_time_s']['window'][0]}–{w['step_time_s']['window'][1]}" for w in results["workloads"]})
-    phases = [_phase_context(name, results, [c for c in results["checks"] if c["phase"] == name])
-              for name in shown_phases]
+    checks = _said_once(list(results["checks"]))
+    phases = [_phase_context(name, results, [c for c in checks if c["phase"] == name]) for name in shown_phases]
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
         "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}") + (
@@ -321,6 +355,10 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
         "appendix_cap": APPENDIX_CAP,
         "spans_per_item": SPANS_PER_ITEM,
         "table_cap": TABLE_CAP,
+        "rule_rows": rule_rows(results.get("rules", {})),
+        "unusable_tests": sum(1 for c in (results.get("phases", {}).get("scaling") or {}).get("collectives", [])
+                              if c.get("large_busbw_gbps") is None),
+        "system_rows": system_rows(results.get("system_under_test") or {}),
         "command": command,
         "redacted": redacted,
     }

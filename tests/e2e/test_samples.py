@@ -118,7 +118,9 @@ def test_every_collective_check_has_a_target_and_expected_value(certified: dict[
                                                                 sample: str) -> None:
     rows = certified[sample]["results"]["phases"]["scaling"]["collectives"]
     assert rows and all(r["target_gbps"] is not None and r["expected_gbps"] is not None for r in rows)
-    assert all(r["target_gbps"] < r["expected_gbps"] <= 1.07 * r["bound_gbps"] for r in rows)
+    # no expected value above the highest efficiency a real result shows against its link bound: one H100 node's
+    # all_reduce, 482.27 GB/s of 450 (NVLS), the H100 catalogs' reference for that shape
+    assert all(r["target_gbps"] < r["expected_gbps"] <= 482.27 / 450 * r["bound_gbps"] + 1e-9 for r in rows)
     assert not [c["id"] for c in _checks(certified[sample], "scaling", "SKIPPED")]
 
 def test_degraded_page_one_lists_its_three_planted_faults(certified: dict[str, dict[str, Any]]) -> None:

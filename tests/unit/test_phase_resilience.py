@@ -140,7 +140,8 @@ def test_reported_and_replaced_straggler_passes(tmp_path: Path) -> None:
     assert slow["lowest_window_score"] == pytest.approx(0.8)
     # the check reports what it judges: stragglers found, handled, and the detection time against the limit
     assert (check.measured, check.target, check.unit) == (1.0, 1.0, "stragglers handled")
-    assert check.message.startswith("1 straggler(s) found (relative score over the run < 0.90), 1 detected by the "
+    assert check.message.startswith("1 straggler(s) found (judged score, the lower of the relative score over the run "
+                                    "and over its worst window, < 0.90), 1 detected by the "
                                     "cluster within 600 s (slowest detection 50 s after first visible)")
 
 

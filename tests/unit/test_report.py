@@ -33,6 +33,7 @@ OUTLINE = [
     "Phase: resilience",
     "Evidence validation",
     "Cross-source consistency",
+    "System description",
     "Methodology",
     "Formulas and conventions",
     "Thresholds applied",
@@ -164,7 +165,7 @@ def test_pdf_is_deterministic_with_text_outline_and_fixed_dates(html: str, pdf: 
     for phrase in ("CERTIFIED", "Valid until", "2027-11-02", "Evidence collected", "Pass rule", "synthetic",
                    "illustrative", "development key",
                    "Grok-1 314B", "Weak scaling", "Flagged stragglers", "gb-r2-n03", "Resilience events",
-                   "Methodology", "Evidence inventory", "Reproducibility", "Limitations",
+                   "System description", "Methodology", "Evidence inventory", "Reproducibility", "Limitations",
                    "Appendix: evidence spans", "Signature"):
         assert phrase in text, phrase
     pages = len(reader.pages)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clustercert.evidence import system
-from clustercert.evidence.system import SOFTWARE_PATTERNS, facts_in
+from clustercert.evidence.system import SOFTWARE_PATTERNS, facts_at, facts_in
 
 LINES = {
     "gpu_model": ("#  Rank  0 Group  0 Pid 4180122 on cnode3-002 device  0 [0000:1b:00] NVIDIA H100 80GB HBM3",
@@ -18,7 +18,22 @@ LINES = {
     "nemo": ("[NeMo I 2025-01-02 10:00:00] NeMo version: 2.1.0", "2.1.0"),
     "container": ("srun --container-image=nvcr.io/nvidia/nemo:25.02 python train.py", "nvcr.io/nvidia/nemo:25.02"),
     "pytorch": ("torch version: 2.6.0a0+ecf3bae40a.nv25.01", "2.6.0a0+ecf3bae40a.nv25.01"),
+    # nvidia-smi -a (samples/real/node-health/thamada-gls/nvidia-smi-a.H100SXMx8.txt lines 28 and 6)
+    "vbios": ("    VBIOS Version                         : 96.00.74.00.01", "96.00.74.00.01"),
+    "cuda_smi": ("CUDA Version                              : 12.7", "12.7"),
+    "kernel": ("[    0.000000] Linux version 5.15.0-112-generic (buildd@lcy02-amd64-051) (gcc 11.4.0)",
+               "5.15.0-112-generic"),
+    # an MLPerf system description (samples/real/mlperf-training/dell-xe9680-h100-llama2_70b_lora/system.json)
+    "os": ('    "operating_system"                  : "Red Hat Enterprise Linux 9.1",', "Red Hat Enterprise Linux 9.1"),
+    "framework": ('    "framework"                         : "NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09",',
+                  "NGC MXNet 23.09, NGC PyTorch 23.09, NGC HugeCTR 23.09"),
+    "host_networking": ('    "host_networking": "InfiniBand NDR 400 Gb/s",', "InfiniBand NDR 400 Gb/s"),
 }
+
+
+def test_each_value_is_found_with_the_line_it_is_printed_on() -> None:
+    text = "header\n" * 27 + LINES["vbios"][0] + "\n" + "footer\n"
+    assert facts_at(text)["vbios"] == ("96.00.74.00.01", 28)
 
 
 def test_every_field_has_its_line_and_the_text_its_matches_contain() -> None:

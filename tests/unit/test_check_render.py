@@ -1,0 +1,59 @@
+"""bench/check_render.py catches the layout defects an auditor met (issue 58): a table cell that runs over a page,
+a sentence said again and again, a table without rows. Each is a small page with the defect, and the same page
+without it; Chromium lays them out as it does a report."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clustercert.settings import PROJECT_ROOT
+
+_CHART = ('<img alt="a chart" src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8'
+          'z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==">')
+
+
+def _check(tmp_path: Path, body: str) -> dict[str, Any]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("bench/check_render.py needs chromium (scripts/bootstrap --test installs it)")
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    try:
+        from check_render import check_html
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "bench"))
+    page = tmp_path / "report.html"
+    page.write_text(f"<!doctype html><html><body>{_CHART}{body}</body></html>", encoding="utf-8")
+    found: dict[str, Any] = check_html(page, chromium, 1024)
+    return found
+
+
+_TABLE = "<table><caption>{caption}</caption><thead><tr><th>a</th></tr></thead><tbody>{rows}</tbody></table>"
+
+
+def test_a_cell_taller_than_a_page_is_caught(tmp_path: Path) -> None:
+    # 3.5 pages of node names in one cell, as the real sweep's report had
+    tall = _TABLE.format(caption="nodes", rows="<tr><td>" + "<br>".join(f"cnode2-{i:03d}" for i in range(300))
+                         + "</td></tr>")
+    found = _check(tmp_path, tall)
+    assert found["tall_cells"] and not found["ok"]
+    short = _TABLE.format(caption="nodes", rows="<tr><td>cnode2-001 and 299 more</td></tr>")
+    assert _check(tmp_path, short)["ok"]
+
+
+def test_a_sentence_said_three_times_is_caught(tmp_path: Path) -> None:
+    remedy = "Check the NICs, cables and switch ports these runs cross, then re-run nccl-tests."
+    found = _check(tmp_path, "".join(f"<p>Run {i} is slow. {remedy}</p>" for i in range(3)))
+    assert found["repeated"] == [f"3x {remedy[:80]}"]
+    assert _check(tmp_path, "".join(f"<p>Run {i} is slow (see the remedy above).</p>" for i in range(3)))[
+        "repeated"] == []
+
+
+def test_a_table_without_rows_is_caught(tmp_path: Path) -> None:
+    found = _check(tmp_path, _TABLE.format(caption="Flagged stragglers", rows=""))
+    assert found["empty_tables"] == ["Flagged stragglers"] and not found["ok"]
+    assert _check(tmp_path, _TABLE.format(caption="Flagged stragglers", rows="<tr><td>none flagged</td></tr>"))["ok"]
