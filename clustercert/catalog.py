@@ -18,14 +18,17 @@ from clustercert.metrics.megatron_flops import Architecture, Kind
 from clustercert.yamlio import load_yaml_model
 
 __all__ = [
-    "Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "ModelSpec", "Rules", "check_bundle_ids",
-    "choose_catalog", "edition_for", "load_catalog", "shipped_hashes",
+    "PHASE_NAMES", "Baseline", "Catalog", "CollectiveModel", "LoadedCatalog", "ModelSpec", "Profile", "Rules",
+    "check_bundle_ids", "choose_catalog", "default_profiles", "edition_for", "load_catalog", "shipped_hashes",
 ]
 
 _SCOPES = ("nvlink-domain", "cross-rack", "full-scale", "pair")
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 _HINT = "Fix the catalog (see references/README.md)."
+# the phases a profile may name: the bundle's phases and `health` (node health, judged where its evidence is)
+PhaseName = Literal["efficiency", "scaling", "resilience", "health"]
+PHASE_NAMES: tuple[PhaseName, ...] = ("efficiency", "scaling", "resilience", "health")
 
 
 class _Strict(BaseModel):
@@ -257,8 +260,6 @@ class Rules(_Strict):
     # fixed targets by scope and collective: override the model where given (a user's own, with its reason)
     collective_targets_gbps: dict[str, dict[str, float]] = Field(default_factory=dict)
     collective_model: CollectiveModel | None = None
-    # phases whose absence from a bundle is a FAIL (the cluster did not show it); others are judged advisory
-    required_phases: list[Phase] = Field(default_factory=lambda: list(Phase))
     # MLPerf time-to-train targets in minutes by benchmark; without one the score is reported only
     mlperf_targets_minutes: dict[str, float] = Field(default_factory=dict)
     # recipe fields a run must share with its baseline unless the baseline allows a difference
@@ -267,6 +268,41 @@ class Rules(_Strict):
     loss_check: Literal["advisory", "required"] = "advisory"
     # a loss above this multiple of the run's first logged loss has exploded (clustercert's own default)
     loss_explode_factor: float = Field(default=1.5, gt=1)
+
+
+class Profile(_Strict):
+    """A certification profile: the phases (and, where given, the checks of them) that decide its outcome, and
+    what evidence the profile's phases lack means: `fail` (the cluster did not show it) or `not-submitted` (an
+    acceptance of what was submitted: the missing part is named, never judged)."""
+
+    title: str = Field(min_length=1)
+    phases: list[PhaseName] = Field(min_length=1)
+    # fnmatch patterns of the check ids that decide, within `phases`; empty: every check of them
+    checks: list[str] = Field(default_factory=list)
+    missing: Literal["fail", "not-submitted"] = "fail"
+    # phases that decide only on what was submitted: their missing evidence is not submitted, whatever `missing` says
+    when_present: list[PhaseName] = Field(default_factory=list)
+    # what the profile does not cover, in a reader's words, beside its outcome
+    not_covered: str = ""
+
+
+def default_profiles() -> dict[str, Profile]:
+    """The profiles a catalog has unless it gives its own (references/README.md, "Profiles")."""
+    return {
+        # node health decides when its evidence is submitted (its phase is newer than the samples and editions)
+        "full": Profile(title="Full certification", phases=list(PHASE_NAMES), when_present=["health"],
+                        not_covered="nothing: every phase decides (node health when its evidence is submitted)"),
+        "network": Profile(
+            title="Network acceptance", phases=["scaling"], missing="not-submitted",
+            checks=["scaling.*_busbw_meets_target", "scaling.*_no_run_below_peers", "scaling.pairs_*",
+                    "scaling.*_valid"],
+            not_covered="training efficiency against the baselines, weak scaling, resilience and node health: "
+                        "this is not a full certification"),
+        "health": Profile(
+            title="Node health", phases=["health"], missing="not-submitted",
+            not_covered="training efficiency, scaling, collectives and resilience: this is not a full "
+                        "certification"),
+    }
 
 
 class SuiteEntry(_Strict):
@@ -298,9 +334,17 @@ class Catalog(_Strict):
     edition: Edition | None = None
     recipes: dict[str, Recipe] = Field(default_factory=dict)
     published: list[PublishedReference] = Field(default_factory=list)
+    # certification profiles by id (`certify --profile`, bundle.yaml `profile`); `full` is the default one
+    profiles: dict[str, Profile] = Field(default_factory=default_profiles)
+
+    def judges(self, phase: Phase | str) -> bool:
+        """Whether some profile of the catalog decides on `phase`: a phase none decides is judged advisory."""
+        return any(str(phase) in p.phases for p in self.profiles.values())
 
     @model_validator(mode="after")
     def _consistent(self) -> Catalog:
+        if "full" not in self.profiles:
+            raise ValueError("profiles must define 'full', the default profile")
         for i, b in enumerate(self.baselines):
             if b.workload not in self.models:
                 raise ValueError(f"baselines[{i}] names workload '{b.workload}' which is not under models")

@@ -36,14 +36,79 @@ class Settings(BaseSettings):
     dask_address: str | None = None  # a running Dask scheduler (tcp://host:8786) for the phase tasks instead
 
 
-def load_settings() -> Settings:
+def load_settings(*, prefect: bool = False) -> Settings:
     """Read the environment now (never at import time); a CLUSTERCERT_TABLE_PATH of neither path is refused here,
-    before any command does work; so is a CLUSTERCERT_TELEMETRY_MEMORY_MIB that is not a number of MiB."""
+    before any command does work; so is a CLUSTERCERT_TELEMETRY_MEMORY_MIB that is not a number of MiB, any
+    CLUSTERCERT_* value of the wrong type, an empty folder variable and a malformed PREFECT_API_URL. `prefect`
+    (a command that runs a flow) also refuses a PREFECT_HOME that cannot be written: each a UsageError naming
+    the variable."""
+    from pydantic import ValidationError
+
+    from clustercert.errors import UsageError
+
     table_path()
     telemetry_memory_bytes()
-    settings = Settings()
+    for name in Settings.model_fields:
+        variable = f"CLUSTERCERT_{name.upper()}"
+        if name.endswith("_dir") and variable in os.environ and not os.environ[variable].strip():
+            raise UsageError(f"{variable}: expected a folder, got an empty value (it would mean the current "
+                             "folder). Unset it for the default, or name the folder")
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        variable = f"CLUSTERCERT_{str(first['loc'][0]).upper()}" if first["loc"] else "CLUSTERCERT_*"
+        raise UsageError(f"{variable}: {first['msg'].lower()}, got {str(first.get('input'))[:40]!r}. Fix or unset "
+                         "it") from None
     _check_reports_url(settings.reports_url)
+    _check_prefect_api_url(os.environ.get("PREFECT_API_URL"))
+    if prefect:
+        _check_prefect_home(os.environ.get("PREFECT_HOME"))
     return settings
+
+
+def _check_prefect_api_url(url: str | None) -> None:
+    """A PREFECT_API_URL Prefect can use (http(s), a host, nothing around it); unset or empty: a temporary server."""
+    from urllib.parse import urlsplit
+
+    from clustercert.errors import UsageError
+
+    if not url:
+        return
+    problem = None
+    if url != url.strip() or any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        problem = "spaces or line breaks"
+    else:
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  # raises on a port that is not a number
+        except ValueError as exc:
+            problem = str(exc)
+        else:
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                problem = "no http(s) scheme and host"
+    if problem is not None:
+        raise UsageError(f"PREFECT_API_URL: expected the URL of a Prefect server's API "
+                         f"(http://127.0.0.1:4200/api), got {url[:80]!r} ({problem}). Fix it, or unset it for a "
+                         "temporary server of the run's own")
+
+
+def _check_prefect_home(home: str | None) -> None:
+    """PREFECT_HOME (Prefect's database and logs) a folder this user can write: Prefect itself only warns, then its
+    server fails to start three times and the cause is in a log."""
+    import tempfile
+
+    from clustercert.errors import UsageError
+
+    folder = Path(home).expanduser() if home else Path.home() / ".prefect"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise UsageError(f"PREFECT_HOME {folder}: expected a folder this user can write, got one that cannot be "
+                         f"written ({exc.strerror or exc.__class__.__name__}). Set PREFECT_HOME to a folder you "
+                         "can write") from None
 
 
 def _check_reports_url(url: str | None) -> None:

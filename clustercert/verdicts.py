@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from clustercert.evidence.provenance import Span
 
 __all__ = ["Check", "DeclaredCheck", "Outcome", "Reason", "Severity", "Status", "decide_outcome", "exit_code_for",
-           "outcome_reasons"]
+           "lacking", "outcome_reasons"]
 
 
 class Status(StrEnum):
@@ -50,6 +50,8 @@ class Check:
     evidence: tuple[Span, ...] = field(default_factory=tuple)
     # one line saying what was judged and where (page one, the terminal); None: the message's first clause
     summary: str | None = None
+    # the evidence this check needs is not in the bundle (what that means is the profile's: phases.profile)
+    absent: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -67,6 +69,7 @@ class Check:
             "message": self.message,
             "summary": self.summary,
             "evidence": [s.to_dict() for s in self.evidence],
+            **({"absent": True} if self.absent else {}),
         }
 
 
@@ -87,6 +90,11 @@ class DeclaredCheck:
         return Check(id=self.id, title=self.title, phase=self.phase, severity=self.severity, status=status,
                      measured=measured, target=target, unit=unit, message=message, evidence=tuple(evidence),
                      summary=summary)
+
+
+def lacking(check: Check) -> Check:
+    """`check`, marked as judged without the evidence it needs: the bundle holds none."""
+    return replace(check, absent=True)
 
 
 def decide_outcome(checks: Iterable[Check]) -> Outcome:

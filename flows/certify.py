@@ -14,7 +14,7 @@ from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.results import RunMeta
 from flows.artifacts import publish_artifacts_task
 from flows.outcome import outcome_state
-from flows.phases import efficiency_flow, resilience_flow, scaling_flow
+from flows.phases import efficiency_flow, health_flow, resilience_flow, scaling_flow
 from flows.progress import report
 from flows.request import CertifyRequest
 from flows.runners import bulky, handed_back, on_runner, received
@@ -28,6 +28,7 @@ PHASES: tuple[tuple[Flow[..., opaque], str], ...] = (
     (efficiency_flow, "training logs"),
     (scaling_flow, "training runs and collectives"),
     (resilience_flow, "the long run"),
+    (health_flow, "each node's health outputs"),
 )
 
 

@@ -5,6 +5,7 @@
 # a name in.
 
 import functools
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
@@ -13,20 +14,23 @@ from prefect.utilities.annotations import opaque
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
 from clustercert.evidence.guards import reading_told, told_reading
+from clustercert.health import load_health_rules
 from clustercert.heap import keep, paused
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
+from clustercert.phases.health import judge_health_phase
 from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import Inputs
+from clustercert.settings import load_settings
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
 from flows.runners import Parcel, bulky, handed_back, on_threads, received
 from flows.tasks import parse_training_task
 
-__all__ = ["efficiency_flow", "resilience_flow", "scaling_flow"]
+__all__ = ["efficiency_flow", "health_flow", "resilience_flow", "scaling_flow"]
 
 
 @task(name="parse-runs", retries=2, retry_delay_seconds=1, **CACHED)
@@ -132,3 +136,24 @@ def resilience_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
     runs = [r.id for r in evidence.bundle.spec.runs if r.phase is Phase.RESILIENCE]
     result = judge_resilience_task(bulky(evidence.inputs), bulky(_parsed(evidence, runs)))
     return handed_back({"checks": result.checks, "section": result.section})
+
+
+@task(name="judge-health", **UNCACHED)
+def judge_health_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
+    report(current_stage("health"), "judge each node's GPUs, NVLinks and ports by the health rules")
+    # the rules beside the catalogs (references/health-rules.yaml), read where the phase needs them
+    rules = load_health_rules(Path(load_settings().references_dir) / "health-rules.yaml")
+    with paused():  # builds what it keeps: no collection traverses the parsed evidence again
+        result = judge_health_phase(inputs.bundle, inputs.catalog, parsed, rules)
+        keep()  # the phase's result is kept to the report
+    return result
+
+
+@flow(name="health")
+def health_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
+    """Each node's health from its nvidia-smi, DCGM, InfiniBand, NVLink, fabric-manager and kernel-log outputs or
+    the Exemplar prescreen (parameters as `efficiency_flow`'s); no section where the bundle has no health run and
+    the catalog asks for none."""
+    runs = [r.id for r in evidence.bundle.spec.runs if r.phase is Phase.HEALTH]
+    result = judge_health_task(bulky(evidence.inputs), bulky(_parsed(evidence, runs) if runs else {}))
+    return handed_back({"checks": result.checks, "section": result.section or None})

@@ -10,6 +10,7 @@ from prefect import task
 
 from clustercert.attest.signing import load_signing_key
 from clustercert.errors import EvidenceError
+from clustercert.evidence.window import check_stamps
 from clustercert.parsers import TrainingLog
 from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import (
@@ -40,6 +41,7 @@ def load_task(request: CertifyRequest) -> EvidenceSet:
     inputs = load_inputs(Path(request.bundle_path), Path(request.references_dir), request.catalog, progress=report,
                          baselines=request.baselines)
     check_seal(inputs.bundle, inputs.digests)
+    check_stamps(inputs.bundle, RunMeta.from_json(request.run_meta).started())
     return EvidenceSet(inputs, request.limit)
 
 

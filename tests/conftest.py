@@ -434,3 +434,15 @@ def _certify_seed(work: Path) -> dict[str, Any]:
     out = {k: results[k] for k in ("outcome", "run_id", "valid_until", "checks", "workloads")} if results else {}
     return {"bundle": bundle, "run_dir": run_dir, "out": {**out, "run_dir": str(run_dir)}, "stdout": proc.stdout,
             "stderr": proc.stderr, "rc": proc.returncode, "results": results}
+
+
+def page_one_text(run_dir: str | Path) -> str:
+    """The report's first page as pdftotext reads it, its words joined by single spaces."""
+    if shutil.which("pdftotext") is None:
+        reason = "reading page one needs pdftotext (apt-get install -y poppler-utils)"
+        if os.environ.get("CLUSTERCERT_REQUIRE_REAL_SAMPLES") == "1":
+            pytest.fail(reason + "; CLUSTERCERT_REQUIRE_REAL_SAMPLES=1 requires it")
+        pytest.skip(reason)
+    done = subprocess.run(["pdftotext", "-f", "1", "-l", "1", str(Path(run_dir) / "report.pdf"), "-"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return " ".join(done.stdout.replace("\u200b", "").split())

@@ -8,7 +8,7 @@ import json
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cryptography import x509
@@ -141,7 +141,8 @@ def _open_envelope(run_dir: Path, trust: list[Path] | None, key_dir: Path, out: 
 def _check_pdf(path: Path, trust: list[Path] | None, key_dir: Path, predicate: dict[str, Any],
                out: Verification) -> None:
     """The PDF signature: intact, covering the whole file, by the certificate the signed manifest names."""
-    pinned = str(predicate.get("pdf_signer", {}).get("cert_sha256", ""))
+    signer = predicate.get("pdf_signer")
+    pinned = str(signer.get("cert_sha256", "")) if isinstance(signer, dict) else ""
     certs = list(load_trust(key_dir, trust).certs)
     # The signed manifest names the PDF signer's certificate: trusting the manifest key extends to it.
     embedded = _embedded_signer_cert(path.read_bytes())
@@ -209,13 +210,15 @@ def verify_run(
         if problem is not None:
             out.problems.append(problem)
             continue
-        if pdf and not links and path.name in SIGNED_PDFS:  # first: its problem says more than a changed hash
-            _check_pdf(path, trust, key_dir, out.predicate, out)
         try:
             if sha256_file(path) != digest:
                 out.problems.append(f"{path}: changed (sha256 differs from the manifest)")
+                continue  # a PDF that is not the one signed is never parsed: a crafted one attacks the parser
         except ClusterCertError as exc:
             out.problems.append(str(exc))
+            continue
+        if pdf and not links and path.name in SIGNED_PDFS:
+            _check_pdf(path, trust, key_dir, out.predicate, out)
     for path in sorted(run_dir.iterdir()):
         if path.name not in listed and path.name not in _NOT_SUBJECTS:
             out.problems.append(f"{path}: not listed in the manifest")
@@ -276,7 +279,12 @@ def _subject_file(subject: Any, run_dir: Path, root: Path, evidence: bool,
             return None
         return run_dir / rel, False, digest
     if name.startswith(EVIDENCE_PREFIX):
-        return (root / name[len(EVIDENCE_PREFIX):], True, digest) if evidence else None
+        rel = name[len(EVIDENCE_PREFIX):]
+        pure = PurePosixPath(rel)
+        if not rel or pure.is_absolute() or ".." in pure.parts or "\\" in rel:
+            out.problems.append(f"{run_dir / MANIFEST}: subject {name[:200]!r} is not a file inside the bundle")
+            return None
+        return (root / rel, True, digest) if evidence else None
     out.problems.append(f"{run_dir / MANIFEST}: subject {name!r} is neither run/ nor evidence/")
     return None
 

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
-from clustercert.errors import SigningError, unwritten
+from clustercert.errors import EvidenceError, SigningError, unwritten
+from clustercert.evidence.guards import read_regular
 from clustercert.lifeline import signals_wait
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "KeyPair",
     "PdfSignatureCheck",
     "Trust",
+    "check_key_dir_private",
     "dsse_pae",
     "ensure_dev_key",
     "fingerprint",
@@ -40,6 +42,7 @@ __all__ = [
     "load_trust",
     "sign_envelope",
     "sign_pdf",
+    "signer_identity",
     "verify_envelope",
     "verify_pdf_signature",
 ]
@@ -52,6 +55,8 @@ MANIFEST_PUB = "manifest_ed25519.pub"
 PDF_KEY = "pdf_signer.key.pem"
 PDF_CERT = "pdf_signer.cert.pem"
 DEV_MARKER = "DEVELOPMENT_KEY"
+# A key or certificate file is a few hundred bytes; a trusted file larger than this is not one.
+_KEY_FILE_BYTES = 1024**2
 
 
 @dataclass(frozen=True)
@@ -90,8 +95,10 @@ def _encryption(passphrase: str | None) -> serialization.KeySerializationEncrypt
     return serialization.NoEncryption()
 
 
-def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: bool, now: dt.datetime) -> KeyPair:
-    """Create the manifest key (Ed25519) and the PDF signer (P-256 key + self-signed X.509) in `key_dir`.
+def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: bool, now: dt.datetime,
+              organisation: str = "clustercert", email: str | None = None) -> KeyPair:
+    """Create the manifest key (Ed25519) and the PDF signer (P-256 key + self-signed X.509 whose subject names the
+    signer: common name, organisation and, when given, e-mail) in `key_dir`.
 
     Created exclusively, so that two first certifications at once cannot mix their keys: every file is written
     complete in a private staging folder inside `key_dir`, then hard-linked into place, never replacing a file;
@@ -99,12 +106,14 @@ def init_keys(key_dir: Path, *, passphrase: str | None, common_name: str, dev: b
     manifest key last (a key directory with it is complete)."""
     if (key_dir / MANIFEST_KEY).exists():
         raise KeyExistsError(f"{key_dir / MANIFEST_KEY}: a key already exists. Remove the key directory first.")
+    check_key_dir_private(key_dir)
     key_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     enc = _encryption(passphrase)
     private = ed25519.Ed25519PrivateKey.generate()
     pdf_key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "clustercert")])
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, organisation),
+                      *([x509.NameAttribute(NameOID.EMAIL_ADDRESS, email)] if email else [])])
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(pdf_key.public_key())
         .serial_number(x509.random_serial_number())
@@ -160,6 +169,7 @@ def ensure_dev_key(key_dir: Path, *, passphrase: str | None, now: dt.datetime, w
     When another process is creating one at the same moment, its key is the one used: this call waits (at most
     `wait_s`) until that key directory is complete and creates nothing."""
     if (key_dir / MANIFEST_KEY).exists():
+        check_key_dir_private(key_dir)
         return False
     try:
         init_keys(key_dir, passphrase=passphrase, common_name="clustercert development key", dev=True, now=now)
@@ -176,6 +186,21 @@ def ensure_dev_key(key_dir: Path, *, passphrase: str | None, now: dt.datetime, w
         return False
 
 
+def check_key_dir_private(key_dir: Path) -> None:
+    """Refuse a key directory (or the folder a link to it names) that anyone may write into: verify trusts every
+    public key there, so a key another user drops in would be trusted, and a signing key there could be swapped."""
+    try:
+        mode = os.stat(key_dir).st_mode
+    except FileNotFoundError:
+        return  # made by `keys init` or the first certification, mode 0700
+    except OSError as exc:
+        raise SigningError(f"{key_dir}: expected a readable key directory, got {exc.strerror}") from None
+    if mode & stat.S_IWOTH:
+        raise SigningError(f"{key_dir}: expected a key directory only its owner may write into, got one anyone may "
+                           f"write into (mode {stat.S_IMODE(mode):04o}). Run: chmod o-w {key_dir}, or set "
+                           "CLUSTERCERT_KEY_DIR to a folder of your own")
+
+
 def _check_private_mode(path: Path) -> None:
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -186,6 +211,7 @@ def _check_private_mode(path: Path) -> None:
 
 
 def load_signing_key(key_dir: Path, passphrase: str | None) -> KeyPair:
+    check_key_dir_private(key_dir)
     path = key_dir / MANIFEST_KEY
     if not path.exists():
         raise SigningError(f"{path}: no signing key. Run `clustercert keys init`.")
@@ -201,8 +227,24 @@ def load_signing_key(key_dir: Path, passphrase: str | None) -> KeyPair:
 
 
 def load_public_key(path: Path) -> ed25519.Ed25519PublicKey:
+    return _public_key(path, _read_key_file(path))
+
+
+def _read_key_file(path: Path) -> bytes:
+    """A key or certificate file's bytes, through the evidence files' guards (a FIFO or device is refused before
+    it is opened, a large file before it is read)."""
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
+        return read_regular(path, limit=_KEY_FILE_BYTES, fix="Name a PEM key or certificate file")
+    except EvidenceError as exc:
+        raise SigningError(f"{path}: cannot read the key or certificate: {exc.message}") from None
+
+
+def _public_key(path: Path, data: bytes) -> ed25519.Ed25519PublicKey:
+    try:
+        key = serialization.load_pem_public_key(data)
+    except UnsupportedAlgorithm as exc:
+        raise SigningError(f"{path}: expected an Ed25519 public key in PEM, got a key of an algorithm this "
+                           f"software does not know ({exc})") from None
     except (ValueError, OSError) as exc:
         raise SigningError(f"{path}: expected an Ed25519 public key in PEM, got an unreadable file ({exc})") from None
     if not isinstance(key, ed25519.Ed25519PublicKey):
@@ -267,16 +309,16 @@ class Trust:
 
 
 def _read_trust_file(path: Path) -> ed25519.Ed25519PublicKey | x509.Certificate:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SigningError(f"{path}: cannot read the trusted key or certificate ({exc.strerror})") from None
+    data = _read_key_file(path)
     if b"BEGIN CERTIFICATE" in data:
         try:
-            return x509.load_pem_x509_certificate(data)
-        except ValueError as exc:
-            raise SigningError(f"{path}: expected an X.509 certificate in PEM, got an unreadable one ({exc})") from None
-    return load_public_key(path)
+            cert = x509.load_pem_x509_certificate(data)
+            cert.public_key()  # its key's algorithm is read lazily: an unknown one is refused here, not later
+        except (ValueError, UnsupportedAlgorithm) as exc:
+            raise SigningError(f"{path}: expected an X.509 certificate in PEM with a key this software knows, got "
+                               f"an unreadable one ({exc})") from None
+        return cert
+    return _public_key(path, data)
 
 
 def load_trust(key_dir: Path, trust: list[Path] | None) -> Trust:
@@ -284,6 +326,7 @@ def load_trust(key_dir: Path, trust: list[Path] | None) -> Trust:
     if trust:
         paths = list(trust)
     elif key_dir.is_dir():
+        check_key_dir_private(key_dir)
         paths = sorted(key_dir.glob("*.pub")) + sorted(key_dir.glob("*.cert.pem"))
     else:
         paths = []
@@ -303,6 +346,20 @@ def load_trust(key_dir: Path, trust: list[Path] | None) -> Trust:
 
 def cert_sha256(cert: x509.Certificate) -> str:
     return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+def signer_identity(key_dir: Path) -> dict[str, str]:
+    """Who signs with the keys in `key_dir`, as the PDF certificate's subject names them (common name,
+    organisation, e-mail where given), and that certificate's SHA-256 fingerprint (of its DER bytes, as
+    `openssl x509 -noout -fingerprint -sha256` prints it, without the colons)."""
+    cert = pdf_signer_cert(key_dir)
+
+    def field(oid: x509.ObjectIdentifier) -> str:
+        found = cert.subject.get_attributes_for_oid(oid)
+        return str(found[0].value) if found else ""
+
+    return {"common_name": field(NameOID.COMMON_NAME), "organisation": field(NameOID.ORGANIZATION_NAME),
+            "email": field(NameOID.EMAIL_ADDRESS), "cert_sha256": cert_sha256(cert)}
 
 
 # --- the PDF signature: PAdES baseline B-B with a visible block, as an incremental update ---
@@ -382,8 +439,10 @@ def verify_pdf_signature(pdf: bytes, trusted_certs: list[x509.Certificate]) -> P
     try:
         reader = PdfFileReader(io.BytesIO(pdf), strict=False)
         signatures = reader.embedded_signatures
-    except (PdfReadError, ValueError, KeyError) as exc:
+    except PdfReadError as exc:
         return PdfSignatureCheck(False, f"not a readable PDF ({exc})")
+    except Exception as exc:  # a crafted file (/AcroForm a number, /Root no dictionary, deep arrays) breaks pyHanko
+        return PdfSignatureCheck(False, f"not a readable PDF ({exc.__class__.__name__}: {str(exc)[:200]})")
     if len(signatures) != 1:
         return PdfSignatureCheck(False, f"expected one PDF signature, got {len(signatures)}")
     roots = [asn1_x509.Certificate.load(c.public_bytes(serialization.Encoding.DER)) for c in trusted_certs]

@@ -17,7 +17,7 @@ from clustercert.cli import ops as cli_ops
 from clustercert.cli import run as cli_run
 from clustercert.cli import safety
 from clustercert.cli.certify import certify
-from clustercert.cli.common import Exit, err, now, options_command, out
+from clustercert.cli.common import Exit, err, fit_widths, now, options_command, out, printable
 from clustercert.cli.evidence import evidence_app
 from clustercert.errors import ClusterCertError, UsageError, unwritten
 
@@ -61,9 +61,11 @@ def verify(
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a run folder")
     from clustercert.attest.manifest import verify_run
+    from clustercert.attest.signing import load_trust
     from clustercert.settings import load_settings
 
     settings = load_settings()
+    load_trust(settings.key_dir, trust or None)  # a key that cannot be trusted is a usage error, before any file
     result = verify_run(run_dir, key_dir=settings.key_dir, trust=trust or None, bundle=bundle, today=now().date())
     if as_json:
         print(json.dumps({"valid": result.ok, "signer": result.signer, "pdf_signer": result.pdf_signer,
@@ -73,9 +75,9 @@ def verify(
         out.print(f"valid: {result.checked} files match the manifest signed by {result.signer}; "
                   f"the PDF signature covers the whole file (signed by {result.pdf_signer})")
     else:
-        err.print(f"invalid: {result.problems[0]}", markup=False)
+        err.print(printable(f"invalid: {result.problems[0]}"), markup=False)
         for extra in result.problems[1:5]:
-            err.print(f"  also: {extra}", markup=False)
+            err.print(printable(f"  also: {extra}"), markup=False)
     for warning in result.warnings:
         err.print(f"warning: {warning}", markup=False)
     raise Exit(0 if result.ok else 1)
@@ -83,19 +85,33 @@ def verify(
 
 @keys_app.command("init", short_help="Create the signing keys of the manifest and the PDF.")
 def keys_init(
-    common_name: Annotated[str, typer.Option(help="Subject of the PDF signing certificate.")] = "clustercert signer",
+    common_name: Annotated[str, typer.Option(help="Who signs: the common name of the PDF signing certificate "
+                                                  "(a person or a role).")] = "clustercert signer",
+    organisation: Annotated[str, typer.Option("--organisation", "--organization",
+                                              help="The signer's organisation, in the certificate.")] = "clustercert",
+    email: Annotated[str | None, typer.Option(help="The signer's e-mail address, in the certificate.")] = None,
 ) -> None:
-    """Create the signing keys: Ed25519 for the manifest, a P-256 key and X.509 certificate for the PDF.
+    """Create the signing keys: Ed25519 for the manifest, a P-256 key and X.509 certificate for the PDF whose subject
+    names the signer (common name, organisation, e-mail); every report names them on its first page.
 
     The passphrase, if any, comes from CLUSTERCERT_KEY_PASSPHRASE; private files are mode 0600.
     """
-    from clustercert.attest.signing import init_keys
+    import re
+
+    from clustercert.attest.signing import init_keys, signer_identity
     from clustercert.settings import load_settings
 
+    for option, value in (("--common-name", common_name), ("--organisation", organisation)):
+        if not value.strip():
+            raise UsageError(f"keys init {option}: expected a name, got an empty one")
+    if email is not None and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", email):
+        raise UsageError(f"keys init --email: expected an address such as name@example.com, got {email!r}")
     settings = load_settings()
-    pair = init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name=common_name, dev=False,
-                     now=now())
-    out.print(f"created keys in {settings.key_dir}; manifest key {pair.fingerprint}")
+    pair = init_keys(settings.key_dir, passphrase=settings.key_passphrase, common_name=common_name.strip(),
+                     dev=False, now=now(), organisation=organisation.strip(), email=email)
+    who = signer_identity(settings.key_dir)
+    out.print(f"created keys in {settings.key_dir}; manifest key {pair.fingerprint}; PDF certificate SHA-256 "
+              f"{who['cert_sha256']}")
 
 
 @dataclass(frozen=True)
@@ -191,12 +207,13 @@ def _name_the_group(exc: BaseException) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never a traceback on the terminal)."""
     safety.install_signal_handlers()
+    fit_widths()
     try:
         app(args=argv, standalone_mode=False)
     except Exit as done:
         return done.code
     except ClusterCertError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {printable(str(exc))}", markup=False)
         return exc.exit_code
     except typer.Abort:
         err.print("aborted")

@@ -64,32 +64,36 @@ class CertifyOptions:
                                 "process ids replaced by stable pseudonyms.")
     ] = False
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also print the table of every check.")] = False
+    profile: Annotated[
+        str | None, typer.Option(help="Certification profile of the catalog: full, network (network acceptance: "
+                                      "collectives and node pairs only) or health (node health); default: "
+                                      "bundle.yaml's, else full.")
+    ] = None
 
 
 @options_command(CertifyOptions)
-def certify(o: CertifyOptions) -> None:
+def certify(options: CertifyOptions) -> None:
     """Certify BUNDLE: exit 0 CERTIFIED, 1 NOT CERTIFIED, 2 usage/configuration error, 3 INCOMPLETE or unreadable."""
     started = time.monotonic()
     from clustercert.settings import load_settings
 
-    settings = load_settings()
+    settings = load_settings(prefect=True)
     clock = now()
-    reports = o.reports_dir or settings.reports_dir
-    bundle = _usable(o.bundle, reports, settings)
+    reports = options.reports_dir or settings.reports_dir
+    bundle = _usable(options.bundle, reports, settings)
     from clustercert.catalog import typed_catalog
 
-    catalog = typed_catalog(o.catalog, bundle)  # a path typed here: absolute, as the run records it
-    if o.baselines is not None and not o.baselines.is_file():
-        raise UsageError(f"{o.baselines}: no such baselines file. Give the file of targets (docs/reference.md)")
-    targets = os.path.abspath(o.baselines) if o.baselines is not None else None
+    catalog = typed_catalog(options.catalog, bundle)  # a path typed here: absolute, as the run records it
+    if options.baselines is not None and not options.baselines.is_file():
+        raise UsageError(f"{options.baselines}: no such baselines file. Give the file of targets (docs/reference.md)")
     from clustercert.cli.progress import Progress
 
-    progress = Progress(err, enabled=not o.as_json, started=started)
+    progress = Progress(err, enabled=not options.as_json, started=started)
     with progress:
-        ready = _prepare(bundle, (catalog, targets), reports, settings, clock, progress, redact=o.redact)
-        summary = _run(ready.request, ready.server, settings, reports, dask=o.dask, progress=progress)
-    _print_certify(summary, Path(ready.request.run_dir), o.as_json, dev_key=ready.key.dev_key, redacted=o.redact,
-                   verbose=o.verbose, bundle=Path(ready.request.bundle_path))
+        ready = _prepare(bundle, catalog, reports, settings, clock, progress, options)
+        summary = _run(ready.request, ready.server, settings, reports, dask=options.dask, progress=progress)
+    _print_certify(summary, Path(ready.request.run_dir), options.as_json, dev_key=ready.key.dev_key,
+                   redacted=options.redact, verbose=options.verbose, bundle=Path(ready.request.bundle_path))
     from clustercert.verdicts import Outcome, exit_code_for
 
     raise Exit(exit_code_for(Outcome(summary["outcome"])))
@@ -117,19 +121,25 @@ class _Ready:
     server: TemporaryServer | None
 
 
-def _prepare(bundle: Path, chosen: tuple[str | None, str | None], reports: Path, settings: Settings,
-             clock: dt.datetime, progress: Progress, *, redact: bool) -> _Ready:
+def _prepare(bundle: Path, catalog: str | None, reports: Path, settings: Settings, clock: dt.datetime,
+             progress: Progress, options: CertifyOptions) -> _Ready:
     """The bundle loaded, hashed and checked against its seal, the key ready and the run's metadata drawn.
     Unreadable input is refused here, with one line, before any flow starts, and before the temporary Prefect
     server starts when bundle.yaml or the catalog is the problem (one that started is stopped at exit): the server
     starts on the other core once they are read, while the evidence is hashed (progress says how far)."""
+    from clustercert.evidence.window import check_stamps
     from clustercert.runs.folder import check_seal, load_inputs
 
-    catalog, baselines = chosen  # --catalog and --baselines as the run records them
+    # --baselines as the run records it: a whole path
+    baselines = os.path.abspath(options.baselines) if options.baselines is not None else None
     spawned: list[TemporaryServer | None] = []
     inputs = load_inputs(bundle, settings.references_dir, catalog, described=_spawn(spawned), progress=progress,
                          baselines=baselines)
     check_seal(inputs.bundle, inputs.digests)
+    check_stamps(inputs.bundle, clock)
+    from clustercert.phases.profile import choose_profile
+
+    chosen = choose_profile(options.profile, inputs.bundle, inputs.catalog)  # an unknown one refused before any work
     _ensure_key(settings, clock)
     from clustercert.attest.signing import load_pdf_signer, load_signing_key
     from clustercert.runs.meta import new_run_meta
@@ -137,12 +147,14 @@ def _prepare(bundle: Path, chosen: tuple[str | None, str | None], reports: Path,
 
     key = load_signing_key(settings.key_dir, settings.key_passphrase)
     load_pdf_signer(key)  # a PDF key that cannot be used is refused now, not after the whole run
-    meta = new_run_meta(inputs.bundle, clock, key, reports, catalog, baselines_arg=baselines)
+    meta = new_run_meta(inputs.bundle, clock, key, reports, catalog, profile=chosen)
+    if baselines is not None:  # runs without one record what they always did
+        meta["baselines_arg"] = baselines
     request = CertifyRequest(
         bundle_path=str(inputs.bundle.root), run_dir=str(reports / meta["run_id"]), run_meta=meta,
         key_dir=str(settings.key_dir), references_dir=str(settings.references_dir),
         templates_dir=str(settings.templates_dir), catalog=catalog, baselines=baselines,
-        limit=settings.max_evidence_bytes, redact=redact)
+        limit=settings.max_evidence_bytes, redact=options.redact)
     return _Ready(request, key, spawned[0])
 
 
@@ -212,7 +224,8 @@ def _print_certify(summary: dict[str, Any], run_dir: Path, as_json: bool, *, bun
     results = summary["results"]
     errors = [c for c in results["checks"] if c["status"] == "ERROR" and c["severity"] == "required"]
     if as_json:
-        print(json.dumps({"outcome": results["outcome"], "run_id": results["run_id"], "run_dir": str(run_dir),
+        print(json.dumps({"outcome": results["outcome"], "profile": results["profile"]["id"],
+                          "run_id": results["run_id"], "run_dir": str(run_dir),
                           "valid_until": results["valid_until"], "paths": summary["paths"],
                           "checks": results["checks"], "workloads": results["workloads"]}, indent=2))
         return

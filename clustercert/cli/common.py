@@ -8,18 +8,36 @@ import datetime as dt
 import functools
 import inspect
 import os
+import re
 import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from rich.console import Console
 
-__all__ = ["Exit", "err", "now", "options_command", "out", "quiet_prefect"]
+__all__ = ["Exit", "err", "fit_widths", "now", "options_command", "out", "printable", "quiet_prefect"]
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 Options = TypeVar("Options")
+
+# Control characters (C0, DEL, C1): a file or folder name holding ESC would drive the terminal it is printed on.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as its escape (`\\x1b`), so that a name an audited party
+    chose is shown, never obeyed, by the terminal; text without one is itself."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def fit_widths() -> None:
+    """A console told it is zero (or fewer) columns wide (`COLUMNS=0`) prints at the width of a pipe instead: at
+    zero it printed nothing."""
+    for console in (out, err):
+        if console.width <= 0:
+            console.width = 80
 
 
 class Exit(Exception):

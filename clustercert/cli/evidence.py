@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from clustercert.cli.common import err, options_command, out
+from clustercert.cli.common import err, options_command, out, printable
 from clustercert.cli.summary import counted
 from clustercert.errors import ClusterCertError, UsageError
 
@@ -127,9 +127,10 @@ def _found(pf: ParsedFile) -> str:
         its = [s.iteration for s in r.steps]
         return f"{len(its):,} steps" + (f" (iterations {its[0]}..{its[-1]})" if its else "")
     if isinstance(r, NcclTestsResult):
-        aborted = sum(1 for t in r.tests if t.error)
+        aborted = sum(1 for t in r.tests if t.error and not t.truncated)
+        cut = sum(1 for t in r.tests if t.truncated)
         return f"{len(r.tests):,} tests ({', '.join(t.collective for t in r.tests)})" + (
-            f", {aborted:,} aborted" if aborted else "")
+            f", {aborted:,} aborted" if aborted else "") + (f", {cut:,} truncated capture" if cut else "")
     if isinstance(r, RankTimings):
         return f"{r.rows:,} rows, {r.ranks:,} ranks, steps {r.first_step}..{r.last_step}"
     if isinstance(r, Telemetry):
@@ -155,8 +156,10 @@ def _totals(files: list[ParsedFile]) -> str:
         return f"{sum(len(r.steps) for r in results if isinstance(r, TrainingLog)):,} steps"
     if results and all(isinstance(r, NcclTestsResult) for r in results):
         tests = [t for r in results if isinstance(r, NcclTestsResult) for t in r.tests]
-        aborted = sum(1 for t in tests if t.error)
-        return f"{len(tests):,} tests" + (f", {aborted:,} aborted" if aborted else "")
+        aborted = sum(1 for t in tests if t.error and not t.truncated)
+        cut = sum(1 for t in tests if t.truncated)
+        return f"{len(tests):,} tests" + (f", {aborted:,} aborted" if aborted else "") + (
+            f", {cut:,} truncated capture" if cut else "")
     return f"{len(results):,} files read"
 
 
@@ -305,7 +308,8 @@ def _print_check(checked: _Checked, data_docs: Path | None, *, verbose: bool = F
             table.add_column(col, overflow="fold")
         for run in runs:
             for f in run["files"]:
-                table.add_row(run["run"], run["kind"], run["format"], f["file"], f["found"] or "UNUSABLE")
+                table.add_row(run["run"], run["kind"], run["format"], printable(f["file"]),
+                              printable(f["found"] or "UNUSABLE"))
         out.print(table)
         out.print(_validation_table(report))
     lines = [f"{root}: {seal}"]
@@ -340,7 +344,7 @@ def _print_check(checked: _Checked, data_docs: Path | None, *, verbose: bool = F
     if not problems:
         lines.append("evidence usable")
     for line in lines:
-        out.print(line, markup=False)
+        out.print(printable(line), markup=False)  # a file's name, as the bundle lists it, may hold escapes
 
 
 @dataclass(frozen=True)

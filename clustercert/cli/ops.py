@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from clustercert.cli.common import Exit, err, out
+from clustercert.cli.common import Exit, err, out, printable
 from clustercert.errors import UsageError
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def runs(
         print(json.dumps([{"run_dir": str(r.run_dir), "cluster": r.cluster, "bundle_path": r.bundle_path,
                            **r.summary()} for r in records], indent=2))
         for gone in left_out:  # stdout stays the JSON list; what was not listed is said on stderr
-            print(f"runs: not listed: {gone.run_dir}: {gone.problem}", file=sys.stderr)
+            print(printable(f"runs: not listed: {gone.run_dir}: {gone.problem}"), file=sys.stderr)
         return
     last: dict[str, dict[str, Any]] = {}
     width = max(40, out.width)
@@ -78,7 +78,7 @@ def runs(
         figures = [f"{w} {_fmt(h['delta_pct'], '+.1f')} % {_fmt(h['mfu'], '.3f')}"
                    + (" REGRESSED" if w in regressed else "") for w, h in r.headline.items()]
         for line in _run_lines(r.started_at, r.outcome, r.cluster, r.run_id, r.bundle_path, figures, width):
-            out.print(line, markup=False, highlight=False)
+            out.print(printable(line), markup=False, highlight=False)  # a folder's name may hold escapes
         last[r.cluster] = r.headline
     if not records:
         # a folder not there yet (no run so far, or a mistyped path) is said, not taken for an empty history
@@ -93,7 +93,7 @@ def runs(
             line = f"  {gone.run_dir.name}: {gone.problem}"
             lines = [line] if len(line) <= width else [f"  {gone.run_dir.name}:", f"    {gone.problem}"]
             for text in lines:
-                out.print(text, markup=False, highlight=False)
+                out.print(printable(text), markup=False, highlight=False)
 
 
 def _run_lines(started: str, outcome: str, cluster: str, run_id: str, bundle: str, figures: list[str],
@@ -152,7 +152,7 @@ def rerun(
                          "Give a run folder written by `clustercert certify`")
     from clustercert.settings import load_settings
 
-    settings = load_settings()
+    settings = load_settings(prefect=True)
     from clustercert.cli import safety
 
     signer = _rerun_checks(settings, keep, run_id)  # the output folder and the keys, before any work
@@ -239,6 +239,9 @@ def schedule(
     """Serve a deployment that certifies SOURCE on CRON against the Prefect server at PREFECT_API_URL."""
     if not source.exists():
         raise UsageError(f"{source}: no such bundle or folder")
+    from clustercert.settings import load_settings
+
+    load_settings(prefect=True)  # a malformed PREFECT_API_URL or an unwritable PREFECT_HOME: one line, exit 2
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():

@@ -36,8 +36,10 @@ def register(app: typer.Typer) -> None:
 
         from clustercert.runner.plan import load_plan
         from clustercert.runner.slurm import Slurm
+        from clustercert.settings import load_settings
 
         load_plan(plan)  # a bad plan is one line and exit 2, before anything is submitted
+        load_settings(prefect=True)  # so is an environment the flow cannot run in
         Slurm(dt.UTC).nodes()  # so is a cluster that cannot be reached (exit 3), before the flow starts
         quiet_prefect()
         previous = signal.signal(signal.SIGTERM, _interrupt)

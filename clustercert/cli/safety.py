@@ -51,10 +51,14 @@ def check_reports_dir(reports: Path) -> None:
 
 
 def check_key_dir(key_dir: Path) -> None:
-    """The key directory, when it exists, is a folder (a file there would fail only at signing time)."""
+    """The key directory, when it exists, is a folder (a file there would fail only at signing time) that only its
+    owner may write into (`check_key_dir_private`)."""
     if key_dir.exists() and not key_dir.is_dir():
         raise SigningError(f"{key_dir}: expected the key directory, got a file. "
                            "Set CLUSTERCERT_KEY_DIR to a folder (created by `clustercert keys init`)")
+    from clustercert.attest.signing import check_key_dir_private
+
+    check_key_dir_private(key_dir)
 
 
 def discard_unfinished(run_dir: Path | None) -> str:

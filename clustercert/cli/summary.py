@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "reason_lines", "reasons",
-           "summary_lines", "why", "wrap"]
+__all__ = ["PER_PHASE", "check_list_lines", "check_table_rows", "counted", "notices", "profile_lines",
+           "reason_lines", "reasons", "summary_lines", "suspect_lines", "why", "wrap"]
 
 _ORDER = ("FAIL", "ERROR", "PASS", "SKIPPED")
 # Failing checks shown per phase without --verbose: one fault often fails many checks of a phase (a slow link, every
@@ -37,9 +37,13 @@ def reasons(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Why the outcome is what it is: results.json's `reasons` (written by `clustercert.verdicts.outcome_reasons`:
     every failing or erroring check, the required ones first, each with the judge's one-clause summary of its
     finding and its evidence relative to the bundle), as {status, severity, phase, check, summary, where}."""
+    # a finding of one check names the file and line of the run it is about (`clustercert.runs.findings`), where the
+    # check's first evidence span may be another run's file (a sweep's first, healthy log)
+    own = {str(f["check"]): [str(w) for w in f.get("where") or []] for f in results.get("findings") or []
+           if isinstance(f, dict) and f.get("count") == 1 and f.get("where")}
     return [{"status": str(r.get("status", "")), "severity": str(r.get("severity", "required")),
              "phase": str(r.get("phase", "")), "check": str(r.get("check", "")), "summary": str(r.get("summary", "")),
-             "where": [str(w) for w in r.get("where") or []]}
+             "where": own.get(str(r.get("check", ""))) or [str(w) for w in r.get("where") or []]}
             for r in results.get("reasons") or [] if isinstance(r, dict)]
 
 
@@ -133,6 +137,14 @@ def catalog_line(results: dict[str, Any]) -> str | None:
         line += (f"; baselines: {given['file']} (sha256 {str(given['sha256'])[:16]}...), supplied by "
                  f"{given['supplied_by']} on {given['date']}")
     return line
+def profile_lines(results: dict[str, Any], width: int) -> list[str]:
+    """The profile judged and what it does not cover, so that no acceptance reads as a full certification (none for
+    results.json written before profiles)."""
+    profile = results.get("profile")
+    if not profile:
+        return []
+    return wrap(f"Profile: {profile['title']} ({profile['id']}); not covered: {profile['not_covered']}", width,
+                indent=0, hang=2)
 
 
 def why(results: dict[str, Any]) -> str:
@@ -192,7 +204,9 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
-    lines = [*wrap(f"{head}: {cluster}", width, indent=0, hang=2), *wrap(f"why: {why(results)}", width)]
+    # the profile heads the outcome: a network acceptance never reads as a full certification
+    lines = [*profile_lines(results, width), *wrap(f"{head}: {cluster}", width, indent=0, hang=2),
+             *wrap(f"why: {why(results)}", width)]
     if (judged := catalog_line(results)) is not None:
         lines += wrap(judged, width)
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
@@ -209,6 +223,11 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
         lines.append("Phases (checks by status)")
         for p, cs in phases.items():
             lines += wrap(_phase_line(p, cs), width)
+    lines += suspect_lines(results, width, None if verbose else PER_PHASE)
+    gaps = (results.get("profile") or {}).get("not_submitted", [])
+    if gaps:
+        lines.append("Not submitted (one line per phase)")
+        lines += [line for gap in gaps for line in wrap(gap["line"], width)]
     found = notices(results, dev_key=dev_key, redacted=redacted)
     if found:
         lines.append("Notices")
@@ -225,6 +244,30 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
                 current += (" " if current.endswith(":") else ", ") + name
         lines.append(current)
         lines += [f"  in {folder}" for folder in sorted(folders)]  # a path is printed whole, however long
+    return lines
+
+
+def suspect_lines(results: dict[str, Any], width: int, most: int | None = None) -> list[str]:
+    """The suspect nodes (results.json `suspects`), one line each with its layers and first finding and where, at
+    most `most` of them (all when None), and how many nodes no evidence covers; nothing when both are empty."""
+    suspects = results.get("suspects") or {}
+    nodes: list[dict[str, Any]] = suspects.get("nodes") or []
+    unexamined: list[str] = suspects.get("unexamined") or []
+    if not nodes and not unexamined:
+        return []
+    lines = [f"Suspect nodes ({len(nodes)}, most layers of evidence first)"] if nodes else []
+    for n in nodes[:most]:
+        first = n["findings"][0]
+        where = f" ({first['where'][0]})" if first.get("where") else ""
+        lines += wrap(f"{n['rank']}. {n['node']} [{', '.join(n['layers'])}]: {first['finding']}{where}"
+                      + (f"; {counted(len(n['findings']) - 1, 'more finding')}" if len(n["findings"]) > 1 else ""),
+                      width)
+    if most is not None and len(nodes) > most:
+        lines += wrap(f"and {counted(len(nodes) - most, 'more node')} (--verbose, or the report)", width)
+    if unexamined:
+        lines += wrap(f"Unexamined: {counted(len(unexamined), 'node')} of bundle.yaml no run lists and no finding "
+                      f"names: {', '.join(unexamined[:most] if most is not None else unexamined)}"
+                      + ("..." if most is not None and len(unexamined) > most else ""), width, indent=0, hang=2)
     return lines
 
 

@@ -6,6 +6,7 @@ import errno
 import functools
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -16,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from clustercert.attest.atomic import write_atomic
 from clustercert.errors import EvidenceError
-from clustercert.evidence.guards import check_regular
+from clustercert.evidence.guards import check_regular, read_regular
 from clustercert.evidence.hashing import sha256_file
+from clustercert.parsers.health import HEALTH_FORMATS
 from clustercert.yamlio import load_yaml_model
 
 __all__ = [
@@ -30,6 +32,8 @@ __all__ = [
     "Precision",
     "RunKind",
     "RunSpec",
+    "Seal",
+    "check_sealed_sizes",
     "load_bundle",
     "read_seal",
     "seal_bundle",
@@ -40,12 +44,15 @@ BUNDLE_FILE = "bundle.yaml"
 # what `evidence init` writes where the files do not show a value; a bundle that still holds one is refused
 PLACEHOLDER = "FILL_IN"
 _HINT = "Fix bundle.yaml (docs/bundle-schema.md)."
+# A seal's line is a hash, two spaces and a path: a bundle of a million files seals in less than this.
+MAX_SEAL_BYTES = 256 * 1024**2
 
 
 class Phase(StrEnum):
     EFFICIENCY = "efficiency"
     SCALING = "scaling"
     RESILIENCE = "resilience"
+    HEALTH = "health"  # node health (issue 59): required only where a catalog's rules name it
 
 
 class Precision(StrEnum):
@@ -64,6 +71,7 @@ class RunKind(StrEnum):
     EVENTS = "events"
     RANK_TIMINGS = "rank-timings"
     TELEMETRY = "telemetry"
+    HEALTH = "health"  # a node-health tool's output or the Exemplar prescreen, of one node
 
 
 # Workload and system ids are the ones the bundle's catalog defines (checked against it in `check_bundle_ids`,
@@ -148,6 +156,15 @@ class RunSpec(_Strict):
             missing = [k for k in ("workload", "precision", "gpus", "gbs", "seq_len") if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"a training run needs {', '.join(missing)}")
+        if (self.kind is RunKind.HEALTH) != (self.phase is Phase.HEALTH):
+            raise ValueError(f"kind health goes with phase health, got kind '{self.kind.value}' in phase "
+                             f"'{self.phase.value}'")
+        if self.kind is RunKind.HEALTH and (self.nodes is None or len(self.nodes) != 1):
+            # a health output is one node's: the verdicts and the suspect list are per node
+            raise ValueError("a health run needs nodes: [the one node whose output it is]")
+        if self.kind is RunKind.HEALTH and self.format not in HEALTH_FORMATS:
+            raise ValueError(f"expected a format for kind health ({', '.join(sorted(HEALTH_FORMATS))}), got "
+                             f"'{self.format}'")
         if self.fields is not None and self.format != "sacct":
             raise ValueError(f"fields (a sacct field list) applies to format sacct only, got format '{self.format}'")
         return self
@@ -169,6 +186,8 @@ class Bundle(_Strict):
     timezone: str = "UTC"
     synthetic: bool = False
     archive: ArchiveRecord | None = None
+    # the certification profile the runs were collected for (a profile of the catalog); default `full`
+    profile: str | None = Field(default=None, min_length=1)
     runs: list[RunSpec] = Field(min_length=1)
     # files kept as evidence that no check judges (the prescreen's output, a microbenchmark's job records): sealed,
     # hashed into the manifest and listed in the report
@@ -301,8 +320,8 @@ def load_bundle(path: Path, *, in_bundle_names: bool = False) -> LoadedBundle:
         # files as collected, not yet described: the command that drafts the description
         raise EvidenceError(str(yaml_path), f"expected the {BUNDLE_FILE} that describes the evidence, got none. "
                             f"Draft one from the folder's files: clustercert evidence init {root}")
-    _refuse_placeholder(yaml_path)
-    spec = load_yaml_model(yaml_path, Bundle, EvidenceError, hint=_HINT)
+    spec = load_yaml_model(yaml_path, Bundle, EvidenceError, hint=_HINT,
+                           check_node=_placeholder_refuser(yaml_path))
     bundle = LoadedBundle(root=root, spec=spec, in_bundle_names=in_bundle_names)
     folders: dict[str, str] = {}  # the real path of each folder, for this load's checks only
     for run in spec.runs:
@@ -326,68 +345,111 @@ def load_bundle(path: Path, *, in_bundle_names: bool = False) -> LoadedBundle:
     return bundle
 
 
-def _refuse_placeholder(yaml_path: Path) -> None:
-    """A draft from `evidence init` with a FILL_IN left is refused, the first one named by line and key."""
-    try:
-        text = yaml_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return  # load_yaml_model names the problem
-    if PLACEHOLDER not in text:
-        return
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return
-    found = _first_placeholder(node, [])
-    if found is None:
-        return
-    loc, line = found
-    dotted = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in loc).lstrip(".")
-    raise EvidenceError(
-        str(yaml_path),
-        f"expected a value, got the placeholder {PLACEHOLDER} that `evidence init` left (its comment says what is "
-        "needed). Fill it in",
-        line=line,
-        field=dotted,
-    )
+def _placeholder_refuser(yaml_path: Path) -> Callable[[yaml.Node], None]:
+    """What refuses a draft from `evidence init` with a FILL_IN left, the first one named by line and key: it looks
+    at bundle.yaml's node tree once the loader's bounds hold (size, nesting, aliases), each node once."""
+
+    def refuse(root: yaml.Node) -> None:
+        found = _first_placeholder(root)
+        if found is None:
+            return
+        loc, line = found
+        dotted = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in loc).lstrip(".")
+        raise EvidenceError(
+            str(yaml_path),
+            f"expected a value, got the placeholder {PLACEHOLDER} that `evidence init` left (its comment says what "
+            "is needed). Fill it in",
+            line=line,
+            field=dotted,
+        )
+
+    return refuse
 
 
-def _first_placeholder(node: yaml.Node | None, loc: list[int | str]) -> tuple[list[int | str], int] | None:
-    if isinstance(node, yaml.ScalarNode):
-        return (loc, node.start_mark.line + 1) if node.value == PLACEHOLDER else None
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            hit = _first_placeholder(value, [*loc, str(key.value)])
-            if hit is not None:
-                return hit
-    if isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            hit = _first_placeholder(item, [*loc, index])
-            if hit is not None:
-                return hit
+def _first_placeholder(root: yaml.Node) -> tuple[list[int | str], int] | None:
+    """The key path and line of the first FILL_IN scalar in document order; a node an alias names again is
+    looked at once (without that, a few aliases stand for billions of nodes)."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, list[int | str]]] = [(root, [])]
+    while stack:
+        node, loc = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.value == PLACEHOLDER:
+                return loc, node.start_mark.line + 1
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((value, [*loc, str(key.value)]) for key, value in reversed(node.value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, [*loc, index]) for index, item in reversed(list(enumerate(node.value))))
     return None
 
 
 def seal_bundle(bundle: LoadedBundle) -> Path:
-    """Write MANIFEST.sha256 (sha256sum format) over bundle.yaml and every evidence file."""
-    names = [BUNDLE_FILE, *bundle.evidence_files()]
-    lines = [f"{sha256_file(bundle.root / rel)}  {rel}\n" for rel in sorted(names)]
+    """Write MANIFEST.sha256 (sha256sum format) over bundle.yaml and every evidence file, then each file's size
+    in comment lines (`# size BYTES  PATH`, which `sha256sum -c` skips): a file of another size is refused
+    before it is hashed."""
+    names = sorted([BUNDLE_FILE, *bundle.evidence_files()])
+    lines = [f"{sha256_file(bundle.root / rel)}  {rel}\n" for rel in names]
+    lines += [f"{_SIZE_MARK}{(bundle.root / rel).stat().st_size}  {rel}\n" for rel in names]
     # under a temporary name, then renamed: a full disk leaves the earlier seal as it was, not half a new one
     return write_atomic(bundle.root / MANIFEST_NAME, "".join(lines).encode())
 
 
-def read_seal(bundle: LoadedBundle) -> dict[str, str] | None:
-    """The sealed hashes by path, or None when the bundle was never sealed."""
+_SIZE_MARK = "# size "
+
+
+@dataclass(frozen=True)
+class Seal:
+    """MANIFEST.sha256 as read: each file's sha256 and, in a seal written since sizes were recorded, its size."""
+
+    digests: dict[str, str]
+    sizes: dict[str, int]
+
+
+def read_seal(bundle: LoadedBundle) -> Seal | None:
+    """The seal, or None when the bundle was never sealed. It is read through the guards evidence files go
+    through (a regular file of bounded size: a FIFO or a link to /dev/zero is refused)."""
     path = bundle.root / MANIFEST_NAME
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
-    out: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = read_regular(path, limit=MAX_SEAL_BYTES, fix="Seal the bundle again (clustercert evidence seal)"
+                            ).decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvidenceError(str(path), "expected UTF-8 text, got other bytes. Seal the bundle again "
+                            "(clustercert evidence seal)") from None
+    seal = Seal({}, {})
+    for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
+            continue
+        if raw.startswith("#"):  # a comment to sha256sum; a size to clustercert
+            size, sep, rel = raw.removeprefix(_SIZE_MARK).partition("  ")
+            if raw.startswith(_SIZE_MARK) and sep and size.isdigit() and len(size) <= 20:
+                seal.sizes[rel] = int(size)
+            elif raw.startswith(_SIZE_MARK):
+                raise EvidenceError(str(path), f"expected '{_SIZE_MARK}<bytes>  <path>'", line=number)
             continue
         digest, sep, rel = raw.partition("  ")
         if not sep or len(digest) != 64:
             raise EvidenceError(str(path), "expected '<sha256>  <path>'", line=number)
-        out[rel] = digest
-    return out
+        seal.digests[rel] = digest
+    return seal
 
+
+def check_sealed_sizes(bundle: LoadedBundle) -> None:
+    """Refuse the first file whose size is not the one its seal records (a seal that records sizes), before any
+    file is hashed: a file of another size has other bytes, and hashing a large one takes minutes."""
+    seal = read_seal(bundle)
+    if seal is None:
+        return
+    for rel, size in seal.sizes.items():
+        path = bundle.root / rel
+        try:
+            now = os.stat(path).st_size
+        except OSError:
+            continue  # missing: the seal's check names it
+        if now != size:
+            raise EvidenceError(str(path), f"changed since the bundle was sealed ({now} bytes, {size} in "
+                                f"{MANIFEST_NAME}). Restore it or re-seal the bundle")

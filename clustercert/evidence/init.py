@@ -14,8 +14,10 @@ from clustercert.attest.atomic import write_atomic
 from clustercert.catalog import LoadedCatalog, load_catalog, typed_catalog
 from clustercert.errors import ClusterCertError, EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME, PLACEHOLDER
+from clustercert.evidence.mlcommons import MlperfSystem, find_system
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, detect_format
 from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.health import HEALTH_FORMATS, KernelLog, Prescreen
 from clustercert.parsers.log_config import LogConfig, read_log_config
 from clustercert.parsers.nccl_ranks import RankLine, read_rank_lines
 from clustercert.parsers.nccl_tests import NcclTestsResult
@@ -25,7 +27,8 @@ __all__ = ["Draft", "draft_bundle", "write_draft"]
 
 # What a GPU name in nccl-tests' rank lines says about the system (most specific first).
 _GPU_NAMES: tuple[tuple[str, str], ...] = (
-    ("GB200", "gb200-nvl72"), ("B200", "b200"), ("H200", "h200-sxm"), ("H100 80GB HBM3", "h100-sxm"),
+    ("GB300", "gb300-nvl72"), ("GB200", "gb200-nvl72"), ("B300", "b300"), ("B200", "b200"), ("H200", "h200-sxm"),
+    ("H100 80GB HBM3", "h100-sxm"), ("H100-SXM", "h100-sxm"), ("H100 SXM", "h100-sxm"),
 )
 _KIND_OF_FORMAT = {
     "nccl-tests": ("collective", "scaling"), "mlperf": ("mlperf", "efficiency"), "sacct": ("scheduler", "resilience"),
@@ -33,6 +36,11 @@ _KIND_OF_FORMAT = {
     "rank-timings": ("rank-timings", "resilience"),
 }
 _FALSE = {"none", "null", "false", "0", ""}
+# Systems whose NVLink domain spans nodes: (nodes, GPUs per node) of one domain (an NVL72 rack: 18 trays of 4 GPUs)
+_NVL_DOMAIN = {"gb200-nvl72": (18, 4), "gb300-nvl72": (18, 4)}
+# a rack token in a host name (`gb-r1-n01`, `rack07-node3`): the NVLink domain host naming shows
+_RACK = re.compile(r"(?:^|[-_.])((?:rack|r)[-_]?\d+)(?=[-_.]|$)", re.IGNORECASE)
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 
 @dataclass
@@ -71,7 +79,12 @@ def _scan(folder: Path, unused: list[tuple[str, str]]) -> Iterator[tuple[str, Pa
             if entry.name.startswith("."):
                 unused.append((rel, "a hidden file or folder"))
                 continue
-            if real_root not in entry.resolve().parents:
+            try:
+                real = entry.resolve()
+            except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a loop of links, 3.13 OSError
+                raise EvidenceError(str(entry), "expected a file or a folder, got a symbolic link that loops. "
+                                    "Remove the link or point it at the evidence") from None
+            if real_root not in real.parents:
                 unused.append((rel, "a link that leaves the folder (a bundle holds its evidence)"))
                 continue
             if entry.is_dir() and not entry.is_symlink():
@@ -221,21 +234,35 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     taken: set[str] = set()  # the run ids given so far
     unused: list[tuple[str, str]] = []
     collectives, others = _sorted_files(folder, unused, limit)
-    hosts = sorted({r.host for _, _, ranks in collectives for r in ranks})
-    system_fields, sys_id = _system_fields(collectives, system, catalog)
+    hosts = sorted({h for _, parsed, _ in collectives for t in parsed.tests for h in t.hosts})
+    mlperf = {rel: found for rel, fmt, _ in others if fmt == "mlperf" and (found := find_system(folder, rel))}
+    claimed = {m.rel for m in mlperf.values() if m.rel is not None}  # a system JSON of MLCommons' systems/
+    unused[:] = [u for u in unused if u[0] not in claimed]
+    system_fields, sys_id = _system_fields(collectives, system, catalog, list(mlperf.values()))
+    health = _health_files([o for o in others if o[1] in HEALTH_FORMATS], hosts, unused, limit)
+    others = [o for o in others if o[1] not in HEALTH_FORMATS]
+    if not hosts and health and all(h.node != PLACEHOLDER for h in health):
+        # no rank lines to list the nodes: the health files name them, one node each
+        named = sorted({h.node for h in health})
+        system_fields[-1] = _Field("nodes", named, f"the {len(named)} nodes of the health files (printed hostnames, "
+                                   "folder or file names: check them)")
     loaded, catalog_field = _catalog_field(folder, references_dir, catalog, sys_id)
     if system_fields[0].value == "" and loaded is not None:
         system_fields[0] = _Field("gpu", loaded.spec.system, "default: the system the catalog certifies")
-    if any(len({r.host for r in ranks}) > 1 for _, _, ranks in collectives):
+    domains = _domains_field(str(system_fields[0].value), system_fields[2].value)
+    if domains is not None:
+        system_fields.append(domains)
+    if len(hosts) > 1:
         # the files do not say which network joins the nodes (NCCL_DEBUG's NET/IB lines would, nccl-tests' do not):
         # a commented-out line shows where it goes, as a folder of collectives alone is usable without it
         kinds = "|".join(sorted(loaded.spec.scale_out_gbps)) if loaded is not None else "infiniband-ndr|..."
         system_fields.append(_Field("# interconnect", f"{{scale_out: <{kinds}>, nics_per_node: <NICs per node>}}",
                                     "not in the files: uncomment and fill in to judge busbw between nodes against "
                                     "targets (without it, it is measured and compared pair with pair only)"))
-    runs = [_collective_run(rel, parsed, ranks, hosts, taken) for rel, parsed, ranks in collectives]
-    other_runs, training = _other_runs(others, loaded, taken, unused, limit)
+    runs = [_collective_run(rel, parsed, hosts, taken) for rel, parsed, _ in collectives]
+    other_runs, training = _other_runs(others, loaded, taken, unused, limit, mlperf)
     runs += other_runs
+    runs += [_health_run(h, taken) for h in health]
     top = [
         _Field("schema_version", 1),
         ("cluster", [_Field("name", re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name) or "cluster",
@@ -281,20 +308,37 @@ def _sorted_files(folder: Path, unused: list[tuple[str, str]],
     return collectives, others
 
 
-def _system_fields(collectives: list[_Collective], system: str | None,
-                   catalog: str | None) -> tuple[list[_Field], str | None]:
-    """The system's fields as nccl-tests' rank lines show them (the GPU's system, GPUs per node, the nodes), and
-    the system id; the gpu field's value is "" where the catalog given will say it."""
-    hosts = sorted({r.host for _, _, ranks in collectives for r in ranks})
+def _whole_ranks(collectives: list[_Collective]) -> list[RankLine]:
+    """The rank lines of the tests that print every one of their ranks: a test a copy kept only some rank lines of
+    shows neither its nodes nor how many GPUs each holds."""
+    out: list[RankLine] = []
+    for _, parsed, ranks in collectives:
+        spans = [(t.line, t.last_line) for t in parsed.tests if t.hosts]
+        out += [r for r in ranks if any(first <= r.line <= last for first, last in spans)]
+    return out
+
+
+def _system_fields(collectives: list[_Collective], system: str | None, catalog: str | None,
+                   mlperf: list[MlperfSystem]) -> tuple[list[_Field], str | None]:
+    """The system's fields as nccl-tests' rank lines show them (the GPU's system, GPUs per node, the nodes), else
+    as MLPerf's system JSON states them, and the system id; the gpu field's value is "" where the catalog given
+    will say it."""
+    whole = _whole_ranks(collectives)
+    hosts = sorted({r.host for r in whole})
     per_host: dict[str, set[int]] = {}
-    for _, _, ranks in collectives:
-        for r in ranks:
-            per_host.setdefault(r.host, set()).add(r.device)
-    names = sorted({r.gpu for _, _, ranks in collectives for r in ranks})
+    for r in whole:
+        per_host.setdefault(r.host, set()).add(r.device)
+    names = sorted({r.gpu for _, _, ranks in collectives for r in ranks} | {m.gpu_name for m in mlperf if m.gpu_name})
     fields: list[_Field] = []
-    sys_id = system or next((s for s in map(_system_of, names) if s), None)
+    systems = sorted({s for s in map(_system_of, names) if s})
+    sys_id = system or (systems[0] if len(systems) == 1 else None)
     if system is not None:
         fields.append(_Field("gpu", system, "given with --system"))
+    elif len(systems) > 1:
+        # one bundle certifies one system: evidence of two chips is a question, never silently one of them
+        fields.append(_Field("gpu", PLACEHOLDER, f"needed: the files name GPUs of {len(systems)} systems "
+                             f"({', '.join(systems)}: {', '.join(names)}); keep one system's evidence in this "
+                             "folder and give its id"))
     elif sys_id is not None:
         fields.append(_Field("gpu", sys_id, f"nccl-tests rank lines name {', '.join(names)}"))
     elif catalog is not None:
@@ -302,14 +346,49 @@ def _system_fields(collectives: list[_Collective], system: str | None,
     else:
         fields.append(_Field("gpu", PLACEHOLDER, "needed: the system id of the catalog (gb200-nvl72, "
                              f"h100-sxm, h200-sxm, b200 or your catalog's); rank lines name {names or 'none'}"))
+    stated = sorted({(m.gpus_per_node, m.nodes, m.json_rel) for m in mlperf if m.gpus_per_node and m.nodes})
     if per_host:
         fields.append(_Field("gpus_per_node", max(len(d) for d in per_host.values()),
                              "the most devices one host shows in nccl-tests rank lines"))
         fields.append(_Field("nodes", hosts, f"the {len(hosts)} hosts of nccl-tests' rank lines"))
+    elif len({(g, n) for g, n, _ in stated}) == 1:
+        per_node, count, where = stated[0]
+        name = re.sub(r"[^a-z0-9._-]+", "-", (mlperf[0].name or "node").lower()).strip("-._") or "node"
+        fields.append(_Field("gpus_per_node", per_node, f"accelerators_per_node in {where}"))
+        # MLPerf states how many nodes, never their host names: numbered, to be renamed where the hosts are known
+        fields.append(_Field("nodes", [f"{name}-n{i:03d}" for i in range(1, count + 1)],
+                             f"number_of_nodes {count} in {where} (no host names there: numbered; rename them to the "
+                             "hosts if you know them)"))
     else:
-        fields.append(_Field("gpus_per_node", PLACEHOLDER, "needed: GPUs per node (no nccl-tests rank lines)"))
-        fields.append(_Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests rank lines)"))
+        fields.append(_Field("gpus_per_node", PLACEHOLDER, "needed: GPUs per node (no nccl-tests test prints all "
+                             "its rank lines)"))
+        fields.append(_Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests test prints all its "
+                             "rank lines)"))
     return fields, sys_id
+
+
+def _domains_field(sys_id: str, nodes: Any) -> _Field | None:
+    """The NVLink domains of a system whose domain spans nodes (NVL72): from a rack token every host name holds
+    where each rack fits one domain, else asked for; None for a system whose domain is one node (nothing to
+    declare: each node is its own)."""
+    if sys_id not in _NVL_DOMAIN:
+        return None
+    per_domain, gpus = _NVL_DOMAIN[sys_id]
+    size = f"{sys_id}: one NVLink domain is at most {per_domain} nodes x {gpus} GPUs"
+    racks: dict[str, list[str]] = {}
+    named = isinstance(nodes, list) and PLACEHOLDER not in nodes
+    for node in nodes if named else []:
+        found = _RACK.search(node)
+        if found is None:
+            racks = {}
+            break
+        racks.setdefault(found.group(1).lower(), []).append(node)
+    if racks and all(len(members) <= per_domain for members in racks.values()):
+        return _Field("nvlink_domains", [{"name": name, "nodes": members} for name, members in racks.items()],
+                      f"from the rack in each host name ({size}): check against nvidia-smi -q's Fabric ClusterUUID "
+                      "and CliqueId")
+    return _Field("nvlink_domains", PLACEHOLDER, f"needed: the NVLink domains ({size}), each as {{name: ..., nodes: "
+                  "[...]}; nvidia-smi -q's Fabric ClusterUUID and CliqueId tell which nodes share one")
 
 
 def _catalog_field(folder: Path, references_dir: Path, catalog: str | None,
@@ -327,30 +406,44 @@ def _catalog_field(folder: Path, references_dir: Path, catalog: str | None,
     return None, _Field("catalog", PLACEHOLDER, "needed: a catalog id in references/ or a path to your own")
 
 
-def _collective_run(rel: str, parsed: NcclTestsResult, ranks: list[RankLine], hosts: list[str],
-                    taken: set[str]) -> _Run:
-    """A collective run from an nccl-tests output: its scope from its hosts among all `hosts`."""
-    run_hosts = sorted({r.host for r in ranks})
+def _collective_run(rel: str, parsed: NcclTestsResult, hosts: list[str], taken: set[str]) -> _Run:
+    """A collective run from an nccl-tests output: its scope from its hosts among all `hosts`, where every test
+    prints all its rank lines; what the file cannot say (the nodes of a test without its rank lines, one GPU count
+    for tests at several scales) is asked for."""
+    # a test read without its rank lines, or with only some (one that stopped before both says nothing)
+    partial = [t for t in parsed.tests if not t.hosts and (t.hosts_seen or t.rows)]
+    run_hosts = sorted({h for t in parsed.tests for h in t.hosts})
     names_of = ", ".join(t.collective for t in parsed.tests)
-    aborted = [t for t in parsed.tests if t.error]
-    gpus = max((t.ranks for t in parsed.tests if t.ranks), default=len({(r.host, r.device) for r in ranks}))
+    aborted = [t for t in parsed.tests if t.error and not t.truncated]
+    cut = [t for t in parsed.tests if t.truncated]
+    counts = sorted({t.ranks for t in parsed.tests if t.ranks})
+    said = (f"; {len(aborted)} aborted" if aborted else "") + (f"; {len(cut)} truncated capture" if cut else "")
     fields = [_Field("id", _run_id(rel, taken)), _Field("phase", "scaling"), _Field("kind", "collective"),
-              _Field("format", "nccl-tests", names_of + (f"; {len(aborted)} aborted" if aborted else ""))]
-    if run_hosts:
+              _Field("format", "nccl-tests", names_of + said)]
+    if run_hosts and not partial:
         scope, why = _scope(run_hosts, hosts)
         fields.append(_Field("scope", scope, why))
         fields.append(_Field("nodes", run_hosts))
     else:
-        fields.append(_Field("scope", PLACEHOLDER, "needed: nvlink-domain, cross-rack, full-scale or pair "
-                             "(the file has no rank lines)"))
-    if gpus:
-        fields.append(_Field("gpus", gpus, "ranks of the test"))
+        lines = ", ".join(str(t.line) for t in partial[:4]) + (" ..." if len(partial) > 4 else "")
+        why = (f"the tests at line(s) {lines} do not print all their rank lines: their nodes are unknown" if partial
+               else "the file has no rank lines")
+        fields.append(_Field("scope", PLACEHOLDER, f"needed: nvlink-domain, cross-rack, full-scale or pair ({why})"))
+    if len(counts) == 1 and not any(t.ranks is None and t.rows for t in parsed.tests):
+        fields.append(_Field("gpus", counts[0], "ranks of the test"))
+    elif len(counts) > 1:
+        fields.append(_Field("gpus", PLACEHOLDER, f"needed: the file holds tests at {', '.join(map(str, counts))} "
+                             "ranks and a run has one GPU count: split it into one file per scale, each its own run"))
+    elif partial:
+        fields.append(_Field("gpus", PLACEHOLDER, "needed: the GPUs the tests ran on (the file prints no rank lines "
+                             f"for the test(s) at line(s) {', '.join(str(t.line) for t in partial[:4])})"))
     fields.append(_Field("files", [rel]))
     return _Run(fields)
 
 
 def _other_runs(others: list[tuple[str, str, Path]], loaded: LoadedCatalog | None, taken: set[str],
-                unused: list[tuple[str, str]], limit: int) -> tuple[list[_Run], bool]:
+                unused: list[tuple[str, str]], limit: int,
+                mlperf: dict[str, MlperfSystem]) -> tuple[list[_Run], bool]:
     """The runs of the files other than nccl-tests outputs, and whether one is a training run; a file its parser
     cannot use goes to `unused`, with why."""
     runs: list[_Run] = []
@@ -382,9 +475,102 @@ def _other_runs(others: list[tuple[str, str, Path]], loaded: LoadedCatalog | Non
                     continue
                 fields.append(_Field("fields", [PLACEHOLDER], f"needed: the dump has no header line: the {width} "
                                      "field names of its `sacct --format` list, in order"))
-        fields.append(_Field("files", [rel]))
+        found = mlperf.get(rel)
+        if found is not None and found.rel is not None:  # MLCommons' systems/<system>.json: listed with its result
+            fields.append(_Field("files", [rel, found.rel], f"the result and its system {found.name or '(unnamed)'}"))
+        else:
+            fields.append(_Field("files", [rel]))
         runs.append(_Run(fields))
     return runs, training
+
+
+@dataclass(frozen=True)
+class _Health:
+    """A node-health file: its format, what it holds in a few words, and the node it is from (FILL_IN when
+    nothing says) with how that was found."""
+
+    rel: str
+    fmt: str
+    found: str
+    node: str
+    why: str
+
+
+def _health_files(files: list[tuple[str, str, Path]], hosts: list[str], unused: list[tuple[str, str]],
+                  limit: int) -> list[_Health]:
+    """Each node-health file parsed (one its parser cannot use goes to `unused`, with why) and assigned to a node:
+    the hostname it prints, else a folder or file name that names a known node (nccl-tests' hosts, the hostnames
+    the health files print), else its own folder's name, else FILL_IN."""
+    parsed: list[tuple[str, str, object]] = []
+    for rel, fmt, path in files:
+        try:
+            parsed.append((rel, fmt, FORMATS[fmt](path, rel, limit=limit)))
+        except EvidenceError as exc:
+            unused.append((rel, f"a {fmt} output its parser cannot use: {exc}"))
+    known = set(hosts) | {host for _, _, table in parsed if (host := _printed_host(table)[0]) is not None}
+    out: list[_Health] = []
+    for rel, fmt, table in parsed:
+        node, why = _printed_host(table)
+        if node is None:
+            node, why = _named_node(rel, known)
+        out.append(_Health(rel, fmt, _health_found(table), node, why))
+    return out
+
+
+def _printed_host(table: object) -> tuple[str | None, str]:
+    """The hostname a health output prints (the prescreen's `Host:` line, a syslog's host column), and where."""
+    if isinstance(table, Prescreen) and table.host is not None:
+        return table.host, f"the hostname it prints (line {table.host_line})"
+    if isinstance(table, KernelLog) and len(table.hosts) == 1:
+        return table.hosts[0], "the hostname its syslog lines print"
+    return None, ""
+
+
+def _named_node(rel: str, known: set[str]) -> tuple[str, str]:
+    """The node a file's folders or name give: a known node first (innermost folder, then the file name's lead),
+    else the file's own folder (how per-node collection scripts lay outputs out), else FILL_IN."""
+    parts = PurePosixPath(rel).parts
+    for folder in reversed(parts[:-1]):
+        if folder in known:
+            return folder, f"its folder's name ({folder}/), a node the evidence names"
+    name = parts[-1]
+    lead = [n for n in known if name.startswith(n) and name[len(n):len(n) + 1] in (".", "_", "-")]
+    if lead:
+        node = max(lead, key=len)
+        return node, f"its file name, which starts with {node}, a node the evidence names"
+    if len(parts) > 1 and _HOST.match(parts[-2]):
+        return parts[-2], f"its folder's name ({parts[-2]}/): check that it is the node's hostname"
+    return PLACEHOLDER, ("needed: the node this output is from (it prints no hostname, and no folder or file name "
+                         "says it)")
+
+
+# what a health output holds, by its JSON's list key: (key, one, many)
+_HELD = (("gpus", "GPU", "GPUs"), ("tests", "test", "tests"), ("ports", "port", "ports"),
+         ("devices", "device", "devices"), ("steps", "prescreen step", "prescreen steps"),
+         ("xids", "Xid line", "Xid lines"), ("entries", "entry", "entries"))
+
+
+def _health_found(table: object) -> str:
+    """What a health output holds, in a few words (its format's parser read it whole)."""
+    to_json = getattr(table, "to_json", None)
+    held = to_json() if callable(to_json) else {}
+    said = [f"{len(value):,} {one if len(value) == 1 else many}" for key, one, many in _HELD
+            if isinstance(value := held.get(key), list)][:1]
+    carrier = held.get("carrier")
+    if isinstance(carrier, list) and carrier:  # a kernel log's link flaps, beside its Xid lines
+        said.append(f"{len(carrier):,} carrier event{'' if len(carrier) == 1 else 's'}")
+    return ", ".join(said) or "read"
+
+
+def _health_run(h: _Health, taken: set[str]) -> _Run:
+    """A health run: one node's tool output (or prescreen), judged in the health phase."""
+    node = h.node if h.node != PLACEHOLDER else "node"
+    name = PurePosixPath(h.rel).name
+    fields = [_Field("id", _run_id(name if name.startswith(node) else f"{node}-{name}", taken)),
+              _Field("phase", "health"),
+              _Field("kind", "health"), _Field("format", h.fmt, h.found), _Field("nodes", [h.node], h.why),
+              _Field("files", [h.rel])]
+    return _Run(fields)
 
 
 def _sacct_width(path: Path) -> int:

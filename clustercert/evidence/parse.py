@@ -22,7 +22,7 @@ from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.evidence.guards import Read, collect_reads, read_regular, record_read
 from clustercert.parsers import FORMATS, RESILIENCE_FORMATS, TRAINING_FORMATS, parse_training_log
 from clustercert.parsers.common import DEFAULT_LIMIT
-from clustercert.parsers.mlperf import parse_mlperf_files
+from clustercert.parsers.mlperf import listed_files, parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog
 
 __all__ = ["ParsedBundle", "ParsedFile", "ParsedOnce", "Reader", "parse_bundle", "parse_run", "read_evidence"]
@@ -165,7 +165,7 @@ def _parse_mlperf_listed(bundle: LoadedBundle, run: RunSpec, limit: int) -> Pars
     rel = parents.pop() if len(parents) == 1 else run.files[0]
     display = bundle.shown(rel)
     try:
-        listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), bundle.shown(f)) for f in run.files]
+        listed = listed_files([(bundle.resolve(f, entry=f"run '{run.id}' files"), bundle.shown(f)) for f in run.files])
         result = parse_mlperf_files(listed, display, ruleset=run.ruleset, limit=limit)
     except EvidenceError as exc:
         return ParsedFile(run.id, run.kind, rel, display, None, exc)

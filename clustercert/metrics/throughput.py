@@ -40,6 +40,10 @@ class RunThroughput:
     std_s: float
     ci_low_s: float
     ci_high_s: float
+    # the mean of the TFLOP/s per GPU the log prints over the same window (as NVIDIA's llmb-run reports it beside
+    # the step time), over the window's steps that print one; None when none does
+    tflops_mean: float | None = None
+    tflops_steps: int = 0
 
 
 def tokens_per_s_per_gpu(seq_len: int, gbs: int, step_time_s: float, gpus: int) -> float:
@@ -70,9 +74,7 @@ def measure_window(
     iteration that was never logged.
     """
     first, last = window
-    problems: list[WindowProblem] = [
-        WindowProblem(f"the log prints a nan/inf {m.field}", m.line, m.field) for m in nan_marks
-    ]
+    problems: list[WindowProblem] = [WindowProblem(_nan_message(m), m.line, m.field) for m in nan_marks]
     # column by column (a bulk reading's StepTable keeps its columns: no step object is built)
     iterations, lines = step_column(steps, "iteration"), step_column(steps, "line")
     step_times = step_column(steps, "step_time_s")
@@ -108,9 +110,12 @@ def measure_window(
     times = [float(step_times[i]) for i in in_window if step_times[i] is not None]
     stats = mean_stats(times)
     low, high = bootstrap_mean_interval(times, resamples=resamples, seed=seed)
+    printed = step_column(steps, "tflops_per_gpu")
+    tflops = [float(printed[i]) for i in in_window if printed[i] is not None and math.isfinite(printed[i])]
     return RunThroughput(
         window=window, step_times=tuple(times), lines=tuple(lines[i] for i in in_window),
         mean_s=stats.mean, std_s=stats.std, ci_low_s=low, ci_high_s=high,
+        tflops_mean=math.fsum(tflops) / len(tflops) if tflops else None, tflops_steps=len(tflops),
     )
 
 
@@ -142,6 +147,15 @@ def compare_with_baseline(
     high = 100.0 * (baseline_step_s / ci_low_s - 1.0)
     return Comparison(ratio=ratio, delta_pct=100.0 * (ratio - 1.0), ci_low_pct=low, ci_high_pct=high,
                       passed=ratio - pass_ratio > _EXACT)
+
+
+def _nan_message(mark: NanMark) -> str:
+    """What a nan or inf value means for the run, with what the log's own nan count says beside it."""
+    if mark.counted == 0:
+        return (f"the log prints a nan/inf {mark.field} while its own count on that line reads 'number of nan "
+                "iterations: 0' (Megatron counts only skipped iterations whose loss is nan); the run is invalid all "
+                "the same (NVIDIA's llmb-run: a nan grad norm anywhere in the log)")
+    return f"the log prints a nan/inf {mark.field}"
 
 
 def _ranges(values: Sequence[int]) -> str:

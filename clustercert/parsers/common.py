@@ -20,6 +20,7 @@ __all__ = [
     "plain_chunks",
     "read_json",
     "refuse_binary",
+    "refuse_control_bytes",
     "to_float",
     "to_int",
     "without_escapes",
@@ -62,6 +63,18 @@ def refuse_binary(head: bytes, display: str) -> None:
                                          f"decompress it first (`{command} {name}`) and give the decompressed file")
     if b"\x00" in head[:65536]:
         raise EvidenceError(display, "expected text, got binary data (NUL bytes)")
+
+
+def refuse_control_bytes(text: str, display: str) -> None:
+    """An EvidenceError at its line for the first NUL, or ESC left once the terminal's escape sequences are taken
+    out (`without_escapes`), anywhere in a log's text: `refuse_binary` looks at its first 64 KiB only, and a NUL
+    or a lone ESC further on is no text a tool wrote (printed, an ESC drives the reader's terminal)."""
+    hits = [at for at in (text.find("\x00"), text.find("\x1b")) if at >= 0]
+    if not hits:
+        return
+    at = min(hits)
+    what = "a NUL byte" if text[at] == "\x00" else "an ESC byte that starts no complete terminal escape sequence"
+    raise EvidenceError(display, f"expected text, got {what}", line=text.count("\n", 0, at) + 1)
 
 
 def read_json(path: Path, display: str, *, limit: int) -> object:

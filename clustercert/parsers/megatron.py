@@ -7,12 +7,14 @@ import itertools
 import math
 import operator
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
+from clustercert.parsers.log_config import startup_settings
 from clustercert.parsers.training import (
     NAN_VALUE,
     LineCounter,
@@ -46,6 +48,7 @@ _STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})\]\s*$")
 _PAUSE = re.compile(r"^\s*save-checkpoint\s*\.*:\s*\(\s*[\d.]+\s*,\s*([\d.]+)\s*\)\s*$")
 _UNTIMED = re.compile(r"\bvalidation loss at\b")
 _NAN = re.compile(r"\b(grad norm|lm loss)\s*:\s*(nan|-?inf)\b", re.IGNORECASE)
+_NAN_COUNT = re.compile(r"\bnumber of nan iterations\s*:\s*(\d+)")
 # what a line must hold for _ITER, _STEP_TIME, _PAUSE or _UNTIMED to match it (_NAN: NAN_VALUE)
 _LITERALS = ("iteration", "Step Time", "save-checkpoint", "validation loss at")
 # printed key -> (TrainingStep field, divisor to seconds or 1)
@@ -74,10 +77,11 @@ def parse_pipe_log(
     that stays cut short is read as far as it goes, with a warning naming its line.
     """
     text = read_text(path, display, limit=limit)
-    fast = _pipe_log_fast(text, display, fmt=fmt, fields=fields, wrapped=wrapped)
+    ahead = _throughput_first(text)
+    fast = _pipe_log_fast(text, display, fmt=fmt, fields=fields, wrapped=wrapped, ahead=ahead)
     if fast is not None:
-        return fast
-    reading = _LineReading(text, display, fields, wrapped)
+        return replace(fast, settings=_settings(text))
+    reading = _LineReading(text, display, fields, wrapped, ahead)
     line_of = LineCounter(text).at
     # Only a line holding one of these can change what is read (a record, its throughput line, a pause, a nan);
     # each such line goes through the same steps, in file order, as it did when every line was read
@@ -85,15 +89,27 @@ def parse_pipe_log(
         reading.line(start, end, line_of(start))
     if not reading.steps:
         raise EvidenceError(display, f"expected {what} 'iteration N/ M |' lines, found none. {HINT}")
+    if ahead:
+        reading.pair_in_order()
     return TrainingLog(format=fmt, file=display, steps=[make_step(step) for step in reading.steps],
-                       nan_marks=reading.nans, line_count=line_total(text), warnings=reading.warnings)
+                       nan_marks=reading.nans, line_count=line_total(text), warnings=reading.warnings,
+                       settings=_settings(text))
+
+
+def _settings(text: str) -> dict[str, list[tuple[str, int]]]:
+    """The configuration the log printed at its last start-up (log_config.startup_settings)."""
+    first = _ITER_FROM_LITERAL.search(text)
+    return startup_settings(text, len(text) if first is None else first.start())
 
 
 class _LineReading:
     """The line-by-line reading of a Megatron-style log: line() takes each line that may matter, in file order."""
 
-    def __init__(self, text: str, display: str, fields: dict[str, tuple[str, float]], wrapped: bool) -> None:
+    def __init__(self, text: str, display: str, fields: dict[str, tuple[str, float]], wrapped: bool,
+                 ahead: bool = False) -> None:
         self.text, self.display, self.fields, self.wrapped = text, display, fields, wrapped
+        self.ahead = ahead  # throughput lines come before their records (_throughput_first)
+        self.throughputs: list[float] = []  # with `ahead`, each throughput line's TFLOP/s, in file order
         self.steps: list[dict[str, object]] = []  # built as TrainingSteps at the end (a Step Time line amends one)
         self.nans: list[NanMark] = []
         self.warnings: list[str] = []
@@ -119,8 +135,10 @@ class _LineReading:
                 self.pause_ms += float(pause.group(1))
         self.untimed = self.untimed or ("validation loss at" in raw and _UNTIMED.search(raw) is not None)
         if start in self.nan_lines:
+            counts = _NAN_COUNT.findall(raw)
+            counted = int(counts[0]) if len(counts) == 1 else None
             for mark in _NAN.finditer(raw):
-                self.nans.append(NanMark(number, mark.group(1)))
+                self.nans.append(NanMark(number, mark.group(1), counted))
         if "Step Time" in raw:
             self._step_time(raw, number)
         for index, match in enumerate(matches):
@@ -181,9 +199,9 @@ class _LineReading:
 
     def _step_time(self, raw: str, number: int) -> None:
         """A `Step Time ... MODEL_TFLOP/s/GPU` line: the last record's throughput (and its step time if it has
-        none)."""
+        none); with `ahead`, kept for the record it comes with (pair_in_order)."""
         timing = _STEP_TIME.search(raw)
-        if timing is None or not self.steps:
+        if timing is None or not (self.steps or self.ahead):
             return
         seconds_text, tflops_text = timing.groups()
         try:  # parse_number(), whose strip() float() does itself
@@ -194,10 +212,39 @@ class _LineReading:
             tflops = float(tflops_text)
         except ValueError:
             tflops = parse_number(tflops_text, file=self.display, line=number, field="GPU utilization", hint=HINT)
+        if self.ahead:
+            self.throughputs.append(tflops)
+            return
         last = self.steps[-1]
         last["tflops_per_gpu"] = tflops
         if last["step_time_s"] is None:
             last["step_time_s"] = seconds
+
+    def pair_in_order(self) -> None:
+        """With `ahead`: the k-th throughput line is the k-th record's, as NVIDIA's llmb-run pairs them (rank 0
+        prints it, the last rank the record: in a merged output either may come first); a count that is neither
+        the records' nor one more (the job ended between the two prints) is said."""
+        for step, tflops in zip(self.steps, self.throughputs, strict=False):
+            step["tflops_per_gpu"] = tflops
+        if len(self.throughputs) not in (len(self.steps), len(self.steps) + 1):
+            self.warnings.append(f"{self.display}: {len(self.throughputs)} 'Step Time' throughput lines for "
+                                 f"{len(self.steps)} iteration records; paired in order, as NVIDIA's llmb-run does")
+
+
+def _throughput_first(text: str) -> bool:
+    """Whether a `Step Time ... MODEL_TFLOP/s/GPU` line comes before the line of the first record: Megatron-Bridge
+    prints each step's throughput line just before its record (`training_log`: print_rank_0, then print_rank_last).
+    Otherwise a throughput line amends the record before it."""
+    first = _ITER_FROM_LITERAL.search(text)
+    end = len(text) if first is None else text.rfind("\n", 0, first.start()) + 1
+    at = text.find("Step Time", 0, end)
+    while at >= 0:
+        stop = text.find("\n", at, end)
+        stop = end if stop < 0 else stop
+        if _STEP_TIME.search(text, at, stop) is not None:
+            return True
+        at = text.find("Step Time", stop, end)
+    return False
 
 
 def _records(line: str) -> list[re.Match[str]]:
@@ -400,7 +447,7 @@ _LAST_CHAR = operator.itemgetter(slice(-1, None))
 
 
 def _pipe_log_fast(
-    text: str, display: str, *, fmt: str, fields: dict[str, tuple[str, float]], wrapped: bool
+    text: str, display: str, *, fmt: str, fields: dict[str, tuple[str, float]], wrapped: bool, ahead: bool = False
 ) -> TrainingLog | None:
     """What parse_pipe_log() reads from `text`, read by a template (above); None when the template does not
     apply, and the line-by-line reading must."""
@@ -434,7 +481,7 @@ def _pipe_log_fast(
     # a throughput line after each record (Megatron-Bridge): split like the records, the text freed once split
     parts = template.step_time.split(unrecorded) if "Step Time" in unrecorded else []
     del unrecorded
-    if len(parts) > 1 and not _throughputs(template, parts, lines, values):
+    if len(parts) > 1 and not _throughputs(template, parts, lines, values, ahead):
         return None
     del parts
     timestamps: list[float | None]
@@ -580,7 +627,8 @@ def _pauses(unrecorded: str, lines: list[int], count: int) -> tuple[list[float],
     return pause, untimed
 
 
-def _throughputs(template: _Template, parts: list[str], lines: list[int], values: dict[str, list[Any]]) -> bool:
+def _throughputs(template: _Template, parts: list[str], lines: list[int], values: dict[str, list[Any]],
+                 ahead: bool) -> bool:
     """The throughput lines after the records (Megatron-Bridge), all at once, as each record's `tflops_per_gpu` in
     `values`; False where the line-by-line reading must read them. `parts`: the text without its records split by
     the template's throughput pattern.
@@ -598,6 +646,12 @@ def _throughputs(template: _Template, parts: list[str], lines: list[int], values
     throughputs = column_floats(parts[2::width])
     if throughputs is None:
         return False
+    if ahead:  # paired in order (_LineReading.pair_in_order); a count it warns about is read line by line
+        if len(numbers) not in (count, count + 1) or len(set(numbers)) != len(numbers) \
+                or not set(lines).isdisjoint(numbers):
+            return False
+        values["tflops_per_gpu"] = throughputs[:count]
+        return True
     if len(numbers) == count and all(map(operator.lt, lines, numbers)) and all(map(operator.lt, numbers, lines[1:])):
         # one after each record, before the next (the usual log): none on a record's line, none two to a line, and
         # the column is the records' own

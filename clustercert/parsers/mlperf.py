@@ -11,13 +11,14 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float
 from clustercert.parsers.training import line_record, read_text
 
-__all__ = ["MlperfResult", "MlperfRun", "olympic_score", "parse_mlperf", "parse_mlperf_files"]
+__all__ = ["MlperfResult", "MlperfRun", "listed_files", "olympic_score", "parse_mlperf", "parse_mlperf_files"]
 
 FORMAT = "mlperf"
 _HINT = "Use the submission's results folder as MLCommons publishes it."
 _MARK = ":::MLLOG"
 _LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: a time past it is no time in ms since the epoch
-_SCORED = ("run_start", "run_stop", "submission_benchmark", "seed")  # the records a run's score reads
+# the records a run's score reads, and those its step time is derived from
+_SCORED = ("run_start", "run_stop", "submission_benchmark", "seed", "tracked_stats", "global_batch_size")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,20 @@ class MlperfRun:
     start_line: int | None
     stop_line: int | None
     seed: int | None = None
+    # MLPerf's per-step `tracked_stats`: each `train_step_time` (s) and `throughput` (samples/s) logged
+    step_times_s: tuple[float, ...] = ()
+    throughputs: tuple[float, ...] = ()
+    global_batch_size: int | None = None
+
+    @property
+    def step_time_s(self) -> float | None:
+        """The mean step time: of the logged `train_step_time`s, else global batch / mean throughput (samples/s)."""
+        if self.step_times_s:
+            return sum(self.step_times_s) / len(self.step_times_s)
+        if self.throughputs and self.global_batch_size:
+            mean = sum(self.throughputs) / len(self.throughputs)
+            return self.global_batch_size / mean if mean > 0 else None
+        return None
 
     @property
     def minutes(self) -> float | None:
@@ -48,6 +63,9 @@ class MlperfRun:
             "start_line": self.start_line,
             "stop_line": self.stop_line,
             "seed": self.seed,
+            "tracked_steps": max(len(self.step_times_s), len(self.throughputs)),
+            "global_batch_size": self.global_batch_size,
+            "step_time_s": self.step_time_s,
         }
 
 
@@ -98,6 +116,21 @@ def parse_mlperf(
     base = display.rstrip("/")
     return parse_mlperf_files([(p, f"{base}/{p.name}") for p in [*results, *others]], display,
                               ruleset=ruleset, limit=limit)
+
+
+def listed_files(entries: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """The files of a result listed in bundle.yaml (path, display): a listed folder by its `result_*.txt` and JSON
+    files (as parse_mlperf() reads one), a file as it is (MLCommons' `systems/<system>.json` sits outside the
+    result folder)."""
+    out: list[tuple[Path, str]] = []
+    for path, shown in entries:
+        if not path.is_dir():
+            out.append((path, shown))
+            continue
+        base = shown.rstrip("/")
+        inner = [*sorted(path.glob("result_*.txt"), key=_run_order), *sorted(path.glob("*.json"))]
+        out += [(p, f"{base}/{p.name}") for p in inner if p.is_file()]
+    return out
 
 
 def parse_mlperf_files(
@@ -222,6 +255,9 @@ class _ScoredRecords:
         self.stop: tuple[int, int, str] | None = None  # (time ms, line, status)
         self.benchmark: str | None = None
         self.seed: int | None = None
+        self.global_batch_size: int | None = None
+        self.step_times: list[float] = []
+        self.throughputs: list[float] = []
 
     def add(self, record: dict[str, Any], number: int) -> None:
         """A record whose key is one of _SCORED, at line `number`."""
@@ -232,6 +268,13 @@ class _ScoredRecords:
         if key == "seed":
             value = record.get("value")
             self.seed = value if isinstance(value, int) and not isinstance(value, bool) else None
+            return
+        if key == "global_batch_size":
+            value = record.get("value")
+            self.global_batch_size = value if isinstance(value, int) and not isinstance(value, bool) else None
+            return
+        if key == "tracked_stats":
+            self.tracked(record.get("value"), number)
             return
         time_ms = record.get("time_ms")
         if (not isinstance(time_ms, int | float) or isinstance(time_ms, bool)
@@ -256,6 +299,18 @@ class _ScoredRecords:
             status = str(meta.get("status", "unknown")) if isinstance(meta, dict) else "unknown"
             self.stop = (int(time_ms), number, status)
 
+    def tracked(self, value: object, number: int) -> None:
+        """A `tracked_stats` record's value at line `number`: its train_step_time and throughput, where logged."""
+        if not isinstance(value, dict):
+            return
+        for key, into in (("train_step_time", self.step_times), ("throughput", self.throughputs)):
+            if key in value:
+                got = to_float(value[key], file=self.display, line=number, field=f"tracked_stats.{key}", hint=_HINT)
+                if not 0 < got < math.inf:
+                    raise EvidenceError(self.display, f"expected a positive tracked_stats {key}, got {got}. {_HINT}",
+                                        line=number, field=f"tracked_stats.{key}")
+                into.append(got)
+
     def run(self, name: str) -> MlperfRun:
         """The run of file `name`; an error where it has no start or stops before it starts."""
         start, stop, display = self.start, self.stop, self.display
@@ -276,4 +331,7 @@ class _ScoredRecords:
             start_line=start[1],
             stop_line=stop[1] if stop else None,
             seed=self.seed,
+            step_times_s=tuple(self.step_times),
+            throughputs=tuple(self.throughputs),
+            global_batch_size=self.global_batch_size,
         )

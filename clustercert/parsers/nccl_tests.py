@@ -27,7 +27,7 @@ _COLLECTIVES = (
 )
 _BINARY = re.compile(rf"\b({_COLLECTIVES})_perf(?:_mpi)?\b")
 _STARTING = re.compile(rf"#\s*Collective test starting:\s*({_COLLECTIVES})_perf")
-_CONCLUDED = re.compile(r"#\s*Collective test concluded")
+_CONCLUDED = re.compile(rf"#\s*Collective test concluded(?::\s*({_COLLECTIVES})_perf)?")
 _VERSION = re.compile(r"#\s*nccl-tests version")
 _NTHREAD = re.compile(r"#\s*nThread\s+\d+")
 _RANK = re.compile(r"#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\b(?:\s+\d+\s+on\s+(\S+))?")
@@ -42,11 +42,14 @@ _TAGGED = re.compile(rb"\[\d+,\d+\]<std(?:out|err)>:")
 _DEBUG = re.compile(
     r"(?<!\S)\S*:\d+:\d+\s+\[\d+\]\s+NCCL\s+(?:INFO|WARN|TRACE|ERROR).*$|\bNCCL (?:INFO|WARN|TRACE)\b.*$"
 )
+# what the tools themselves print when a test aborts (nccl-tests, NCCL, CUDA, MPI, srun, the shell, Python), in
+# their own spelling: prose that merely mentions an error (a document's text between tables) is not an abort
 _ERROR = re.compile(
-    r"(NCCL failure|Test failure|Test NCCL failure|CUDA failure|Aborted|abort|Segmentation fault"
-    r"|error|FAILED)",
-    re.IGNORECASE,
+    r"Test (?:NCCL |CUDA )?failure|(?:NCCL|CUDA) failure|\bNCCL\b.*(?:[Ee]rror|[Ff]ail)|Segmentation fault"
+    r"|\bAbort(?:ed|ing)?\b|MPI_ABORT|has been aborted|\berror:|\bERROR\b|\w*Error:|\bFAILED\b|\bfailed with\b"
 )
+# the column header of a result table (`#  size  count  type  redop  root  time  algbw  busbw  #wrong ...`)
+_COLUMNS = re.compile(r"#\s*size\s+count\s+type\b")
 _ROW_START = re.compile(r"^\s*\d[\d.eE+]*\s+\d")
 # nccl-tests `-S 1` (report_timestamps) prints the local time after each row's in-place columns (`%21s`)
 _STAMP_TAIL = re.compile(r"\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")
@@ -92,7 +95,12 @@ class NcclRow(NamedTuple):
 
 @dataclass(frozen=True)
 class CollectiveTest:
-    """One collective test of a file; `error` set (rows empty) when it aborted or was cut short."""
+    """One collective test of a file; `error` set when it aborted (rows empty) or was cut short (the rows read).
+
+    `truncated`: the output stops inside the test with no error printed (a capture cut short, which says nothing
+    against the cluster), where an abort prints why (`Test NCCL failure ...`). `ranks` is the highest rank printed
+    plus one (nccl-tests numbers ranks from 0), `hosts` the host of each rank when every rank line was printed,
+    `hosts_seen` every host the printed rank lines name."""
 
     collective: str
     ranks: int | None
@@ -104,6 +112,22 @@ class CollectiveTest:
     hosts: tuple[str, ...] = ()  # the host of each rank, in rank order (empty when the file lists none)
     cause: str | None = None  # the root cause an aborted test printed, quoted as written
     cause_line: int | None = None
+    truncated: bool = False
+    avg_line: int | None = None  # the line of its `# Avg bus bandwidth`
+    hosts_seen: tuple[str, ...] = ()
+
+    @property
+    def average_disagreement(self) -> str | None:
+        """Why the printed `# Avg bus bandwidth` disagrees with the mean of the rows read (None when it agrees).
+
+        nccl-tests prints each busbw to 2 decimals and the average with `%g` (6 significant digits): the mean of
+        the printed rows may differ from the printed average by half a unit of the rows' last digit plus the
+        average's own rounding. More than that means rows were lost, added or misread."""
+        printed, mean = self.reported_avg_busbw, self.computed_avg_busbw
+        if printed is None or mean is None or abs(printed - mean) <= 0.006 + 1e-5 * abs(printed):
+            return None
+        return (f"line {self.avg_line}: the printed average busbw {printed:g} GB/s disagrees with the mean "
+                f"{mean:.4f} GB/s of the {len(self.rows)} rows read (lines {self.rows[0].line}-{self.rows[-1].line})")
 
     @property
     def ranks_per_host(self) -> int | None:
@@ -130,6 +154,9 @@ class CollectiveTest:
             "cause": self.cause,
             "cause_line": self.cause_line,
             "hosts": list(self.hosts),
+            "hosts_seen": list(self.hosts_seen),
+            "truncated": self.truncated,
+            "avg_line": self.avg_line,
             "line": self.line,
             "last_line": self.last_line,
         }
@@ -141,6 +168,12 @@ class NcclTestsResult:
 
     file: str
     tests: list[CollectiveTest] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Each test whose printed average disagrees with its rows, as `evidence check` shows it."""
+        return [f"{self.file} {why}: the table is not read as nccl-tests printed it"
+                for t in self.tests if (why := t.average_disagreement) is not None]
 
     def to_json(self) -> dict[str, object]:
         return {"format": FORMAT, "file": self.file, "tests": [t.to_json() for t in self.tests]}
@@ -156,8 +189,11 @@ class _Open:
     cause_text: str | None = None  # the whole line that printed it
     rows: list[NcclRow] = field(default_factory=list)
     avg: float | None = None
+    avg_line: int | None = None
     error: str | None = None
     last_line: int = 0
+    last_row: int | None = None  # the line of the last row or of the column header, where a cut capture stops
+    ended: bool = False  # a blank line after its table: later text is not this test's (a document's prose)
 
 
 def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> NcclTestsResult:
@@ -205,17 +241,26 @@ class _Reader:
     def close(self, test: _Open, end: int) -> None:
         error = test.error
         first = (test.cause_text, test.cause[1]) if test.cause and test.cause_text else self.last_error
-        said = f": line {first[1]} says {first[0]!r}" if first else ": the log ends without an error message"
+        said = f": line {first[1]} says {first[0]!r}" if first else ": no error message printed"
+        truncated = error is None and first is None and test.avg is None
+        if truncated:
+            stop = test.last_row or test.line
+            error = (f"truncated capture: the output stops after line {stop}, before the test's '# Avg bus "
+                     "bandwidth' line, and no error is printed (a capture cut short: not evidence against the "
+                     "cluster)")
         if error is None and test.avg is None:
             error = "aborted before its '# Avg bus bandwidth' line" + said
         if error is None and not test.rows:
             error = "aborted: no result rows" + said
-        hosts = tuple(test.hosts[r] for r in sorted(test.hosts)) if len(test.hosts) == len(test.ranks) else ()
+        # nccl-tests numbers ranks 0..N-1 and prints one line each: the highest printed says N even where a copy
+        # left some out; the host of each rank is known only where every one was printed
+        count = max(test.ranks) + 1 if test.ranks else 0
+        hosts = tuple(test.hosts[r] for r in range(count)) if count and len(test.hosts) == count else ()
         done = _new(CollectiveTest)  # CollectiveTest(...) without the frozen dataclass's per-field __init__
         done.__dict__.update(  # in field order, as __init__ sets them
             collective=test.collective or self.last_binary or "unknown",
-            ranks=len(test.ranks) or None,
-            rows=[] if error else test.rows,
+            ranks=count or None,
+            rows=[] if error and not truncated else test.rows,  # a cut capture keeps what it measured
             reported_avg_busbw=test.avg,
             error=error,
             line=test.line,
@@ -223,13 +268,16 @@ class _Reader:
             hosts=hosts,
             cause=test.cause[0] if test.cause else None,
             cause_line=test.cause[1] if test.cause else None,
+            truncated=truncated,
+            avg_line=test.avg_line,
+            hosts_seen=tuple(dict.fromkeys(test.hosts[r] for r in sorted(test.hosts))),
         )
         self.tests.append(done)
 
     def note_error(self, text: str, number: int) -> None:
         current = self.current
-        if current is None:
-            return
+        if current is None or current.ended or current.avg is not None:
+            return  # text after the table's end or after its average is not why it stopped
         cause = _CAUSE.search(text)
         if cause and current.cause is None:
             current.cause = (cause.group(1).strip(" /"), number)
@@ -254,6 +302,8 @@ class _Reader:
             if (text.strip() and current is not None and "NCCL INFO" not in text and _may_say_error(text)
                     and _ERROR.search(text)):
                 self.note_error(text, number)
+            elif not text.strip() and current is not None and current.last_row is not None:
+                current.ended = True  # nccl-tests prints no blank line inside a test: what follows is not its own
             return
         starting = _STARTING.search(cleaned) if "Collective test starting" in cleaned else None
         if (
@@ -269,14 +319,17 @@ class _Reader:
             if current is not None and current.collective is None and not current.rows:
                 current.collective = self.last_binary
             return
-        if current is None:
-            return
-        if "Collective test concluded" in cleaned and _CONCLUDED.search(cleaned):
-            self.conclude(number)
+        if "size" in cleaned and _COLUMNS.match(cleaned.lstrip()):
+            self.columns(number)
             return
         rank = _RANK.search(cleaned) if "Rank" in cleaned else None
         if rank:
-            self.rank(rank.group(1), rank.group(2))
+            self.rank(rank.group(1), rank.group(2), number)
+            return
+        if current is None and not _ROW_START.match(cleaned):
+            return
+        if "Collective test concluded" in cleaned and (concluded := _CONCLUDED.search(cleaned)):
+            self.conclude(number, concluded.group(1))
             return
         avg = _AVG.search(cleaned) if "Avg bus bandwidth" in cleaned else None
         if avg:
@@ -291,9 +344,19 @@ class _Reader:
             if len(tokens) == _PER_ITERATION_ROW:
                 tokens = _without_per_iteration(tokens, number, self.display)
             if len(tokens) < _ROW_MIN:
-                self.pending = (cleaned, number)
+                if current is not None:
+                    self.pending = (cleaned, number)
                 return
-            current.rows.append(_row(tokens, number, self.display))
+            if current is None:
+                try:  # a table without its header opens a test; other numbers outside a test are not read
+                    row = _row(tokens, number, self.display)
+                except EvidenceError:
+                    return
+            else:
+                row = _row(tokens, number, self.display)
+            self.add_rows([row])
+            return
+        if current is None:
             return
         if _may_say_error(cleaned) and _ERROR.search(cleaned):
             self.note_error(cleaned, number)
@@ -318,31 +381,66 @@ class _Reader:
         self.current = _Open(collective=collective, line=number)
         self.last_error = None
 
-    def conclude(self, number: int) -> None:
-        """`# Collective test concluded` on line `number`: closes the open test."""
+    def table(self, number: int) -> _Open:
+        """The test a table part on line `number` (its column header, a rank line or a row) belongs to: the open
+        one, or a new one where none is open or the open one is done. A test is done at its `# Avg bus bandwidth`
+        line (each closes a test of its own), or, without it, at a blank line after its table (nccl-tests prints
+        none inside a test); a new table read without its header lines names no ranks or hosts."""
+        current = self.current
+        if current is not None and current.avg is None and not current.ended:
+            return current
+        return self.new_table(number)
+
+    def new_table(self, number: int) -> _Open:
+        """A new test from line `number` on, the open one closed where its table ended."""
+        current = self.current
+        if current is not None:
+            self.close(current, current.last_line if current.avg is not None else current.last_row or number - 1)
+        self.current = _Open(collective=None, line=number)
+        self.last_error = None
+        return self.current
+
+    def header_part(self, number: int) -> _Open:
+        """The test a column header or rank line on line `number` belongs to: the open one while it has no
+        results, else a new one (a table printed after another without its `# nThread` line)."""
+        current = self.current
+        if current is not None and not current.rows and current.avg is None and not current.ended:
+            return current
+        return self.new_table(number)
+
+    def columns(self, number: int) -> None:
+        """The column header of a result table (`#  size  count  type ...`) on line `number`."""
+        self.header_part(number).last_row = number
+
+    def conclude(self, number: int, collective: str | None = None) -> None:
+        """`# Collective test concluded[: X_perf]` on line `number`: closes the open test (named X where no header
+        named it)."""
         if self.current is not None:
+            if collective is not None and self.current.collective is None:
+                self.current.collective = collective
             self.close(self.current, number)
             self.current = None
 
-    def rank(self, index_text: str, host: str | None) -> None:
-        """A `#  Rank N ... on HOST` line of the open test."""
-        if self.current is not None:
-            index = int(index_text)
-            self.current.ranks.add(index)
-            if host:
-                self.current.hosts[index] = host
+    def rank(self, index_text: str, host: str | None, number: int) -> None:
+        """A `#  Rank N ... on HOST` line, on line `number`: of the open test unless that one has results."""
+        test = self.header_part(number)
+        index = int(index_text)
+        test.ranks.add(index)
+        if host:
+            test.hosts[index] = host
 
     def average(self, text: str, number: int) -> None:
         """The `# Avg bus bandwidth : X` line of the open test, on line `number`."""
-        if self.current is not None:
+        if self.current is not None and self.current.avg is None:
             self.current.avg = to_float(text, file=self.display, line=number, field="Avg bus bandwidth", hint=_HINT)
-            self.current.last_line = number
+            self.current.avg_line = self.current.last_line = number
 
     def add_rows(self, rows: list[NcclRow]) -> None:
         """Read whole result rows that follow one another (debug lines between them do nothing), as step() does."""
         self.pending = None  # a whole row ends the wait for a cut row's remainder
-        if self.current is not None:  # rows outside a test are not read
-            self.current.rows.extend(rows)
+        test = self.table(rows[0].line)
+        test.rows.extend(rows)
+        test.last_row = rows[-1].line
 
     def finish(self, total: int) -> NcclTestsResult:
         """The tests read, once step() has taken the file's `total` lines."""
@@ -434,7 +532,7 @@ _HEADERS = (
     "#" + _UNSAID.format("nThread")
     + r"[ \t]+Rank[ \t]+([0-9]{1,9})[ \t]+Group[ \t]+[0-9]+[ \t]+Pid[ \t]+[0-9]+[ \t]+on[ \t]+(\S+)[^\n]*",
     f"#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*({_NUMBER}){_END}",  # group: the average
-    "(#)[ \t]*Collective test concluded[: \ta-z_]*(?![^\n])",  # group: '#'
+    "(#[ \t]*Collective test concluded[: \ta-z_]*)(?![^\n])",  # group: the whole line
 )
 # One line from the line break before it: a row, a debug line, a header line, or any other line (group 13), then
 # the debug lines that follow it (group 14: a row and its debug prints make one match, not two). Every match
@@ -494,13 +592,14 @@ def _read_stretch(found: list[tuple[str, ...]], number: int, reader: _Reader, wr
             done = before
         line = lines[index]
         if rank[index]:
-            reader.rank(rank[index], host[index])
+            reader.rank(rank[index], host[index], line)
         elif starting[index]:
             reader.begin(starting[index], line)
         elif average[index]:
             reader.average(average[index], line)
         elif concluded[index]:
-            reader.conclude(line)
+            named = _CONCLUDED.search(concluded[index])
+            reader.conclude(line, named.group(1) if named else None)
         elif nthread[index]:
             if reader.after_results():
                 reader.begin(None, line)

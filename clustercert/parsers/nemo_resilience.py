@@ -47,6 +47,9 @@ class LogEventKind(StrEnum):
     CHECKPOINT_LOADED = "checkpoint_loaded"
     STRAGGLER_WARNING = "straggler_warning"
     STRAGGLER_TERMINATION = "straggler_termination"
+    # the training program started again in the same output (Megatron's `arguments` banner, after the first one): a
+    # step counter that restarts after it is a new launch (a job script running the program twice), not a splice
+    RELAUNCH = "relaunch"
 
 
 @dataclass(frozen=True)

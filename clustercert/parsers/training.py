@@ -16,7 +16,7 @@ import orjson
 
 from clustercert.errors import EvidenceError
 from clustercert.evidence.guards import read_regular
-from clustercert.parsers.common import refuse_binary, without_escapes
+from clustercert.parsers.common import refuse_binary, refuse_control_bytes, without_escapes
 
 __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
@@ -72,6 +72,9 @@ class NanMark:
 
     line: int
     field: str
+    # the log's own `number of nan iterations` printed on the same line (Megatron's), where it prints one: Megatron
+    # counts only skipped iterations whose loss was nan, so a nan grad norm can stand beside a count of 0
+    counted: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,20 @@ class TrainingLog:
     nan_marks: list[NanMark] = field(default_factory=list)
     line_count: int = 0
     warnings: list[str] = field(default_factory=list)  # what was read with a caveat, each naming its lines
+    # the configuration the log printed at its (last) start-up: key -> its distinct values, each with its first line
+    # (parsers.log_config.startup_settings); empty where the format prints none that is read
+    settings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
             "format": self.format,
             "file": self.file,
             "steps": [_clean(asdict(s)) for s in self.steps],
-            "nan": [asdict(m) for m in self.nan_marks],
+            "nan": [{k: v for k, v in asdict(m).items() if v is not None} for m in self.nan_marks],
             "lines": self.line_count,
             "warnings": self.warnings,
+            **({"settings": {key: [{"value": value, "line": line} for value, line in found]
+                             for key, found in self.settings.items()}} if self.settings else {}),
         }
 
 
@@ -295,6 +303,7 @@ def text_of(data: bytes, display: str) -> str:
         raise EvidenceError(display, "expected log text, got an empty file")
     refuse_binary(data[:65536], display)
     text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
+    refuse_control_bytes(text, display)
     if not any(mark in text for mark in _OTHER_BREAKS):
         return text
     if "\r\n" in text:  # Windows line ends: when every other break was one of them, one copy makes them "\n"
@@ -437,4 +446,5 @@ def read_text_lines(path: Path, display: str, *, limit: int) -> list[str]:
         raise EvidenceError(display, "expected log text, got an empty file")
     refuse_binary(data[:65536], display)
     text = without_escapes(data.decode("utf-8-sig", errors="replace"))  # no byte order mark
+    refuse_control_bytes(text, display)
     return text.splitlines()

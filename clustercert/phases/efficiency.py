@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from clustercert.catalog import Baseline, LoadedCatalog, SuiteEntry
+from clustercert.editions import RecipeConfig
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Bundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
@@ -26,11 +27,12 @@ from clustercert.metrics.throughput import (
 from clustercert.parsers.llmb_config import LlmbConfig
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
+from clustercert.phases.conformance import recipe_check
 from clustercert.phases.program import judge_job_configs
-from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = [
-    "EfficiencyResult", "RecipeDifference", "WorkloadResult", "baseline_kind", "judge_efficiency", "recipe_differences",
+    "EfficiencyResult", "WorkloadResult", "baseline_kind", "judge_efficiency",
 ]
 
 PHASE = Phase.EFFICIENCY.value
@@ -71,6 +73,7 @@ class WorkloadResult:
     ci_low_s: float  # hierarchical bootstrap interval of the combined step time (every repeat)
     ci_high_s: float
     ci_method: str
+    peak_tflops: float  # the catalog's dense peak per GPU at the precision, the MFU's denominator
 
     def to_json(self) -> dict[str, object]:
         t = self.used.throughput
@@ -84,7 +87,8 @@ class WorkloadResult:
             "repeats": [
                 {"run": r.run_id, "repeat": r.repeat, "step_time_s": r.throughput.mean_s, "file": r.file,
                  "delta_pct": 100.0 * (self.baseline.step_time_s / r.throughput.mean_s - 1.0),
-                 "used": r.run_id == self.used.run_id}
+                 "used": r.run_id == self.used.run_id, "printed_tflops_per_gpu": r.throughput.tflops_mean,
+                 "printed_tflops_steps": r.throughput.tflops_steps}
                 for r in self.repeats
             ],
             "step_time_s": {
@@ -96,6 +100,7 @@ class WorkloadResult:
             "tflops_per_gpu_canonical": self.tflops_per_gpu_canonical,
             "mfu": self.mfu,
             "mfu_canonical": self.mfu_canonical,
+            "peak_tflops": self.peak_tflops,
             "flops_convention": self.flops_convention,
             "log_tflops_per_gpu": self.log_tflops_per_gpu,
             "log_flops_convention": self.log_flops_convention,
@@ -151,66 +156,12 @@ def _problem_check(run: RunSpec, file: str, problem: WindowProblem | EvidenceErr
     )
 
 
-@dataclass(frozen=True)
-class RecipeDifference:
-    field: str
-    run: object
-    baseline: object
-    allowed: str | None  # the catalog's reason when the baseline allows it
-
-
-_PARALLEL = ("tp", "pp", "cp", "vp", "ep", "etp", "fsdp")
-_LABEL = {"gbs": "GBS", "seq_len": "sequence length", "precision": "precision", "tp": "TP", "pp": "PP",
-          "cp": "CP", "vp": "VP", "ep": "EP", "etp": "ETP", "fsdp": "FSDP", "recipe_version": "recipe version"}
-
-
-def recipe_differences(
-    run: RunSpec, recipe_version: str, baseline: Baseline, fields: list[str]
-) -> tuple[list[RecipeDifference], list[str]]:
-    """The recipe fields in which `run` differs from `baseline`, and the fields it does not declare.
-
-    Parallelism not declared in bundle.yaml cannot be compared: its fields are returned as undeclared.
-    """
-    mine: dict[str, object] = {"gbs": run.gbs, "seq_len": run.seq_len,
-                               "precision": run.precision.value if run.precision else None,
-                               "recipe_version": recipe_version}
-    theirs: dict[str, object] = {"gbs": baseline.gbs, "seq_len": baseline.seq_len,
-                                 "precision": baseline.precision.value, "recipe_version": baseline.recipe_version}
-    for name in _PARALLEL:
-        theirs[name] = getattr(baseline.parallelism, name)
-        mine[name] = getattr(run.parallelism, name) if run.parallelism is not None else None
-    undeclared = [f for f in fields if f in _PARALLEL and run.parallelism is None]
-    diffs = [RecipeDifference(f, mine[f], theirs[f], baseline.allowed_differences.get(f))
-             for f in fields if f not in undeclared and mine[f] != theirs[f]]
-    return diffs, undeclared
-
-
-def _recipe_check(run: RunSpec, file: str, recipe_version: str, baseline: Baseline, fields: list[str]) -> Check:
-    diffs, undeclared = recipe_differences(run, recipe_version, baseline, fields)
-    check_id, title = f"{PHASE}.{run.id}_recipe_conforms", f"Run {run.id} follows its baseline's recipe"
-    def shown(d: RecipeDifference) -> str:
-        return f"{_LABEL[d.field]} ({d.field}) {d.run if d.run is not None else 'unset'} vs baseline " \
-               f"{d.baseline if d.baseline is not None else 'unset'}"
-    disallowed = [d for d in diffs if d.allowed is None]
-    allowed = [d for d in diffs if d.allowed is not None]
-    compared = ", ".join(_LABEL[f] for f in fields if f not in undeclared)
-    note = "".join(f"; allowed by the catalog: {shown(d)} ({d.allowed})" for d in allowed)
-    if disallowed:
-        status = Status.ERROR
-        message = (f"{file}: cannot be compared with the baseline ({baseline.source}, recipe "
-                   f"{baseline.recipe_version}): {'; '.join(shown(d) for d in disallowed)}{note}. Re-run with the "
-                   "baseline's recipe, or allow the difference in the catalog (baselines[].allowed_differences) "
-                   "with its reason.")
-    elif undeclared:
-        status = Status.WARN
-        message = (f"{file}: parallelism is not declared (bundle.yaml runs[].parallelism), so "
-                   f"{', '.join(_LABEL[f] for f in undeclared)} were not compared with the baseline's; "
-                   f"{compared} match{note}. Declare the run's parallelism.")
-    else:
-        status = Status.PASS
-        message = f"{compared} match the baseline's{note}"
-    return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
-                 measured=float(len(disallowed)), target=0.0, unit="differences", message=message)
+def _recipe_table(catalog: LoadedCatalog, run: RunSpec) -> tuple[RecipeConfig, str] | None:
+    """The configuration-table row of the run's recipe at its precision and GPU count, with the table's source
+    (an edition's catalog has them), or None."""
+    recipe = catalog.spec.recipes.get(run.workload or "")
+    row = recipe.configuration(run.precision.value, run.gpus) if recipe and run.precision and run.gpus else None
+    return (row, recipe.source) if row is not None and recipe is not None else None
 
 
 def _loss_check(run: RunSpec, file: str, log: TrainingLog, explode_factor: float, required: bool) -> Check:
@@ -264,6 +215,16 @@ def match_log_convention(
     return printed, best if abs(ratios[best] - 1.0) <= LOG_TFLOPS_TOLERANCE else None, ratios
 
 
+def _mlperf_step_time(result: MlperfResult) -> str:
+    """The step time MLPerf's `tracked_stats` give (the runs' mean), as a clause of the message; "" without them."""
+    times = [t for r in result.runs if (t := r.step_time_s) is not None]
+    if not times:
+        return ""
+    how = ("train_step_time" if any(r.step_times_s for r in result.runs)
+           else "global_batch_size / tracked throughput in samples/s")
+    return f"; step time {sum(times) / len(times):.3f} s (mean of {len(times)} runs' tracked_stats: {how})"
+
+
 def judge_mlperf(
     runs: list[RunSpec], parsed: Mapping[str, object | EvidenceError], targets: Mapping[str, float]
 ) -> list[Check]:
@@ -290,16 +251,18 @@ def judge_mlperf(
             for r in result.runs
         ], result.scaling_factor or 1.0)
         severity = Severity.REQUIRED if target is not None else Severity.ADVISORY
-        title = f"MLPerf {bench} time to train" + (f" within {target:g} min" if target is not None else "")
+        on = f" on {result.system_name}" if result.system_name else ""  # the submission's system JSON names it
+        title = f"MLPerf {bench} time to train{on}" + (f" within {target:g} min" if target is not None else "")
+        steps = _mlperf_step_time(result)
         if not scored.valid:
             status, message = Status.ERROR, f"{result.folder}: no valid score: {scored.reason}"
         elif target is None:
             status = Status.SKIPPED
             message = (f"score {scored.minutes:.2f} min (olympic mean of {scored.runs} runs, scaling factor "
-                       f"{scored.scaling_factor:g}); reported only (the catalog sets no target)")
+                       f"{scored.scaling_factor:g}){steps}; reported only (the catalog sets no target)")
         else:
             status = Status.PASS if scored.minutes <= target else Status.FAIL
-            message = f"score {scored.minutes:.2f} min vs target {target:g} min ({scored.runs} runs)"
+            message = f"score {scored.minutes:.2f} min vs target {target:g} min ({scored.runs} runs){steps}"
         checks.append(Check(
             id=check_id, title=title, phase=PHASE, severity=severity, status=status,
             measured=scored.minutes if scored.valid else None, target=target, unit="min", message=message,
@@ -319,8 +282,9 @@ def judge_efficiency(
     workloads: list[WorkloadResult] = []
     series: list[dict[str, object]] = []
     runs = [r for r in bundle.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
-    # a phase the catalog does not require (rules.required_phases) is measured and reported, never decisive
-    required = Phase.EFFICIENCY in rules.required_phases
+    # a phase no profile of the catalog decides is measured and reported, never decisive; which of the judged
+    # checks decide is the chosen profile's (phases.profile)
+    required = catalog.spec.judges(Phase.EFFICIENCY)
     for entry in catalog.spec.suite:
         baseline = catalog.baseline_for(entry.workload, entry.precision, entry.gpus)
         subject = _subject(entry.workload, entry.precision, entry.gpus)
@@ -342,10 +306,10 @@ def judge_efficiency(
         mine = [r for r in every if r.id not in aside]
         if not mine:
             set_aside = "; ".join(f"run {r.id} set aside: {aside[r.id]}" for r in every)
-            checks.append(declared.judged(
+            checks.append(lacking(declared.judged(
                 Status.FAIL if required else Status.SKIPPED,
                 f"the bundle has no efficiency training run of {workload.subject} that counts: the cluster did not "
-                "show it" + (f" ({set_aside})" if set_aside else ""), target=baseline.step_time_s, unit="s"))
+                "show it" + (f" ({set_aside})" if set_aside else ""), target=baseline.step_time_s, unit="s")))
             continue
         valid, run_checks, run_series = _valid_runs(mine, workload, bundle, catalog, logs)
         checks += run_checks
@@ -389,13 +353,15 @@ def _valid_runs(
     valid: list[RunResult] = []
     checks: list[Check] = []
     series: list[dict[str, object]] = []
+    measured_by: dict[tuple[object, ...], tuple[RunSpec, str]] = {}  # a window's values -> the run that measured it
     for run in mine:
         file = run.files[0]
         parsed = logs[run.id]
         if isinstance(parsed, EvidenceError):
             checks.append(_problem_check(run, file, parsed))
             continue
-        recipe = _recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields))
+        recipe = recipe_check(run, file, bundle.recipe_version, baseline, list(rules.recipe_fields),
+                              parsed.settings, _recipe_table(catalog, run))
         checks.append(recipe)
         if recipe.status is Status.ERROR:
             continue
@@ -404,6 +370,11 @@ def _valid_runs(
                                   resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
         if isinstance(measured, list):
             checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
+            continue
+        values = _window_values(parsed, window.first, window.last)
+        copied = measured_by.setdefault(values, (run, parsed.file))
+        if copied[0] is not run:
+            checks.append(_copied_check(run, parsed.file, copied, measured.lines))
             continue
         valid.append(RunResult(run.id, run.repeat, parsed.file, measured))
         series.append({
@@ -420,6 +391,28 @@ def _valid_runs(
             evidence=(Span(parsed.file, measured.lines[0], measured.lines[-1], len(measured.lines)),),
         ))
     return valid, checks, series
+
+
+def _window_values(parsed: TrainingLog, first: int, last: int) -> tuple[object, ...]:
+    """What a run measured over the window: each step's iteration, step time and loss, in the log's order. Two
+    runs that measured the same (one log copied under another name, a byte changed elsewhere) are one run."""
+    iterations = step_column(parsed.steps, "iteration")
+    times = step_column(parsed.steps, "step_time_s")
+    losses = step_column(parsed.steps, "loss")
+    return tuple((i, t, loss) for i, t, loss in zip(iterations, times, losses, strict=True) if first <= i <= last)
+
+
+def _copied_check(run: RunSpec, file: str, first: tuple[RunSpec, str], lines: tuple[int, ...]) -> Check:
+    """A repeat whose measured window is another repeat's, value for value: one measurement, not two."""
+    other, other_file = first
+    return Check(
+        id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
+        severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
+        message=(f"{file} and {other_file}: the measured windows are identical (iteration, step time and loss of "
+                 f"every step): one measurement, listed as runs {other.id} and {run.id}. Keep the run's own log "
+                 "and re-run the repeat"),
+        evidence=(Span(file, lines[0], lines[-1], len(lines)), Span(other_file, 0, 0, 1)),
+    )
 
 
 def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], catalog: LoadedCatalog,
@@ -495,7 +488,7 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
         baseline=baseline, baseline_source_title=catalog.spec.sources[baseline.source].title,
         baseline_source_url=catalog.spec.sources[baseline.source].url,
         delta_pct=cmp.delta_pct, ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct, status=status,
-        ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method,
+        ci_low_s=interval[0], ci_high_s=interval[1], ci_method=method, peak_tflops=peak,
     )
 
 

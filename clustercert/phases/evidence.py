@@ -9,8 +9,9 @@ from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, RunKind, RunSpec
 from clustercert.evidence.parse import Reader, read_evidence
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, parse_resilience_log, parse_training_log
+from clustercert.parsers.health import HEALTH_FORMATS
 from clustercert.parsers.log_clock import LogClock, parse_log_clock
-from clustercert.parsers.mlperf import parse_mlperf_files
+from clustercert.parsers.mlperf import listed_files, parse_mlperf_files
 from clustercert.parsers.nemo_resilience import ResilienceLog
 from clustercert.parsers.training import TrainingLog
 
@@ -26,6 +27,7 @@ _KIND_FORMATS: dict[RunKind, frozenset[str]] = {
     RunKind.RANK_TIMINGS: frozenset({"rank-timings"}),
     RunKind.TELEMETRY: frozenset({"dcgm"}),
     RunKind.MLPERF: frozenset({"mlperf"}),
+    RunKind.HEALTH: frozenset(HEALTH_FORMATS),
 }
 
 
@@ -66,7 +68,8 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int, read: Reader = rea
         if run.kind is RunKind.SCHEDULER:
             parsed = read(parser, path, display, limit=limit, timezone=bundle.spec.timezone, fields=run.fields)
         elif run.kind is RunKind.MLPERF and len(run.files) > 1:
-            listed = [(bundle.resolve(f, entry=f"run '{run.id}' files"), bundle.shown(f)) for f in run.files]
+            listed = listed_files([(bundle.resolve(f, entry=f"run '{run.id}' files"), bundle.shown(f))
+                                   for f in run.files])
             parsed = parse_mlperf_files(listed, _common_folder(bundle, run), ruleset=run.ruleset, limit=limit)
         elif run.kind is RunKind.MLPERF:
             options: dict[str, object] = {"limit": limit}
@@ -82,5 +85,7 @@ def parse_run(bundle: LoadedBundle, run: RunSpec, limit: int, read: Reader = rea
 
 def _common_folder(bundle: LoadedBundle, run: RunSpec) -> str:
     """The folder that holds every file of a run listed file by file (how an MLPerf result is named)."""
+    if (bundle.root / run.files[0]).is_dir():  # a result folder, with its system JSON from MLCommons' systems/
+        return bundle.shown(run.files[0])
     parents = {str(PurePosixPath(f).parent) for f in run.files}
     return bundle.shown(parents.pop()) if len(parents) == 1 else f"run '{run.id}' files"

@@ -51,7 +51,7 @@ from clustercert.parsers.sacct import SacctResult
 from clustercert.parsers.training import TrainingStep
 from clustercert.phases import PhaseResult
 from clustercert.phases.evidence import ResilienceRunLog
-from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = ["JobTimeline", "build_job_timeline", "judge_resilience"]
 
@@ -463,6 +463,16 @@ class _StragglerEvidence:
     logs: Sequence[ResilienceRunLog]
     origin: float
     unread: Sequence[str]
+    watched: Sequence[str] = ()  # the files where the cluster's own straggler detection would show (or showed)
+
+
+def _watched(event_logs: Sequence[EventLog], logs: Sequence[ResilienceRunLog]) -> list[str]:
+    """The files that show the cluster's own straggler detection at work: its monitoring's event logs, and the
+    training logs whose straggler-detection callback printed a report or a warning."""
+    return [log.file for log in event_logs] + [
+        run.training.file for run in logs if run.resilience.straggler_reports or any(
+            e.kind in (LogEventKind.STRAGGLER_WARNING, LogEventKind.STRAGGLER_TERMINATION)
+            for e in run.resilience.events)]
 
 
 @dataclass(frozen=True)
@@ -521,20 +531,27 @@ def _straggler_check(bundle: LoadedBundle, catalog: LoadedCatalog, evidence: _St
     reported = evidence.reported
     ranks_seen = sorted({r.rank for r in reported if r.rank is not None})
     nodes_seen = sorted({r.node for r in reported if r.node is not None})
+    watched = list(dict.fromkeys(evidence.watched))
+    # "reported no straggler" only where the bundle shows a detection that could have reported one
     cluster_said = (f"the cluster's own detection reported ranks {ranks_seen} on node(s) {nodes_seen}"
-                    if reported else "the cluster's own detection reported no straggler")
+                    if reported else f"the cluster's own detection ({', '.join(watched[:3])}"
+                    f"{' and more' if len(watched) > 3 else ''}) reported no straggler" if watched else
+                    "the bundle holds no evidence of the cluster's own straggler detection (no event log, no "
+                    "straggler-detection report in a training log)")
     report_spans = [r.span for r in reported]
     if not evidence.tables:
         table_error = evidence.table_error
         status = Status.ERROR if table_error else Status.FAIL if severity is Severity.REQUIRED else Status.SKIPPED
-        return declared.judged(
+        judged = declared.judged(
             status,
             (f"{table_error}: the per-rank timings cannot be read; {cluster_said}. Mend or re-export them"
              if table_error else
              "the bundle has no per-rank step timings (kind rank-timings): clustercert cannot find "
              f"stragglers itself, the cluster did not show them; {cluster_said}. Add the resilience run's "
              "per-rank timings"), target=rules.straggler_score_min, unit="score",
-            evidence=report_spans), _cluster_rows(evidence.logs, reported, domain_of, ranks_seen)
+            evidence=report_spans)
+        return (judged if table_error else lacking(judged)), _cluster_rows(evidence.logs, reported, domain_of,
+                                                                            ranks_seen)
     gpus = _gpu_columns(evidence.tables[0], evidence.origin)
     placement = {k: RankPlace(node, gpu, domain_of.get(node, "unknown")) for k, (node, gpu, _) in gpus.places.items()}
     report = score_stragglers(
@@ -860,17 +877,18 @@ def judge_resilience(
     of rows)."""
     say = told or _unheard
     rules = catalog.spec.rules
-    required = Phase.RESILIENCE in rules.required_phases
+    required = catalog.spec.judges(Phase.RESILIENCE)
     severity = Severity.REQUIRED if required else Severity.ADVISORY
     absent = Status.FAIL if required else Status.SKIPPED
     found, checks = _collect(bundle, parsed, severity)
     if required:
         has_any = any(r.phase is Phase.RESILIENCE for r in bundle.spec.runs)
-        checks.insert(0, _declared(f"{PHASE}.evidence_present", "The bundle holds resilience-phase evidence",
-                                   Severity.REQUIRED).judged(
+        present = _declared(f"{PHASE}.evidence_present", "The bundle holds resilience-phase evidence",
+                            Severity.REQUIRED).judged(
             Status.PASS if has_any else Status.FAIL,
             "resilience runs present" if has_any else "the bundle has no run of phase resilience: the cluster did "
-            "not show it. Add the long run's training log, event log, sacct dump, per-rank timings and telemetry"))
+            "not show it. Add the long run's training log, event log, sacct dump, per-rank timings and telemetry")
+        checks.insert(0, present if has_any else lacking(present))
     section: dict[str, object] = {"goodput": None, "goodput_ml": None, "stragglers": [], "events": [], "stalls": [],
                                   "faults": []}
     timeline_checks, job = _timeline_checks(found, rules, severity, section, say)
@@ -882,14 +900,17 @@ def judge_resilience(
         say(f"judge stragglers from {sum(t.rows for t in found.tables):,} per-rank timings")
     straggler, rows = _straggler_check(bundle, catalog, _StragglerEvidence(
         found.tables, next(iter(found.unreadable.get(RunKind.RANK_TIMINGS, [])), None), events,
-        _reported(found.event_logs, found.logs, origin), found.logs, origin, found.unread), severity, say)
+        _reported(found.event_logs, found.logs, origin), found.logs, origin, found.unread,
+        _watched(found.event_logs, found.logs)), severity, say)
     checks.append(straggler)
     if found.unread:  # a failure on the job's timeline may be what an unreadable event log or sacct dump would answer
         timeline_ids = {c.id for c in timeline_checks}
         checks = [_unjudged(c, found.unread) if c.id in timeline_ids else c for c in checks]
     section["stragglers"] = rows
+    # each event with its first line of evidence: the suspect list cites it (clustercert.metrics.suspects)
     section["events"] = [{"time_s": e.time_s, "type": e.type.value, "node": e.node, "detail": e.detail,
-                          "by": e.by.value} for e in events]
+                          "by": e.by.value, "file": e.evidence[0].file if e.evidence else None,
+                          "line": e.evidence[0].first if e.evidence else None} for e in events]
     if found.telemetry:
         say(f"count the GPUs and metrics of {sum(len(t) for t in found.telemetry):,} telemetry samples")
     section["telemetry"] = [{"file": t.file, "samples": len(t), "gpus": t.gpu_count(),
@@ -925,8 +946,9 @@ def _timeline_checks(found: _Found, rules: Rules, severity: Severity, section: d
     ids = _timeline_ids(rules)
     if isinstance(job, str):
         status = absent if not found.logs and not found.unread_log else Status.ERROR
-        return [_declared(*ids[key], severity).judged(status, job)
-                for key in ("goodput", "stalls", "lost", "restarts")], None
+        unjudged = [_declared(*ids[key], severity).judged(status, job)
+                    for key in ("goodput", "stalls", "lost", "restarts")]
+        return [lacking(c) for c in unjudged] if status is absent else unjudged, None
     events = list(job.events)
     ready = compute_readiness_goodput(job.timeline)
     ml = compute_ml_goodput(job.timeline)
@@ -987,8 +1009,8 @@ def _admin_check(found: _Found, events: Sequence[Event], severity: Severity, abs
         return declared.judged(Status.ERROR, f"{found.unread_events[0]}: the job event log cannot be read, so "
                                "whether an administrator acted cannot be told. Mend or re-export it")
     if not found.event_logs:
-        return declared.judged(absent, "the bundle has no job event log (kind events): the cluster did not show "
-                               "that no administrator acted. Add the job's event log")
+        return lacking(declared.judged(absent, "the bundle has no job event log (kind events): the cluster did not "
+                                       "show that no administrator acted. Add the job's event log"))
     admin = [e for e in events if e.by is Actor.ADMINISTRATOR or e.type is EventType.ADMIN_ACTION]
     if admin:
         return declared.judged(Status.FAIL, "administrator action(s): " + "; ".join(

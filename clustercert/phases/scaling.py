@@ -37,7 +37,7 @@ from clustercert.parsers.common import finite
 from clustercert.parsers.nccl_tests import CollectiveTest, NcclTestsResult
 from clustercert.parsers.training import TrainingLog
 from clustercert.phases import PhaseResult
-from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
+from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = ["judge_scaling"]
 
@@ -124,13 +124,14 @@ def _weak_scaling(
             shown = f" ({'; '.join(repeats.problems)})" if repeats.problems else ""
             counts = ", ".join(map(str, sorted(repeats.by_gpus)))
             # the workload first: a reason shows this message's first clause, one line per workload
-            checks.append(declared.judged(
+            judged = declared.judged(
                 status,
                 f"{workload} {precision.upper()}: weak scaling needs usable training runs at 2 or more GPU counts, "
                 f"got {f'{counts} GPUs only' if counts else 'none'}{shown}: the cluster did not show it. Add runs of "
                 "this workload at smaller GPU counts (phase scaling)",
                 target=rules.scaling_efficiency_min, unit="ratio", evidence=spans,
-            ))
+            )
+            checks.append(judged if status is Status.ERROR else lacking(judged))
             continue
         points = [ScalingPoint(int(p.run.gpus or 0), int(p.run.gbs or 0), int(p.run.seq_len or 0), p.step_time_s,
                                (p.span,)) for p in chosen]
@@ -251,6 +252,18 @@ class _Measured:
     target_basis: str  # where the target comes from (the model, a fixed catalog target, or none and why)
     efficiency: float | None
     cause: str | None = None  # the root cause an aborted test printed
+    truncated: bool = False  # the capture stops inside the test, no error printed: nothing against the cluster
+    line: int = 0  # the line of its number: the gated row's, or the error's that aborted it
+
+
+def _number_line(test: CollectiveTest, large_message_bytes: int) -> int:
+    """Where a finding about `test` points: the row of its gated busbw (the highest at sizes at or above the
+    large-message size, else at its largest size), or the root cause an aborted test printed; its first line when
+    it has neither."""
+    if test.error is not None:
+        return test.cause_line or test.line
+    large = [r for r in test.rows if r.size_bytes >= large_message_bytes] or test.rows[-1:]
+    return max(large, key=lambda r: max(r.busbw_oop, r.busbw_ip)).line if large else test.line
 
 
 def _link_rates(bundle: LoadedBundle, catalog: LoadedCatalog) -> tuple[LinkRates, str | None]:
@@ -381,12 +394,16 @@ def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective:
     return _Measured(
         run, judged, sizes, list(map(max, oop, ip)),
         test.error, test.reported_avg_busbw, test.ranks_per_host or (ranks // len(nodes) if nodes else None),
-        placement.domains, target.gbps, target.basis, target.efficiency, cause=test.cause,
+        placement.domains, target.gbps, target.basis, target.efficiency, cause=test.cause, truncated=test.truncated,
+        line=_number_line(test, rules.large_message_bytes),
     )
 
 
 def _disagreement(collective: Collective, test: CollectiveTest) -> str | None:
-    """The first row whose numbers disagree with each other (its out-of-place half first), named by its line."""
+    """The printed average where it disagrees with the rows read, else the first row whose numbers disagree with
+    each other (its out-of-place half first), named by its line."""
+    if (average := test.average_disagreement) is not None:
+        return average
     factor = busbw_factor(collective, test.ranks) if test.ranks is not None and test.ranks >= 2 else None
     for row in test.rows:
         why = row_disagreement(collective, test.ranks, row.size_bytes, row.time_us_oop, row.algbw_oop,
@@ -429,6 +446,9 @@ def _where(m: _Measured) -> str:
 
 def _problem_text(m: _Measured) -> str:
     loc = _where(m)
+    if m.truncated:
+        return (f"{loc} ({m.run.id}): expected a complete nccl-tests table, got a {m.error}. Capture the whole "
+                "output of the test and add it to the bundle")
     if m.error is not None:
         return f"{loc} ({m.run.id}): expected a complete nccl-tests table, got a test that {m.error}. {_NCCL_HINT}"
     if m.result.implausible:
@@ -502,12 +522,12 @@ def _no_usable_run(declared: DeclaredCheck, scope: str, coll: str, lost: list[st
             f"{coll} cannot be told. Mend the file or re-run nccl-tests at this scope",
             unit="GB/s", summary=f"{coll} at scope {scope} cannot be judged: {lost[0]}",
         )
-    return declared.judged(
+    return lacking(declared.judged(
         _absent(declared.severity is Severity.REQUIRED),
         f"the bundle has no usable {coll} nccl-tests run at scope {scope}: the cluster did not show it. "
         "Add a collective run (phase scaling, format nccl-tests) with this scope",
         unit="GB/s",
-    )
+    ))
 
 
 def _collective_entry(m: _Measured, scope: str, coll: str) -> dict[str, object]:
@@ -523,7 +543,7 @@ def _collective_entry(m: _Measured, scope: str, coll: str) -> dict[str, object]:
         "model": m.target_basis, "efficiency": m.efficiency,
         "ceiling_gbps": m.result.ceiling_gbps,
         "nodes": list(m.result.nodes), "file": m.result.evidence[0].file if m.result.evidence else None,
-        "line": m.result.evidence[0].first if m.result.evidence else None,
+        "line": m.line or (m.result.evidence[0].first if m.result.evidence else None),
         "problem": _problem_text(m) if m.result.busbw_gbps is None else None, "cause": m.cause,
         "status": _status_of(m).value,
     }
@@ -705,7 +725,9 @@ def _pair_checks(
     bundle: LoadedBundle, catalog: LoadedCatalog, measured: list[_Measured], required: bool
 ) -> tuple[list[Check], list[dict[str, object]], list[dict[str, object]]]:
     """The degraded-link and suspect-node checks of the pairwise sweep, its rows and its nodes' rows."""
-    pairs = [m for m in measured if m.result.scope is Scope.PAIR]
+    # a capture cut short says nothing about the pair's link: it is unusable evidence (the target check says so),
+    # never a failed pair
+    pairs = [m for m in measured if m.result.scope is Scope.PAIR and not m.truncated]
     if not pairs:
         return [], [], []
     fraction = catalog.spec.rules.degraded_pair_fraction
@@ -779,17 +801,18 @@ def judge_scaling(
     bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError]
 ) -> PhaseResult:
     """Judge the scaling phase; `parsed` maps run ids to parsed evidence (or the error that stopped parsing)."""
-    required = Phase.SCALING.value in catalog.spec.rules.required_phases
+    required = catalog.spec.judges(Phase.SCALING)
     checks: list[Check] = []
     has_evidence = any(r.phase is Phase.SCALING for r in bundle.spec.runs)
     if required:
-        checks.append(_declared(f"{PHASE}.evidence_present", "The bundle holds scaling-phase evidence",
-                                Severity.REQUIRED).judged(
+        present = _declared(f"{PHASE}.evidence_present", "The bundle holds scaling-phase evidence",
+                            Severity.REQUIRED).judged(
             Status.PASS if has_evidence else Status.FAIL,
             "scaling runs present" if has_evidence else
             "the bundle has no run of phase scaling: the cluster did not show it. Add scaling training runs "
             "and nccl-tests collective runs (phase scaling)",
-        ))
+        )
+        checks.append(present if has_evidence else lacking(present))
     weak_checks, weak = _weak_scaling(bundle, catalog, parsed, required)
     run_checks, measured = _collective_runs(bundle, catalog, parsed, required)
     unread: dict[str, list[str]] = {}  # by scope, the collective runs that could not be read

@@ -36,7 +36,15 @@ TABLE_CAP = 60
 BUSBW_CHART_CAP = 12
 TEMPLATE = "report.html.j2"
 CSS = "report.css"
-PHASES = ("efficiency", "scaling", "resilience")
+PHASES = ("efficiency", "scaling", "resilience", "health")
+# phases a report shows only where the run judged them (a bundle without node-health evidence has no health phase)
+_SHOWN_WHEN_JUDGED = frozenset({"health"})
+
+
+def _shown_phases(results: dict[str, Any]) -> list[str]:
+    """The phases the report of `results` has a section for."""
+    judged = {c["phase"] for c in results["checks"]} | set(results.get("phases") or {})
+    return [name for name in PHASES if name not in _SHOWN_WHEN_JUDGED or name in judged]
 
 
 def _appendix(groups: list[tuple[str, str, list[dict[str, Any]]]]) -> tuple[list[dict[str, Any]], int]:
@@ -110,6 +118,11 @@ def _phase_context(name: str, results: dict[str, Any], checks: list[dict[str, An
         phase["pair_count"] = len(node_pairs)
         phase["pair_count_degraded"] = len({tuple(sorted(p["nodes"])) for p in pairs if p["degraded"]})
         phase["pair_collectives"] = sorted({str(p.get("collective") or "unnamed") for p in pairs})
+    elif name == "health":
+        nodes = section.get("nodes", [])
+        phase["health_nodes"] = nodes[:TABLE_CAP]
+        phase["health_nodes_total"] = len(nodes)
+        phase["unexamined"] = section.get("unexamined", [])
     elif name == "resilience":
         goodput = section.get("goodput")
         stragglers = section.get("stragglers", [])
@@ -257,25 +270,32 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
                        list(valid["evidence"]) if valid else []))
     for check in results["checks"]:
         groups.append((_check_anchor(check["id"]), check["id"], list(check["evidence"])))
-    for name in PHASES:
+    shown_phases = _shown_phases(results)
+    for name in shown_phases:
         spans = [e for c in results["checks"] if c["phase"] == name for e in c["evidence"]]
         groups.append((f"ev-phase-{name}", f"the {name} phase (all its checks)", spans))
     appendix, omitted = _appendix(groups)
     windows = sorted({f"{w['step_time_s']['window'][0]}–{w['step_time_s']['window'][1]}" for w in results["workloads"]})
     phases = [_phase_context(name, results, [c for c in results["checks"] if c["phase"] == name])
-              for name in PHASES]
+              for name in shown_phases]
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
         "" if meta.get("catalog_arg") is None else f" --catalog {shlex.quote(str(meta['catalog_arg']))}") + (
-        "" if meta.get("baselines_arg") is None else f" --baselines {shlex.quote(str(meta['baselines_arg']))}")
+        "" if meta.get("baselines_arg") is None else f" --baselines {shlex.quote(str(meta['baselines_arg']))}") + (
+        "" if meta.get("profile", "full") == "full" else f" --profile {shlex.quote(str(meta['profile']))}")
     reasons = results.get("reasons", [])
     validation_tables, validation_folded = _validation_rows(validation)
+    profile = results.get("profile")
     kinds: dict[str, list[dict[str, Any]]] = {"published": [], "supplied": [], "derived": []}
     for w in results["workloads"]:
         base = w["baseline"]
         kinds[base.get("kind") or ("derived" if base["illustrative"] else "published")].append(w)
     return {
         "baseline_kinds": kinds,
+        "cover_title": _COVER_TITLES.get(str((profile or {}).get("id")), "GPU cluster certification"),
+        "profile": profile,
+        "findings": results.get("findings") or [_finding_of(x) for x in reasons],
+        "signer": meta.get("signer_identity"),
         "mlp_term": _mlp_term(report.mlps, [str(w["workload"]) for w in results["workloads"]]),
         "r": _with_defaults(results),
         "reasons": reasons,
@@ -288,6 +308,7 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
         "software": report.software,
         "notices": notices,
         "phases": phases,
+        "suspects": _suspects_context(results.get("suspects")),
         "validation": validation,
         "validation_tables": validation_tables,
         "validation_folded": validation_folded,
@@ -303,6 +324,27 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
         "command": command,
         "redacted": redacted,
     }
+
+
+def _suspects_context(suspects: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The suspect list as the report shows it (the first TABLE_CAP nodes, each finding with its first places);
+    None where there is nothing to show (no suspect, no unexamined node, or a run from before the list)."""
+    if not suspects or not (suspects.get("nodes") or suspects.get("unexamined")):
+        return None
+    nodes = suspects.get("nodes") or []
+    return {"nodes": nodes[:TABLE_CAP], "total": len(nodes), "unexamined": suspects.get("unexamined") or []}
+
+
+# A profile that is not the full certification never reads as one: its own title heads the first page.
+_COVER_TITLES = {"full": "GPU cluster certification", "network": "GPU cluster network acceptance",
+                 "health": "GPU cluster node health"}
+
+
+def _finding_of(reason: dict[str, Any]) -> dict[str, Any]:
+    """One reason as a finding of its own (results.json written before findings were grouped)."""
+    return {"status": reason["status"], "advisory": reason.get("severity") == "advisory", "phase": reason["phase"],
+            "check": reason["check"], "line": reason["summary"], "where": list(reason.get("where") or [])[:1],
+            "checks": [reason["check"]]}
 
 
 _MLP_TERMS = {"swiglu": "18 L f h k", "non-gated": "12 L f h k"}

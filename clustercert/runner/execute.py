@@ -73,6 +73,16 @@ class JobRecord:
         return cls(**data)
 
 
+def _sbatch_value(value: str, what: str) -> str:
+    """`value` for an `#SBATCH` line, refused when it holds a line break or another control character (the
+    plan's grammar refuses them first; a bundle folder's name is checked here): the script is one line per
+    option, and a second line would be a command of its own."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise RunnerError(f"{what}: expected no control characters (a line break would start a command of its own "
+                          f"in the job script), got {value!r}")
+    return value
+
+
 class Runner:
     """Runs the jobs of one plan into one bundle folder."""
 
@@ -117,14 +127,15 @@ class Runner:
         binaries = nccl_tests_binaries(job.collectives) if job.kind is JobKind.COLLECTIVE else None
         # nccl-tests run one process per GPU (`-g 1`); clustercert's own workloads one per node.
         per_node = self.plan.system.devices_per_node if binaries else 1
-        lines = ["#!/bin/bash", f"#SBATCH --job-name=cc-{job.id}", f"#SBATCH --nodes={job.nodes}",
+        lines = ["#!/bin/bash", f"#SBATCH --job-name=cc-{_sbatch_value(job.id, 'job id')}",
+                 f"#SBATCH --nodes={job.nodes}",
                  f"#SBATCH --ntasks={job.nodes * per_node}", f"#SBATCH --ntasks-per-node={per_node}",
                  f"#SBATCH --time={job.time_limit_min}", "#SBATCH --open-mode=append",
-                 f"#SBATCH --output={out / 'slurm-output.log'}"]
+                 f"#SBATCH --output={_sbatch_value(str(out / 'slurm-output.log'), 'the bundle folder')}"]
         if self.plan.slurm.partition:
-            lines.append(f"#SBATCH --partition={self.plan.slurm.partition}")
+            lines.append(f"#SBATCH --partition={_sbatch_value(self.plan.slurm.partition, 'slurm.partition')}")
         if nodelist:
-            lines.append(f"#SBATCH --nodelist={','.join(nodelist)}")
+            lines.append(f"#SBATCH --nodelist={_sbatch_value(','.join(nodelist), 'the node list')}")
         if job.kind is JobKind.RESILIENCE:
             w = job.workload
             ckpt = self.bundle / "runner" / "checkpoints" / rid
@@ -153,8 +164,9 @@ class Runner:
         elif binaries:
             c = job.collectives
             lines += ["#SBATCH --no-requeue",
-                      f"echo \"# clustercert run: NVIDIA nccl-tests from {shlex.quote(str(binaries[0].parent))} on "
-                      "$SLURM_JOB_NODELIST ($SLURM_NTASKS ranks)\""]
+                      # the folder quoted outside the double quotes: inside them, $(...) in its name would run
+                      f"echo \"# clustercert run: NVIDIA nccl-tests from \"{shlex.quote(str(binaries[0].parent))}"
+                      "\" on $SLURM_JOB_NODELIST ($SLURM_NTASKS ranks)\""]
             lines += [f"srun --kill-on-bad-exit=1 {shlex.quote(str(binary))} -b {c.min_bytes} -e {c.max_bytes} -f 2 "
                       f"-g 1 -n {c.iters} -w {c.warmup}" for binary in binaries]
         else:

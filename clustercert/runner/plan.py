@@ -23,6 +23,11 @@ __all__ = ["FaultKind", "JobKind", "Plan", "PlanError", "PlanJob", "RunnerError"
 
 _HINT = "Fix the plan (see docs/plan-schema.md)."
 _ID = r"^[a-z0-9][a-z0-9._-]*$"
+# Plan values that reach a batch script or a command line, each held to its grammar: a newline in one would
+# start a command of its own in the script Slurm runs. Slurm partition names, comma-separated (sbatch -p a,b).
+_PARTITIONS = r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$"
+# A path (an interpreter, nccl-tests' folder): any characters but control ones (newline, NUL, escape).
+_PATH = r"^[^\x00-\x1f\x7f]+$"
 
 
 class PlanError(UsageError):
@@ -81,7 +86,7 @@ class Collectives(_Strict):
     # NVIDIA's nccl-tests binaries (all_reduce_perf, ...): "auto" runs them when every one the job needs is on the
     # PATH of the machine running `clustercert run` (else clustercert's CPU stand-in), "off" always runs the
     # stand-in, a folder runs the binaries in it (missing ones are an error before anything is submitted).
-    nccl_tests: str = Field(default="auto", min_length=1)
+    nccl_tests: str = Field(default="auto", min_length=1, pattern=_PATH)
 
     @model_validator(mode="after")
     def _binaries_present(self) -> Collectives:
@@ -170,9 +175,10 @@ class System(_Strict):
 
 
 class SlurmOptions(_Strict):
-    partition: str | None = None
+    partition: str | None = Field(default=None, pattern=_PARTITIONS)
     poll_s: float = Field(default=1.0, gt=0)
-    python: str | None = None  # the interpreter jobs run (default: the one running clustercert)
+    # the interpreter jobs run (default: the one running clustercert)
+    python: str | None = Field(default=None, pattern=_PATH)
     # how long a job may pend while its partition has fewer nodes that can run it than it needs (drained, down)
     # before the run stops with an error: long enough for a cluster's own repair to return a node
     node_wait_s: float = Field(default=600.0, gt=0)

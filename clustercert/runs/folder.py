@@ -23,7 +23,7 @@ from clustercert.attest.software import software_record
 from clustercert.baselines import apply_baselines, load_baselines
 from clustercert.catalog import LoadedCatalog, check_bundle_ids, choose_catalog
 from clustercert.errors import CatalogError, EvidenceError, RenderError, UsageError
-from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, load_bundle, read_seal
+from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle, check_sealed_sizes, load_bundle, read_seal
 from clustercert.evidence.facts import BundleFacts, bundle_facts
 from clustercert.evidence.guards import (
     MAX_YAML_BYTES,
@@ -146,6 +146,7 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
             return inputs
     mark = read_mark()
     bundle = load_bundle(bundle_path, in_bundle_names=in_bundle_names)
+    check_sealed_sizes(bundle)  # a file of another size than sealed: refused before the hashing below
     catalog = choose_catalog(bundle.spec, bundle.root, references_dir, catalog_override)
     if baselines is not None:  # the targets the person running certify gives (clustercert.baselines)
         catalog = apply_baselines(catalog, load_baselines(Path(baselines)))
@@ -231,7 +232,7 @@ def seal_problems(bundle: LoadedBundle, digests: dict[str, str] | None = None) -
     if sealed is None:
         return []
     found: list[EvidenceError] = []
-    for rel, digest in sealed.items():
+    for rel, digest in sealed.digests.items():
         path = bundle.root / rel
         if not path.is_file():
             found.append(EvidenceError(str(path), "listed in MANIFEST.sha256 but missing. Restore it or re-seal the "

@@ -8,6 +8,7 @@ import secrets
 from pathlib import Path
 from typing import Any, Protocol
 
+from clustercert.attest.signing import PDF_CERT, signer_identity
 from clustercert.evidence.bundle import BUNDLE_FILE, LoadedBundle
 from clustercert.evidence.hashing import sha256_file
 from clustercert.runs.history import index_runs, previous_summary
@@ -36,10 +37,11 @@ def new_nonce() -> str:
 
 def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: Signer, reports_dir: Path,
                  catalog_arg: str | None = None, *, nonce: str | None = None,
-                 baselines_arg: str | None = None) -> dict[str, Any]:
+                 profile: str | None = None) -> dict[str, Any]:
     """RunMeta JSON for a run starting `now` (read once by the caller) and signed by `signer`; the previous run
     comes from `reports_dir` (only folders that verify against the signer's key directory count as history);
-    `catalog_arg` is `--catalog` as typed (the report's command repeats it so that it runs as printed).
+    `catalog_arg` is `--catalog` as typed (the report's command repeats it so that it runs as printed); `profile` the
+    certification profile judged (`phases.profile.choose_profile`; None: bundle.yaml's, else `full`).
 
     The run id is `<UTC start>-<bundle.yaml sha256[:8]>-<nonce>`: two runs of one bundle started in the same
     second get distinct ids (the nonce is drawn here unless given). `rerun` replays the recorded id."""
@@ -50,4 +52,5 @@ def new_run_meta(bundle: LoadedBundle, now: dt.datetime, signer: Signer, reports
     # from any folder (`certify .` recorded '.', which named another folder, or none, once the user had moved on)
     return {"run_id": run_id, "started_at": started_at, "bundle_path": os.path.abspath(bundle.root),
             "signer": signer.fingerprint, "dev_key": signer.dev_key, "previous_run": previous,
-            "catalog_arg": catalog_arg, **({"baselines_arg": baselines_arg} if baselines_arg else {})}
+            "catalog_arg": catalog_arg, "profile": profile or bundle.spec.profile or "full",
+            "signer_identity": signer_identity(signer.key_dir) if (signer.key_dir / PDF_CERT).is_file() else None}

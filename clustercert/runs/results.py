@@ -12,11 +12,15 @@ from typing import Any
 import orjson
 
 from clustercert.catalog import LoadedCatalog
+from clustercert.errors import CatalogError
 from clustercert.evidence.bundle import LoadedBundle
 from clustercert.evidence.system import describe_system
 from clustercert.evidence.window import CollectionWindow, collection_window
+from clustercert.metrics.suspects import SuspectInputs, rank_suspects
+from clustercert.phases.profile import apply_profile, profile_outcome, profile_section
+from clustercert.runs.findings import group_findings
 from clustercert.runs.history import compare_headlines, headline
-from clustercert.verdicts import Check, Outcome, decide_outcome, outcome_reasons
+from clustercert.verdicts import Check, Outcome, outcome_reasons
 
 __all__ = [
     "RESULTS_SCHEMA_VERSION",
@@ -44,11 +48,14 @@ class RunMeta:
     previous_run: dict[str, Any] | None = None  # history.RunRecord.summary() of the cluster's previous run
     catalog_arg: str | None = None  # `--catalog` as the user typed it (an id or a path); None: bundle.yaml's
     baselines_arg: str | None = None  # `--baselines`, made absolute; None: none given
+    profile: str = "full"  # the certification profile judged (`--profile`, else bundle.yaml's, else full)
+    # who signs, as the PDF certificate names them, and its SHA-256 (attest.signing.signer_identity)
+    signer_identity: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {"run_id": self.run_id, "started_at": self.started_at, "bundle_path": self.bundle_path,
                "signer": self.signer, "dev_key": self.dev_key, "previous_run": self.previous_run,
-               "catalog_arg": self.catalog_arg}
+               "catalog_arg": self.catalog_arg, "profile": self.profile, "signer_identity": self.signer_identity}
         if self.baselines_arg is not None:  # runs without one record what they always did
             out["baselines_arg"] = self.baselines_arg
         return out
@@ -60,7 +67,10 @@ class RunMeta:
                    bundle_path=str(data["bundle_path"]), signer=str(data["signer"]), dev_key=bool(data["dev_key"]),
                    previous_run=dict(previous) if previous else None,
                    catalog_arg=None if data.get("catalog_arg") is None else str(data["catalog_arg"]),
-                   baselines_arg=None if data.get("baselines_arg") is None else str(data["baselines_arg"]))
+                   baselines_arg=None if data.get("baselines_arg") is None else str(data["baselines_arg"]),
+                   profile=str(data.get("profile") or "full"),
+                   signer_identity={str(k): str(v) for k, v in data["signer_identity"].items()}
+                   if data.get("signer_identity") else None)
 
     def started(self) -> dt.datetime:
         return dt.datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
@@ -100,9 +110,20 @@ def build_results(
     workloads: list[dict[str, Any]],
     sections: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """results.json; `sections` holds each phase's own data by phase name (chart series included)."""
-    outcome = decide_outcome(checks)
+    """results.json; `sections` holds each phase's own data by phase name (chart series included). The checks are
+    judged under the run's profile (`phases.profile`): those outside it are advisory."""
+    profile = catalog.spec.profiles.get(meta.profile)
+    if profile is None:
+        raise CatalogError(f"{catalog.path}: the run certifies profile {meta.profile!r}, which the catalog does not "
+                           f"define (it has {', '.join(catalog.spec.profiles)})")
+    checks = apply_profile(checks, meta.profile, profile)
+    outcome = profile_outcome(checks, profile)
     window = collection_window(bundle)
+    shown = {name: section for name, section in sections.items() if section is not None}  # a phase with no evidence
+    judged = [c.to_json() for c in checks]
+    suspects = rank_suspects(SuspectInputs(
+        nodes=bundle.spec.system.nodes, covered=frozenset(n for r in bundle.spec.runs for n in r.nodes or []),
+        run_files={r.id: bundle.shown(r.files[0]) for r in bundle.spec.runs}, sections=shown, checks=judged))
     until, basis = validity(window, meta.started(), catalog.spec.rules.validity_months)
     return {
         "schema_version": RESULTS_SCHEMA_VERSION,
@@ -116,16 +137,22 @@ def build_results(
                     "title": catalog.spec.title, "shipped": catalog.shipped,
                     "chosen": catalog_choice(meta, bundle, catalog), "baselines": catalog.baselines},
         "outcome": outcome.value,
+        "profile": profile_section(meta.profile, catalog, bundle, checks),
         "reasons": [r.to_json() for r in outcome_reasons(checks)],
-        "pass_rule": pass_rule(catalog),
+        # the reasons grouped by what explains them (page one): a shared path, node or file is one line
+        "findings": group_findings(checks, bundle, sections),
+        # the baseline rule is the efficiency phase's: a profile without it passes on its own checks
+        "pass_rule": pass_rule(catalog) if "efficiency" in profile.phases else
+        f"every check the {profile.title.lower()} profile decides ({', '.join(profile.phases)}) passes",
         "evidence_window": window.to_json() if window is not None else None,
         "valid_until": until.isoformat() if outcome is Outcome.CERTIFIED else None,
         "validity_basis": basis if outcome is Outcome.CERTIFIED else None,
         "system_under_test": describe_system(bundle).to_json(),
         "rules": catalog.spec.rules.model_dump(mode="json"),
-        "checks": [c.to_json() for c in checks],
+        "checks": judged,
         "workloads": workloads,
-        "phases": sections,
+        "phases": shown,
+        "suspects": suspects,
         "previous_run": previous_run_section(meta.previous_run, workloads),
     }
 

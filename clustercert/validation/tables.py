@@ -60,6 +60,9 @@ BATCH_ROWS = 1_000_000
 CROSS_SOURCE = "cross_source"
 # a restart from a checkpoint is only accepted as a new segment where the log shows the job restarting
 _RESTART_MARKS = {LogEventKind.CHECKPOINT_LOADED, LogEventKind.WORKER_GROUP_FAILED}
+# a second launch of the program in the same output is a new segment only where its counter starts afresh (from the
+# first iteration, NeMo's 0 or Megatron's 1): one that goes back to the middle without a checkpoint load is a splice
+_FRESH_START = 1
 
 
 @dataclass(frozen=True)
@@ -99,14 +102,18 @@ def _single(frame: pd.DataFrame) -> Callable[[], Iterator[pd.DataFrame]]:
 
 def _segments(log: TrainingLog, resilience: ResilienceLog | None) -> tuple[list[int], list[float | None]]:
     """Restart segment per step and the increase of the step counter over the previous step of its segment."""
-    marks = sorted(e.line for e in (resilience.events if resilience else []) if e.kind in _RESTART_MARKS)
+    events = resilience.events if resilience else []
+    marks = sorted(e.line for e in events if e.kind in _RESTART_MARKS)
+    launches = sorted(e.line for e in events if e.kind is LogEventKind.RELAUNCH)
     segment, segments, deltas = 0, [], []
     previous: tuple[int, int] | None = None  # (counter, line)
     steps = log.steps
     for global_step, iteration, line in zip(step_column(steps, "global_step"), step_column(steps, "iteration"),
                                             step_column(steps, "line"), strict=True):
         counter = global_step if global_step is not None else iteration
-        if previous is not None and counter < previous[0] and any(previous[1] < m < line for m in marks):
+        if previous is not None and counter < previous[0] and (
+                any(previous[1] < m < line for m in marks)
+                or (counter <= _FRESH_START and any(previous[1] < m < line for m in launches))):
             segment += 1
             previous = None
         segments.append(segment)
@@ -209,7 +216,7 @@ def collective_table(parsed: ParsedFile, ceiling_gbps: float | None) -> TableInp
     assert isinstance(result, NcclTestsResult)
     import pandas as pd
 
-    rows = [(t, r) for t in result.tests for r in t.rows]
+    rows = [(t, r) for t in result.tests if t.error is None for r in t.rows]  # a cut capture's rows: not its end
     floats = ("time_us_oop", "time_us_ip", "busbw_oop", "busbw_ip", "wrong_oop", "wrong_ip")
     # built as typed arrays (a sweep has a table per file: thousands on a cluster); None reads as NaN
     columns = {

@@ -218,7 +218,8 @@ def test_pdf_with_an_appended_update_is_invalid_even_in_a_re_signed_manifest(
     _append_incremental_update(pdf)
     proc = run_cli("verify", str(run_dir), "--bundle", str(bundle))
     assert proc.returncode == 1
-    assert proc.stderr.startswith(f"invalid: {pdf}: the PDF signature does not cover the whole file"), proc.stderr
+    # its hash is compared first: a PDF that is not the one signed is never parsed (issue 55 item 6)
+    assert proc.stderr.startswith(f"invalid: {pdf}: changed (sha256 differs from the manifest)"), proc.stderr
     # An insider with the manifest key re-signs the manifest over the altered PDF: the PDF check still fails.
     statement = json.loads((run_dir / "manifest.json").read_text())
     (run_dir / "manifest.json").unlink()
@@ -316,6 +317,73 @@ def test_pdf_signed_by_another_certificate_is_untrusted(certified: dict[str, Any
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"invalid: {pdf}: the PDF is signed by Organization: clustercert, "
                                   "Common Name: someone else, which is not a trusted certificate"), proc.stderr
+
+
+def test_verify_and_pyhanko_name_the_signer_keys_init_was_given(certified: dict[str, Any], tmp_path: Path) -> None:
+    """`keys init` with a common name, organisation and e-mail: the certificate's subject names them, and both
+    `verify` and a plain pyHanko validation (its API, no clustercert) say who signed."""
+    import hashlib
+
+    from asn1crypto import x509 as asn1_x509
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign.validation import validate_pdf_signature
+    from pyhanko_certvalidator import ValidationContext
+
+    from clustercert.attest.manifest import write_manifest
+    from clustercert.attest.signing import load_signing_key, sign_pdf
+
+    keys = tmp_path / "named-keys"
+    made = run_cli("keys", "init", "--common-name", "Jane Auditor", "--organisation", "Example Audit Ltd",
+                   "--email", "jane@example.com", env={"CLUSTERCERT_KEY_DIR": str(keys)})
+    assert made.returncode == 0, made.stderr
+    cert = x509.load_pem_x509_certificate((keys / "pdf_signer.cert.pem").read_bytes())
+    sha = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+    assert made.stdout.strip().endswith(f"PDF certificate SHA-256 {sha}"), made.stdout
+    run_dir, bundle = _copy(certified, tmp_path)
+    pdf = run_dir / "report.pdf"
+    named = load_signing_key(keys, None)
+    for copy in (pdf, run_dir / "report.redacted.pdf"):  # each PDF of the run folder, signed by the named signer
+        data = copy.read_bytes()
+        copy.write_bytes(sign_pdf(named, data[: data.index(b"%%EOF") + len(b"%%EOF")] + b"\n", reason="x",
+                                  location="y"))
+    statement = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").unlink()
+    (run_dir / "manifest.dsse.json").unlink()
+    evidence = [s["name"][len("evidence/"):] for s in statement["subject"] if s["name"].startswith("evidence/")]
+    predicate = {k: v for k, v in statement["predicate"].items() if k not in ("schema_version", "pdf_signer")}
+    write_manifest(run_dir, bundle, evidence, predicate, named)
+    proc = run_cli("verify", str(run_dir), "--bundle", str(bundle), "--json", env={"CLUSTERCERT_KEY_DIR": str(keys)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = json.loads(proc.stdout)["pdf_signer"]
+    assert all(part in shown for part in ("Jane Auditor", "Example Audit Ltd", "jane@example.com")), shown
+    # pyHanko alone, trusting the certificate the signer handed out
+    with pdf.open("rb") as handle:
+        [signature] = PdfFileReader(handle).embedded_signatures
+        root = asn1_x509.Certificate.load(cert.public_bytes(serialization.Encoding.DER))
+        status = validate_pdf_signature(signature, ValidationContext(trust_roots=[root], allow_fetching=False))
+    assert status.intact and status.valid and status.trusted
+    subject = status.signing_cert.subject.native
+    assert (subject["common_name"], subject["organization_name"], subject["email_address"]) == (
+        "Jane Auditor", "Example Audit Ltd", "jane@example.com")
+
+
+def test_an_unknown_profile_is_refused_in_one_line_before_any_run(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    proc = run_cli("certify", str(SAMPLE), "--profile", "smoke", "--reports-dir", str(reports))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == ("error: --profile: expected one of the profiles of catalog "
+                                                    "exemplar-gb200 (full, network, health), got 'smoke'")
+    assert "Traceback" not in proc.stderr and not list(reports.glob("*/results.json"))
+
+
+def test_keys_init_refuses_an_address_that_is_not_one(tmp_path: Path) -> None:
+    proc = run_cli("keys", "init", "--email", "jane at example", env={"CLUSTERCERT_KEY_DIR": str(tmp_path / "k")})
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: keys init --email: expected an address such as name@example.com, got "
+                                   "'jane at example'")
+    assert not (tmp_path / "k").exists()
 
 
 def test_verify_warns_when_the_certification_has_expired(certified: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, page_one_text, run_cli
 
 SAMPLES = {"gb200-seed": 0, "gb200-degraded": 1, "h100-1024": 0}  # sample -> certify's exit code
 PHASES = {"efficiency", "scaling", "resilience"}
@@ -142,6 +142,44 @@ def test_degraded_page_one_lists_its_three_planted_faults(certified: dict[str, d
 
     page_one = PdfReader(Path(certified["gb200-degraded"]["out"]["run_dir"]) / "report.pdf").pages[0].extract_text()
     assert "Pass rule" in page_one and "unreported straggler on gb-r2-n05 GPU 1" in " ".join(page_one.split())
+
+
+def test_degraded_page_one_finds_the_rack3_rack4_path_and_fits_one_page(
+        certified: dict[str, dict[str, Any]]) -> None:
+    """Page one in the program's order, on one page: outcome and profile, the system and evidence window, the signer,
+    the headline table, then the findings by root cause: the rack3-rack4 path named once as the cause of the
+    cross-rack, pair and full-scale failures with their count, the Grok-1 shortfall, the unreported straggler."""
+    degraded = certified["gb200-degraded"]
+    results = degraded["results"]
+    text = page_one_text(degraded["out"]["run_dir"])
+    # the oracle of the count: the reasons whose own file is one of the three runs that cross the slow link
+    crossing = ("collectives/cross-rack/128gpus-2.log", "collectives/full-scale/512gpus-1.log",
+                "collectives/pair/gb-r3-n09-gb-r4-n09.log")
+    explained = sum(1 for r in results["reasons"] if r["where"] and r["where"][0].rsplit(":", 1)[0] in crossing)
+    assert explained == 19
+    assert f"the rack3–rack4 path between NVLink domains explains {explained} failing checks" in text, text
+    for run in ("cross-rack run nccl-cross-rack-128gpus-2", "pair gb-r3-n09 – gb-r4-n09",
+                "full-scale run nccl-full-scale-512gpus-1"):
+        assert run in text, run
+    assert "Grok-1 314B BF16 at 512 GPUs: -7." in text
+    assert "unreported straggler on gb-r2-n05 GPU 1" in text
+    # in order: outcome and profile, system, window, signer, headline, findings
+    assert "NVLink domains, network infiniband-ndr (4 NICs per node)" in text
+    order = ["NOT CERTIFIED", "Full certification", "System under test", "Evidence collected",
+             "Signer", "Headline", "Step time, measured vs reference", "Why NOT CERTIFIED", "rack3–rack4 path"]
+    at = [text.find(word) for word in order]
+    assert -1 not in at and at == sorted(at), dict(zip(order, at, strict=True))
+    for w in results["workloads"]:
+        assert f"{w['step_time_s']['mean']:.3f} vs {w['baseline']['step_time_s']:.3f}" in text, w["workload"]
+    # three findings for 21 failing checks: Grok-1 at 512 GPUs, the path, the straggler
+    assert [f["count"] for f in results["findings"]] == [1, explained, 1] and len(results["reasons"]) == 21
+    # the path's finding points at the line of the number: the pair's gated all_reduce row (1 GiB or more), not the
+    # first line of the file
+    [path] = [f for f in results["findings"] if f["count"] == explained]
+    file, line = path["where"][0].rsplit(":", 1)
+    assert file == "collectives/pair/gb-r3-n09-gb-r4-n09.log" and int(line) > 1
+    row = (ROOT / "evidence" / "gb200-degraded" / file).read_text().splitlines()[int(line) - 1].split()
+    assert int(row[0]) >= 1 << 30 and row[3] == "sum", row
 
 
 def test_verbose_at_60_columns_lists_every_check_with_words_whole(certified: dict[str, dict[str, Any]]) -> None:

@@ -26,7 +26,7 @@ from clustercert.phases.evidence import parse_run
 from clustercert.phases.scaling import judge_scaling
 from clustercert.settings import PROJECT_ROOT
 from clustercert.verdicts import Outcome, Status, decide_outcome, outcome_reasons
-from tests.conftest import run_cli
+from tests.conftest import page_one_text, run_cli
 
 _NAME = re.compile(r"nccl_N2_G(\d+)_(\S+?)_(\S+?)\.log$")
 _AVG = re.compile(r"# Avg bus bandwidth\s*:\s*(\S+)")
@@ -93,11 +93,13 @@ def _oracle(logs: list[Path]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def cluster00(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`certify --json` of the whole cluster00 sweep (136 real logs), once for this module."""
+    """`certify --json --profile network` of the whole cluster00 sweep (136 real logs), once for this module: a
+    network acceptance run, as the sweep was."""
     logs = sorted((real_samples / "nccl-tests" / "cluster00-pairwise-g4").glob("nccl_N2_G4_*.log"))
     work = tmp_path_factory.mktemp("cluster00")
     bundle = write_sweep_bundle(work / "cluster00", logs, gpus_per_node=4)
-    proc = run_cli("certify", str(bundle), "--json", "--reports-dir", str(work / "reports"), timeout=600)
+    proc = run_cli("certify", str(bundle), "--json", "--profile", "network", "--reports-dir", str(work / "reports"),
+                   timeout=600)
     out = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     run_dir = Path(out["run_dir"]) if "run_dir" in out else None
     results = json.loads((run_dir / "results.json").read_text()) if run_dir is not None else {}
@@ -111,8 +113,8 @@ def _checks(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_cluster00_certifies_as_written_without_a_crash(cluster00: dict[str, Any]) -> None:
     proc = cluster00["proc"]
-    # a pairwise-only bundle: the phases it lacks make it NOT CERTIFIED; failed and degraded pairs together
-    # used to crash the report (TypeError, exit 4)
+    # a network acceptance of a pairwise-only bundle: its failed and degraded pairs make it NOT CERTIFIED (they
+    # used to crash the report together: TypeError, exit 4)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert cluster00["results"]["outcome"] == "NOT CERTIFIED"
@@ -121,6 +123,42 @@ def test_cluster00_certifies_as_written_without_a_crash(cluster00: dict[str, Any
     html = (run_dir / "report.html").read_text()
     assert 'id="chart-pairs"' in html or "chart-pairs" in html
     assert "cnode2-003" in html
+
+
+def test_cluster00_network_acceptance_decides_on_its_pairs_alone(cluster00: dict[str, Any]) -> None:
+    """Under the network profile the outcome is the profile's, decided by the pairs alone: every finding is the
+    sweep's own, each citing the files of the bad pairs it is about; the phases it did not submit are one line
+    each, never "the cluster did not show it"."""
+    results = cluster00["results"]
+    assert cluster00["out"]["profile"] == "network" and results["profile"]["title"] == "Network acceptance"
+    required = [c for c in results["checks"] if c["severity"] == "required"]
+    assert required and all(c["phase"] in ("scaling", "validation") for c in required)
+    assert not [c["id"] for c in required if c["phase"] == "scaling" and not (
+        c["id"].startswith("scaling.pair") or c["id"].endswith(("_valid", "_no_run_below_peers")))]
+    assert not any("did not show" in c["message"] for c in results["checks"])
+    findings = results["findings"]
+    assert findings and all(f["phase"] == "scaling" for f in findings)
+    assert [f["check"] for f in findings if not f["advisory"]] == ["scaling.pairs_no_degraded_link",
+                                                                   "scaling.pairs_no_suspect_node"]
+    bad = cluster00["oracle"]["bad_files"]
+    for f in findings:
+        files = [Path(w.rsplit(":", 1)[0]).name for w in f["where"]]
+        assert files and set(files) <= bad, (f["line"], f["where"])
+        # a finding that names its file cites that file first, at the line of its number or error
+        named = [name for name in bad if name in f["line"]]
+        if named:
+            assert files[0] in named, (f["line"], f["where"])
+        for w in f["where"]:
+            file, line = w.rsplit(":", 1)
+            text = (cluster00["run_dir"].parent.parent / "cluster00" / file).read_text().splitlines()[int(line) - 1]
+            assert "NCCL failure" in text or "error" in text.lower() or text.split()[0].isdigit(), (w, text)
+    assert [n["phase"] for n in results["profile"]["not_submitted"]] == ["efficiency", "scaling", "resilience",
+                                                                          "health"]
+    assert results["profile"]["not_submitted"][0]["line"].startswith("efficiency: not submitted (")
+    page_one = page_one_text(cluster00["run_dir"])
+    assert page_one.startswith("GPU cluster network acceptance") or "GPU cluster network acceptance" in page_one
+    assert "NOT CERTIFIED · Network acceptance" in page_one and "this is not a full certification" in page_one
+    assert "resilience: not submitted" in page_one and "the cluster did not show it" not in page_one
 
 
 def test_cluster00_every_pair_judged_and_failures_counted(cluster00: dict[str, Any]) -> None:

@@ -185,8 +185,10 @@ def test_real_megatron_log_requeued_into_the_same_file_is_a_restart(real_samples
     assert len(load) == 2 and numbered[load[1] - 1].endswith("at iteration 50")
     parsed = parse_bundle(load_bundle(tmp_path))["swift"][0]
     assert parsed.resilience is not None
+    banner = [n for n, line in enumerate(numbered, 1) if "---- arguments ----" in line]
+    assert len(banner) == 2 and load[0] < banner[1] < load[1]  # the second start-up's argument dump: a relaunch
     assert [(e.kind.value, e.line, e.step) for e in parsed.resilience.events] == [
-        ("checkpoint_loaded", load[0], 0), ("checkpoint_loaded", load[1], 50)]
+        ("checkpoint_loaded", load[0], 0), ("relaunch", banner[1], None), ("checkpoint_loaded", load[1], 50)]
 
 
 def test_real_megatron_log_spliced_without_a_checkpoint_load_still_fails(real_samples: Path, tmp_path: Path) -> None:

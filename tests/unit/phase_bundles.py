@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from clustercert.catalog import LoadedCatalog, load_catalog
+from clustercert.catalog import LoadedCatalog, Profile, load_catalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import LoadedBundle, load_bundle
 from clustercert.phases.evidence import parse_run
@@ -22,6 +22,11 @@ def gb200(**rules: Any) -> LoadedCatalog:
     catalog = load_catalog("exemplar-gb200", PROJECT_ROOT / "references")
     spec = catalog.spec.model_copy(update={"rules": catalog.spec.rules.model_copy(update=rules)})
     return LoadedCatalog(catalog.path, catalog.sha256, spec)
+
+
+def with_profiles(catalog: LoadedCatalog, profiles: dict[str, Profile]) -> LoadedCatalog:
+    """`catalog` with its profiles replaced."""
+    return LoadedCatalog(catalog.path, catalog.sha256, catalog.spec.model_copy(update={"profiles": profiles}))
 
 
 def write_bundle(root: Path, runs: list[dict[str, Any]], files: dict[str, str | bytes]) -> LoadedBundle:

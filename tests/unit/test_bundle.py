@@ -133,10 +133,12 @@ def test_seal_lists_every_file_in_sha256sum_format(tmp_path: Path) -> None:
     b = load_bundle(_bundle(tmp_path, GOOD))
     seal_bundle(b)
     sealed = read_seal(b)
-    assert sealed == {
+    assert sealed is not None
+    assert sealed.digests == {
         "bundle.yaml": hashlib.sha256((tmp_path / "bundle.yaml").read_bytes()).hexdigest(),
         "logs/r1.log": hashlib.sha256(b"x\n").hexdigest(),
     }
+    assert sealed.sizes == {"bundle.yaml": (tmp_path / "bundle.yaml").stat().st_size, "logs/r1.log": 2}
 
 
 def test_a_folders_real_path_remembered_gives_what_realpath_gives(tmp_path: Path,

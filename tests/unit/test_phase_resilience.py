@@ -349,3 +349,17 @@ def test_the_judge_tells_its_long_steps_and_what_they_work_on(tmp_path: Path) ->
                     f"count the GPUs and metrics of {samples:,} telemetry samples"]
     assert samples == 22_528 and rows > 0 and gpus == 136 and steady == 120
     assert checks == judge_resilience(bundle, catalog, parsed).checks
+
+
+def test_no_straggler_reported_is_said_only_where_a_detection_was_watching(tmp_path: Path) -> None:
+    # issue 56: without an event log or a straggler-detection report in a log, the bundle shows no detection at all:
+    # "the cluster's own detection reported no straggler" would claim what nobody saw
+    unwatched = scenario(tmp_path / "a", straggler_reported=False, events=False)
+    check = unwatched["checks"]["resilience.stragglers_detected_and_handled"]
+    assert check.status is Status.FAIL
+    assert "reported no straggler" not in check.message
+    assert ("the bundle holds no evidence of the cluster's own straggler detection (no event log, no "
+            "straggler-detection report in a training log)") in check.message
+    watched = scenario(tmp_path / "b", straggler_reported=False)
+    check = watched["checks"]["resilience.stragglers_detected_and_handled"]
+    assert f"the cluster's own detection ({watched['root'] / 'events.jsonl'}) reported no straggler" in check.message

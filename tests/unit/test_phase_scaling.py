@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from clustercert.catalog import Profile
 from clustercert.phases.scaling import judge_scaling
 from clustercert.verdicts import Severity, Status
-from tests.unit.phase_bundles import by_id, gb200, nccl_output, nemo_log, parse_all, write_bundle
+from tests.unit.phase_bundles import by_id, gb200, nccl_output, nemo_log, parse_all, with_profiles, write_bundle
 
 GIB = 1 << 30
 
@@ -226,10 +227,11 @@ def test_pair_run_must_name_two_nodes(tmp_path: Path) -> None:
     assert check.status is Status.ERROR and "expected the 2 nodes of the pair, got ['n1']" in check.message
 
 
-def test_scaling_not_required_turns_absence_into_skipped(tmp_path: Path) -> None:
+def test_scaling_no_profile_decides_turns_absence_into_skipped(tmp_path: Path) -> None:
     run, rel, text = _training(512, 7.0, phase="efficiency")
     bundle = write_bundle(tmp_path / "b", [run], {rel: text})
-    result = judge_scaling(bundle, gb200(required_phases=["efficiency"]), parse_all(bundle))
+    efficiency_only = with_profiles(gb200(), {"full": Profile(title="efficiency only", phases=["efficiency"])})
+    result = judge_scaling(bundle, efficiency_only, parse_all(bundle))
     assert all(c.status is not Status.FAIL for c in result.checks)
     assert all(c.severity is Severity.ADVISORY for c in result.checks)
     required = judge_scaling(bundle, gb200(), parse_all(bundle))

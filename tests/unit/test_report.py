@@ -39,6 +39,7 @@ OUTLINE = [
     "Catalog sources",
     "Evidence inventory",
     "Reproducibility",
+    "How to verify this report",
     "Limitations",
     "Appendix: evidence spans",
     "Signature",
@@ -672,3 +673,35 @@ def test_a_chart_its_margins_cannot_be_measured_for_keeps_the_constrained_layout
     (fig,) = drawn
     assert fig.axes[0].yaxis.get_major_formatter().get_offset()  # the offset the margins do not count
     assert fig.get_layout_engine() is not None and chart.uri.startswith("data:image/png;base64,")
+
+
+def test_page_one_names_the_profile_the_signer_and_how_to_verify() -> None:
+    """The cover names the profile and what it leaves out, the signer as the certificate names them with its
+    SHA-256, and the report carries its own verification commands; a network acceptance is titled as one."""
+    data = _input()
+    data["meta"]["signer_identity"] = {"common_name": "Jane Auditor", "organisation": "Example Audit Ltd",
+                                       "email": "jane@example.com", "cert_sha256": "ab" * 32}
+    out = render_html(_context(data), TEMPLATES)
+    cover = out[out.index('<section id="cover"'):out.index('<section id="summary">')]
+    assert "<h1>GPU cluster certification</h1>" in cover and "Full certification" in cover
+    assert "<strong>Jane Auditor</strong>, Example Audit Ltd &lt;jane@example.com&gt;" in cover
+    assert f"PDF certificate SHA-256 <code class=\"hash\">{'ab' * 32}</code>" in cover
+    assert "health: not submitted; the full profile decides on it when submitted" in cover
+    # page one's order: outcome and profile, system, window, signer, headline table, findings
+    marks = ['class="outcome', 'id="profile"', "System under test", "Evidence collected", 'id="signer"',
+             "Headline: each workload", 'id="why"']
+    assert [cover.index(m) for m in marks] == sorted(cover.index(m) for m in marks)
+    verify = out[out.index('<h3 id="verify">'):]
+    for command in ("clustercert verify reports/", "openssl x509 -in pdf_signer.cert.pem -noout -subject "
+                    "-fingerprint -sha256", "pyhanko sign validate --pretty-print --trust pdf_signer.cert.pem "
+                    "report.pdf", "openssl pkeyutl -verify -pubin -inkey manifest_ed25519.pub -rawin"):
+        assert command in verify, command
+    data["results"]["profile"] = dict(data["results"]["profile"], id="network", title="Network acceptance",
+                                      not_covered="training efficiency: this is not a full certification")
+    data["meta"]["profile"] = "network"
+    network = render_html(_context(data), TEMPLATES)
+    command = "clustercert certify /home/alice/evidence/gb200-seed --catalog exemplar-gb200 --profile network"
+    assert f"<code>{command}</code>" in network
+    assert "<h1>GPU cluster network acceptance</h1>" in network
+    assert "CERTIFIED<span class=\"outcome-profile\"> · Network acceptance</span>" in network
+    assert "this is not a full certification" in network

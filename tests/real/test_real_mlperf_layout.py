@@ -1,0 +1,81 @@
+"""A real MLPerf Training submission in MLCommons' own layout (`results/<system>/<benchmark>/` beside
+`systems/<system>.json`): init asks nothing the system JSON answers, the system's name reaches the check the report
+shows, and the step time comes from the runs' `tracked_stats` (issue 56)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clustercert.evidence.bundle import load_bundle
+from clustercert.phases.efficiency import judge_mlperf
+from clustercert.phases.evidence import parse_run
+from tests.conftest import run_cli
+
+SYSTEM = "XE9680x8H100-SXM-80GB"  # SOURCES.md: Dell/systems/XE9680x8H100-SXM-80GB.json, saved as system.json
+BENCH = "llama2_70b_lora"
+
+
+def _layout(real: Path, root: Path) -> Path:
+    """The sample as MLCommons publishes it: the system JSON in systems/, not inside the result folder."""
+    sample = real / "mlperf-training" / "dell-xe9680-h100-llama2_70b_lora"
+    results = root / "results" / SYSTEM / BENCH
+    results.mkdir(parents=True)
+    for path in sample.iterdir():
+        if path.name != "system.json":
+            shutil.copy(path, results / path.name)
+    (root / "systems").mkdir()
+    shutil.copy(sample / "system.json", root / "systems" / f"{SYSTEM}.json")
+    return root
+
+
+def _tracked_step_time(result: Path) -> float:
+    """The oracle: global_batch_size / the mean of the file's tracked_stats throughput (samples/s), read line by
+    line from the `:::MLLOG` records as printed."""
+    records = [json.loads(line.split(":::MLLOG", 1)[1]) for line in result.read_text().splitlines()
+               if ":::MLLOG" in line]
+    gbs = next(r["value"] for r in records if r["key"] == "global_batch_size")
+    seen = [r["value"]["throughput"] for r in records if r["key"] == "tracked_stats"]
+    return float(gbs) / (sum(seen) / len(seen))
+
+
+@pytest.fixture(scope="module")
+def drafted(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = _layout(real_samples, tmp_path_factory.mktemp("submission") / "dell")
+    init = run_cli("evidence", "init", str(root))
+    check = run_cli("evidence", "check", str(root))
+    return {"root": root, "init": init, "check": check, "text": (root / "bundle.yaml").read_text()}
+
+
+def test_init_asks_nothing_the_system_json_answers(drafted: dict[str, object]) -> None:
+    assert drafted["init"].returncode == 0, drafted["init"].stderr  # type: ignore[attr-defined]
+    text = str(drafted["text"])
+    draft = yaml.safe_load(text)
+    # the JSON: accelerator_model_name "NVIDIA H100-SXM5-80GB", accelerators_per_node "8", number_of_nodes "1"
+    assert draft["system"] == {"gpu": "h100-sxm", "gpus_per_node": 8, "nodes": [f"{SYSTEM.lower()}-n001"]}
+    (run,) = draft["runs"]
+    assert run["files"] == [f"results/{SYSTEM}/{BENCH}", f"systems/{SYSTEM}.json"]
+    assert "nothing to fill in" in drafted["init"].stdout  # type: ignore[attr-defined]
+    assert f"#   systems/{SYSTEM}.json" not in text  # used, not listed among the files not used
+    check = drafted["check"]
+    assert check.returncode == 0, check.stdout + check.stderr  # type: ignore[attr-defined]
+
+
+def test_the_system_name_and_tracked_step_time_reach_the_check(drafted: dict[str, object]) -> None:
+    root = drafted["root"]
+    assert isinstance(root, Path)
+    bundle = load_bundle(root)
+    (run,) = bundle.spec.runs
+    result = parse_run(bundle, run, 1 << 30)
+    assert getattr(result, "system_name", None) == SYSTEM
+    (check,) = judge_mlperf([run], {run.id: result}, {})
+    assert check.title == f"MLPerf {BENCH} time to train on {SYSTEM}"
+    results = sorted((root / "results" / SYSTEM / BENCH).glob("result_*.txt"))
+    expected = sum(map(_tracked_step_time, results)) / len(results)
+    shown = float(check.message.split("; step time ")[1].split(" s ")[0])
+    assert shown == pytest.approx(expected, abs=5e-4)
+    assert f"mean of {len(results)} runs' tracked_stats: global_batch_size / tracked throughput" in check.message

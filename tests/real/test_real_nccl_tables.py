@@ -1,0 +1,185 @@
+"""nccl-tests outputs as operators publish them: each `# Avg bus bandwidth` closes a test of its own, tables without
+their header lines are read, and a capture cut short is told from a test NCCL aborted (issue 56)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clustercert.parsers.nccl_tests import CollectiveTest, parse_nccl_tests
+
+_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s.*?\son\s+(\S+)\s")
+
+
+@dataclass
+class _Printed:
+    """One test as the file prints it, read by eye's rules: its rank lines, its rows' busbw, its average."""
+
+    ranks: list[int]
+    hosts: list[str]
+    busbw: list[float]
+    avg: float
+
+
+def _printed(text: str) -> list[_Printed]:
+    """The oracle: every block of rank lines and rows that a `# Avg bus bandwidth` line ends, with the numbers as
+    printed (busbw: the 8th and 12th columns of a 13-column row)."""
+    out: list[_Printed] = []
+    ranks: list[int] = []
+    hosts: list[str] = []
+    busbw: list[float] = []
+    for line in text.splitlines():
+        rank = _RANK.match(line)
+        if rank:
+            ranks.append(int(rank.group(1)))
+            hosts += [rank.group(2)] if rank.group(2) not in hosts else []
+        elif line.startswith("# Avg bus bandwidth"):
+            out.append(_Printed(ranks, hosts, busbw, float(line.split(":")[1])))
+            ranks, hosts, busbw = [], [], []
+        elif not line.startswith("#") and len(cols := line.split()) == 13 and cols[0].isdigit():
+            busbw += [float(cols[7]), float(cols[11])]
+    return out
+
+
+def _assert_as_printed(test: CollectiveTest, printed: _Printed, collective: str) -> None:
+    """collective, ranks, hosts, row count, printed average, mean of rows and peak: each as the file prints it."""
+    assert test.error is None and not test.truncated
+    assert test.collective == collective
+    assert test.ranks == (max(printed.ranks) + 1 if printed.ranks else None)
+    assert list(test.hosts_seen) == printed.hosts
+    assert len(test.rows) == len(printed.busbw) // 2
+    assert test.reported_avg_busbw == printed.avg
+    assert test.computed_avg_busbw == pytest.approx(sum(printed.busbw) / len(printed.busbw), abs=1e-9)
+    assert max(max(r.busbw_oop, r.busbw_ip) for r in test.rows) == max(printed.busbw)
+    assert test.average_disagreement is None  # nccl-tests' own average agrees with its rows
+
+
+def _collectives(text: str) -> list[str]:
+    return re.findall(r"# Collective test starting: (\w+)_perf", text)
+
+
+@pytest.mark.parametrize("name", [
+    "nccl_N10_G8.log", "nccl_N10_G1.log", "nccl_N1_G8_cnode3-002.log", "nccl_N2_G1_cnode2-001_cnode2-002.log",
+    "cluster01-pairwise/nccl_N2_G8_cnode3-002_cnode3-011.log",
+    "cluster01-pairwise/nccl_N2_G2_cnode3-005_cnode3-006.log",
+])
+def test_each_real_test_reads_as_printed(real_samples: Path, name: str) -> None:
+    path = real_samples / "nccl-tests" / name
+    text = path.read_text()
+    printed, collectives = _printed(text), _collectives(text)
+    result = parse_nccl_tests(path, name)
+    assert len(result.tests) == len(printed) == len(collectives)
+    for test, shown, collective in zip(result.tests, printed, collectives, strict=True):
+        _assert_as_printed(test, shown, collective)
+    assert result.warnings == []
+
+
+def test_the_80_rank_all_reduce_by_hand(real_samples: Path) -> None:
+    # read off the file: lines 6-85 list ranks 0-79 on cnode3-002..011, 8 each; lines 92-101 hold 10 sizes; line 103
+    # prints 265.631; the largest busbw is the in-place 364.07 of 2147483648 B (line 98)
+    test = parse_nccl_tests(real_samples / "nccl-tests" / "nccl_N10_G8.log", "n10g8.log").tests[0]
+    assert (test.collective, test.ranks, len(test.hosts_seen), len(test.rows)) == ("all_reduce", 80, 10, 10)
+    assert test.hosts_seen == tuple(f"cnode3-{n:03d}" for n in range(2, 12))
+    assert (test.reported_avg_busbw, test.avg_line, test.line, test.last_line) == (265.631, 103, 1, 105)
+    assert max(test.rows, key=lambda r: r.busbw_ip).busbw_ip == 364.07
+    assert max(test.rows, key=lambda r: r.busbw_ip).line == 98
+
+
+def test_two_real_outputs_appended_are_their_own_tests(real_samples: Path, tmp_path: Path) -> None:
+    first = (real_samples / "nccl-tests" / "nccl_N10_G8.log").read_text()
+    second = (real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text()
+    path = tmp_path / "appended.log"
+    path.write_text(first + second)
+    tests = parse_nccl_tests(path, "appended.log").tests
+    printed = _printed(first) + _printed(second)
+    assert len(tests) == 10
+    for test, shown, collective in zip(tests, printed, _collectives(first) + _collectives(second), strict=True):
+        _assert_as_printed(test, shown, collective)
+    assert [t.ranks for t in tests] == [80] * 5 + [8] * 5
+
+
+def _table(text: str, collective: str) -> list[str]:
+    """The lines of one test of a real output, from its `# nccl-tests version` line to its `concluded` line."""
+    lines = text.splitlines()
+    start = lines.index(f"# Collective test starting: {collective}_perf") - 1
+    end = lines.index(f"# Collective test concluded: {collective}_perf", start)
+    return lines[start:end + 1]
+
+
+def test_a_table_without_its_header_lines_is_read(real_samples: Path, tmp_path: Path) -> None:
+    table = _table((real_samples / "nccl-tests" / "nccl_N10_G8.log").read_text(), "all_reduce")
+    # what a capture that starts at the column header holds: no `# nThread`, no rank lines
+    kept = table[next(i for i, line in enumerate(table) if "out-of-place" in line):]
+    path = tmp_path / "headless.log"
+    path.write_text("\n".join(kept) + "\n")
+    (test,) = parse_nccl_tests(path, "headless.log").tests
+    _assert_as_printed(test, _printed("\n".join(kept))[0], "all_reduce")  # named by its `concluded` line
+    assert (test.ranks, test.hosts, test.hosts_seen) == (None, (), ())  # unknown: the bundle must place it
+
+
+def test_a_document_of_consecutive_tables_is_one_test_per_average(real_samples: Path, tmp_path: Path) -> None:
+    # as an operator's page shows them: prose between tables, one with only two of its 80 rank lines, one without
+    # any header line, one whole; each `# Avg bus bandwidth` line closes its own test
+    big = _table((real_samples / "nccl-tests" / "nccl_N10_G8.log").read_text(), "all_reduce")
+    some = [line for line in big if not line.startswith("#  Rank") or " Rank  0 " in line or " Rank 79 " in line]
+    node = _table((real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text(), "all_reduce")
+    bare = [line for line in node if not line.startswith("#") or "Avg bus" in line or "concluded" in line]
+    small = _table((real_samples / "nccl-tests" / "nccl_N10_G1.log").read_text(), "all_reduce")
+    parts = ["## all_reduce at 80 ranks", "", *some, "", "Within one node, rows only:", "", *bare, "",
+             "Then 10 ranks (an error here would be prose, not an abort):", "", *small]
+    path = tmp_path / "page.md"
+    path.write_text("\n".join(parts) + "\n")
+    tests = parse_nccl_tests(path, "page.md").tests
+    assert len(tests) == 3
+    for test, shown in zip(tests, [_printed("\n".join(p))[0] for p in (some, bare, small)], strict=True):
+        assert test.error is None and test.average_disagreement is None
+        assert len(test.rows) == len(shown.busbw) // 2 and test.reported_avg_busbw == shown.avg
+        assert test.computed_avg_busbw == pytest.approx(sum(shown.busbw) / len(shown.busbw), abs=1e-9)
+    assert [(t.collective, t.ranks, t.hosts_seen) for t in tests] == [
+        ("all_reduce", 80, ("cnode3-002", "cnode3-011")),  # rank 79 printed: 80 ranks, 2 of their hosts named
+        ("all_reduce", None, ()),  # no header: named by its `concluded` line; ranks and hosts unknown
+        ("all_reduce", 10, tuple(f"cnode3-{n:03d}" for n in range(2, 12))),
+    ]
+    assert tests[0].hosts == ()  # 78 of its 80 rank lines missing: the host of each rank is not known
+
+
+def test_a_table_cut_mid_way_is_a_truncated_capture(real_samples: Path, tmp_path: Path) -> None:
+    table = _table((real_samples / "nccl-tests" / "nccl_N10_G8.log").read_text(), "all_reduce")
+    rows = [i for i, line in enumerate(table) if line and not line.startswith("#")]
+    cut = table[:rows[4] + 1]  # the capture stops after the fifth of ten rows
+    later = ["", "Notes: the 1440-rank job failed with an error on another day; NCCL failure reports are below.",
+             "srun: error: cnode9: task 3: Exited with exit code 1"]
+    path = tmp_path / "cut.log"
+    path.write_text("\n".join(cut + later) + "\n")
+    (test,) = parse_nccl_tests(path, "cut.log").tests
+    assert test.truncated and test.error is not None and test.error.startswith("truncated capture")
+    assert f"stops after line {rows[4] + 1}" in test.error
+    assert (test.cause, test.cause_line) == (None, None)  # the text further down is not why it stopped
+    assert (test.collective, test.ranks, len(test.hosts_seen), len(test.rows)) == ("all_reduce", 80, 10, 5)
+    assert test.reported_avg_busbw is None
+    assert max(max(r.busbw_oop, r.busbw_ip) for r in test.rows) == 318.68  # line 96, the fifth row, as printed
+
+
+def test_a_test_nccl_aborted_is_not_a_truncated_capture(real_samples: Path) -> None:
+    name = "cluster00-pairwise-g4/nccl_N2_G4_cnode2-001_cnode2-003.log"
+    aborted, done = parse_nccl_tests(real_samples / "nccl-tests" / name, name).tests
+    assert (aborted.collective, aborted.ranks, aborted.truncated, aborted.rows) == ("alltoall", 8, False, [])
+    assert aborted.cause == "remote process exited or there was a network error"
+    assert aborted.error is not None and aborted.error.startswith("aborted")
+    assert (done.collective, done.error, done.reported_avg_busbw) == ("sendrecv", None, 5.9895)
+
+
+def test_a_printed_average_that_disagrees_with_its_rows_is_a_finding(real_samples: Path, tmp_path: Path) -> None:
+    table = _table((real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text(), "all_reduce")
+    rows = [i for i, line in enumerate(table) if line and not line.startswith("#")]
+    del table[rows[0]]  # a row lost in copying: the printed average no longer is its rows' mean
+    path = tmp_path / "lost.log"
+    path.write_text("\n".join(table) + "\n")
+    result = parse_nccl_tests(path, "lost.log")
+    (test,) = result.tests
+    why = test.average_disagreement
+    assert why is not None and why.startswith(f"line {test.avg_line}: the printed average busbw 437.957 GB/s")
+    assert result.warnings == [f"lost.log {why}: the table is not read as nccl-tests printed it"]
