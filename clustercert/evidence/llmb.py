@@ -170,9 +170,10 @@ def _nccl_runs(folder: Path, hosts_all: list[str], taken: set[str], unused: list
         except EvidenceError as exc:
             unused.append((rel, f"nccl-tests output its parser cannot use: {exc.message}"))
             continue
-        run = _collective_run(rel, parsed, ranks, hosts_all, taken)
+        run = _collective_run(rel, parsed, hosts_all, taken)
         nodes = int(sweep["nodes"])
-        if not ranks:  # scope from the sweep's node count, as the folder names it
+        if not ranks or any(f.key == "scope" and f.value == PLACEHOLDER for f in run.fields):
+            # scope from the sweep's node count, as the folder names it
             scope = ("nvlink-domain" if nodes == 1 else "pair" if nodes == 2 else
                      "full-scale" if hosts_all and nodes == len(hosts_all) else "cross-rack")
             run.fields = [_Field("scope", scope, f"the sweep folder's node count N{nodes}") if f.key == "scope"
