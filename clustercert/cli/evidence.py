@@ -97,6 +97,9 @@ def _init_llmb(path: Path, references_dir: Path, *, force: bool, limit: int) -> 
                   + "; ".join(draft.placeholders), markup=False)
     out.print(f"then run `clustercert evidence seal {folder}` and `clustercert certify {folder} --baselines FILE`",
               markup=False)
+    if "system.interconnect" in draft.optional:
+        out.print("optional: the network between the nodes (system.interconnect, commented out in the draft): "
+                  "with it, the NCCL sweeps between nodes are judged against targets", markup=False)
 
 
 @evidence_app.command("seal", short_help="Seal a bundle: MANIFEST.sha256 over every file.")

@@ -170,9 +170,10 @@ def _nccl_runs(folder: Path, hosts_all: list[str], taken: set[str], unused: list
         except EvidenceError as exc:
             unused.append((rel, f"nccl-tests output its parser cannot use: {exc.message}"))
             continue
-        run = _collective_run(rel, parsed, ranks, hosts_all, taken)
+        run = _collective_run(rel, parsed, hosts_all, taken)
         nodes = int(sweep["nodes"])
-        if not ranks:  # scope from the sweep's node count, as the folder names it
+        if not ranks or any(f.key == "scope" and f.value == PLACEHOLDER for f in run.fields):
+            # scope from the sweep's node count, as the folder names it
             scope = ("nvlink-domain" if nodes == 1 else "pair" if nodes == 2 else
                      "full-scale" if hosts_all and nodes == len(hosts_all) else "cross-rack")
             run.fields = [_Field("scope", scope, f"the sweep folder's node count N{nodes}") if f.key == "scope"
@@ -247,7 +248,8 @@ def draft_llmb(folder: Path, references_dir: Path, *, unpacked: Unpacked | None 
             _Field("gpus_per_node", int(gpn), "cluster_info.gpus_per_node of the jobs' llmb-config") if gpn
             else _Field("gpus_per_node", PLACEHOLDER, "needed: GPUs per node"),
             _Field("nodes", hosts, f"the {len(hosts)} hosts of the NCCL microbenchmark's rank lines") if hosts
-            else _Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests rank lines)")]),
+            else _Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests rank lines)"),
+            *([_interconnect(catalog)] if len(hosts) > 1 else [])]),
         _Field("catalog", catalog.spec.id, f"the shipped edition for {chip} and recipe release {release}")
         if catalog else _Field("catalog", PLACEHOLDER, f"needed: no shipped edition for {chip} and release {release}; "
                                "name your catalog here and with certify --catalog"),
@@ -263,7 +265,14 @@ def draft_llmb(folder: Path, references_dir: Path, *, unpacked: Unpacked | None 
     _not_read(folder, used | {str(f.value[0]) for r in runs for f in r.fields if f.key == "files"}, unused)
     text = _emit(top, runs, unused)
     placeholders = [line.split("#", 1)[0].strip() for line in text.splitlines() if PLACEHOLDER in line.split("#")[0]]
-    return Draft(text, len(runs), placeholders, unused)
+    return Draft(text, len(runs), placeholders, unused, ["system.interconnect"] if len(hosts) > 1 else [])
+
+
+def _interconnect(catalog: LoadedCatalog | None) -> _Field:
+    """The network between the nodes, which no llmb-run file names: commented out, to fill in if one will."""
+    kinds = "|".join(sorted(catalog.spec.scale_out_gbps)) if catalog is not None else "infiniband-ndr|..."
+    return _Field("# interconnect", f"{{scale_out: <{kinds}>, nics_per_node: <NICs per node>}}",
+                  "not in the files: uncomment and fill in to judge the NCCL sweeps between nodes against targets")
 
 
 def write_llmb_draft(path: Path, references_dir: Path, *, force: bool = False,

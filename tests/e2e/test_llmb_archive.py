@@ -197,6 +197,14 @@ def test_an_archive_member_climbing_out_is_refused_naming_it(tmp_path: Path, gb2
     assert not list(tmp_path.glob("llmb-archive_*/"))
 
 
+def test_a_baselines_file_that_is_not_there_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run_cli("certify", str(ROOT / "evidence" / "gb200-seed"), "--baselines", str(tmp_path / "none.yaml"),
+                   "--reports-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (f"error: {tmp_path / 'none.yaml'}: no such baselines file. Give the file of "
+                                   "targets (docs/reference.md)")
+
+
 def test_a_bundle_shipping_its_own_lenient_catalog_is_refused(tmp_path: Path) -> None:
     """Issue 55: the degraded sample with a lenient catalog of the shipped id inside the bundle stays uncertified."""
     import shutil

@@ -156,6 +156,7 @@ def test_the_draft_of_a_suite_needs_only_the_provider(tmp_path: Path, gb200: obj
     assert data["catalog"] == "exemplar-gb200-26.08" and data["recipe_version"] == "26.08.00"
     assert data["cluster"]["name"] == "example-gb200-su1"
     assert data["system"] == {"gpu": "gb200-nvl72", "gpus_per_node": 4, "nodes": NODES}
+    assert draft.optional == ["system.interconnect"] and "  # interconnect: {scale_out: <" in draft.text
     training = [r for r in data["runs"] if r["kind"] == "training"]
     suite = {(e.workload, e.precision.value, e.gpus) for e in gb200.spec.suite}  # type: ignore[attr-defined]
     assert {(r["workload"], r["precision"], r["gpus"]) for r in training} == suite
