@@ -113,9 +113,8 @@ def render_bridge_log(job: LlmbJob, catalog: LoadedCatalog, start: datetime, see
         f"srun: job {job.job_id} queued and waiting for resources",
         "------- Megatron-Bridge ConfigContainer -------",
         "model:",
-        # the layer count only where the recipe table gives one: the conformance check (issue 57, the log side)
-        # reads a table's empty cell as a value the log must match (reported to the lead)
-        *([f"  num_layers: {row.layers}"] if row.layers else []), f"  hidden_size: {model.hidden}",
+        # the recipe's layer count where its table gives one, else the model's own (as a real run prints it)
+        f"  num_layers: {row.layers or model.layers}", f"  hidden_size: {model.hidden}",
         f"  num_attention_heads: {model.heads}", f"  ffn_hidden_size: {model.ffn_hidden}",
         f"  tensor_model_parallel_size: {job.printed_tp or row.tp}",
         f"  pipeline_model_parallel_size: {row.pp}", f"  context_parallel_size: {row.cp}",

@@ -126,3 +126,28 @@ def test_the_recipe_table_row_is_compared_where_the_catalog_has_one(tmp_path: Pa
     delayed = recipe_check(run, "r1.log", "25.05.05", baseline, fields, parse_megatron(path, "r1.log").settings,
                            (row, "llama3-readme"))
     assert delayed.status is Status.ERROR and "FP8 recipe (fp8_recipe) delayed vs the recipe table's" in delayed.message
+
+
+def test_an_empty_cell_of_the_recipe_table_fixes_nothing(tmp_path: Path) -> None:
+    """A recipe row that gives no layer count (Kimi-K2's README leaves it empty) is no rule that the log's printed
+    num_layers breaks; a size it gives is still compared."""
+    from clustercert.editions import RecipeConfig
+    from clustercert.evidence.bundle import RunSpec
+    from clustercert.parsers.megatron import parse_megatron
+    from clustercert.phases.conformance import recipe_check
+
+    baseline = next(b for b in gb200().spec.baselines if b.workload == "llama3-70b" and b.precision.value == "fp8")
+    row = RecipeConfig(precision="fp8", gpus=512, seq_len=8192, layers=None, tp=1, pp=1, cp=1, mbs=1, gbs=2048,
+                       fp8_recipe="cs")  # type: ignore[arg-type]
+    run = RunSpec(**_run())  # type: ignore[arg-type]
+    fields = ["gbs", "seq_len", "precision", "tp", "pp", "cp", "vp", "ep", "etp", "fsdp"]
+    path = tmp_path / "r1.log"
+    path.write_text(megatron_log({**ARGS, "fp8_recipe": "tensorwise", "num_layers": "61"}))
+    settings = parse_megatron(path, "r1.log").settings
+    assert recipe_check(run, "r1.log", "25.05.05", baseline, fields, settings, (row, "kimi-readme")).status \
+        is Status.PASS
+    path.write_text(megatron_log({**ARGS, "fp8_recipe": "tensorwise", "num_layers": "61", "micro_batch_size": "4"}))
+    settings = parse_megatron(path, "r1.log").settings
+    bad = recipe_check(run, "r1.log", "25.05.05", baseline, fields, settings, (row, "kimi-readme"))
+    assert bad.status is Status.ERROR and "MBS (mbs) 4 vs the recipe table's" in bad.message
+    assert "layers" not in bad.message.split(". Re-run")[0].lower()
