@@ -14,6 +14,7 @@ __all__ = [
     "Comparison",
     "RunThroughput",
     "WindowProblem",
+    "compare_printed_tflops",
     "compare_with_baseline",
     "measure_window",
     "mfu",
@@ -147,6 +148,17 @@ def compare_with_baseline(
     high = 100.0 * (baseline_step_s / ci_low_s - 1.0)
     return Comparison(ratio=ratio, delta_pct=100.0 * (ratio - 1.0), ci_low_pct=low, ci_high_pct=high,
                       passed=ratio - pass_ratio > _EXACT)
+
+
+def compare_printed_tflops(
+    mean_tflops: float, baseline_tflops: float, pass_ratio: float, interval: tuple[float, float],
+) -> Comparison:
+    """The mean TFLOP/s per GPU a log prints over the window against a TFLOP/s baseline: ratio = measured /
+    baseline (more TFLOP/s is faster); `interval` is a TFLOP/s interval of that mean."""
+    ratio = mean_tflops / baseline_tflops
+    return Comparison(ratio=ratio, delta_pct=100.0 * (ratio - 1.0),
+                      ci_low_pct=100.0 * (interval[0] / baseline_tflops - 1.0),
+                      ci_high_pct=100.0 * (interval[1] / baseline_tflops - 1.0), passed=ratio - pass_ratio > _EXACT)
 
 
 def _nan_message(mark: NanMark) -> str:

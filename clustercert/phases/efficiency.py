@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from clustercert.baselines import SOURCE_KEY
 from clustercert.catalog import Baseline, LoadedCatalog, SuiteEntry
 from clustercert.editions import RecipeConfig
 from clustercert.errors import EvidenceError
@@ -13,11 +15,12 @@ from clustercert.evidence.provenance import Span
 from clustercert.metrics.convergence import LossProblem, judge_loss
 from clustercert.metrics.flops import CANONICAL, Attention, FlopsConvention, ModelShape, model_flops_per_sequence
 from clustercert.metrics.mlperf import MlperfRun, RunStatus, score_time_to_train
-from clustercert.metrics.stats import hierarchical_bootstrap_interval, median_index
+from clustercert.metrics.stats import bootstrap_mean_interval, hierarchical_bootstrap_interval, median_index
 from clustercert.metrics.throughput import (
     Comparison,
     RunThroughput,
     WindowProblem,
+    compare_printed_tflops,
     compare_with_baseline,
     measure_window,
     mfu,
@@ -431,7 +434,15 @@ def _judge_workload(declared: DeclaredCheck, workload: _Workload, valid: list[Ru
     interval = hierarchical_bootstrap_interval(
         groups, rule="median" if rules.repeats == "latest" else rules.repeats,
         resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed)
-    cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio, interval)
+    target = _tflops_target(baseline)
+    if target is not None and t.tflops_mean is not None:
+        # issue 57: a TFLOP/s baseline is met by the TFLOP/s the log prints, as the program reads it
+        printed_values = [s.tflops_per_gpu for s in logs_steps(logs, used.run_id, t.window)
+                          if s.tflops_per_gpu is not None and math.isfinite(s.tflops_per_gpu)]
+        cmp = compare_printed_tflops(t.tflops_mean, target, rules.pass_ratio, bootstrap_mean_interval(
+            printed_values, resamples=rules.bootstrap_resamples, seed=rules.bootstrap_seed))
+    else:
+        cmp = compare_with_baseline(t, baseline.step_time_s, rules.pass_ratio, interval)
     status = Status.PASS if cmp.passed else Status.FAIL
     span = Span(used.file, t.lines[0], t.lines[-1], len(t.lines))
     checks = [_baseline_check(declared, workload, valid, used, cmp, catalog)]
@@ -500,28 +511,52 @@ def _flops(spec: ModelShape | None, seq_len: int, convention: FlopsConvention) -
     return model_flops_per_sequence(spec, seq_len, convention)
 
 
+def _tflops_target(baseline: Baseline) -> float | None:
+    """The TFLOP/s per GPU a baselines file (certify --baselines) gave for the workload, else None."""
+    return baseline.tflops_per_gpu_published if baseline.source == SOURCE_KEY else None
+
+
 def _baseline_check(declared: DeclaredCheck, workload: _Workload, valid: list[RunResult], used: RunResult,
                     cmp: Comparison, catalog: LoadedCatalog) -> Check:
-    """The workload's step time against its baseline, with the interval over repeats and steps."""
+    """The workload's step time against its baseline, with the interval over repeats and steps; against a
+    TFLOP/s baseline, the TFLOP/s its log prints (the step time where the log prints none)."""
     rules = catalog.spec.rules
     entry, baseline = workload.entry, workload.baseline
     t = used.throughput
-    per_repeat = ", ".join(f"r{r.repeat} {100.0 * (baseline.step_time_s / r.throughput.mean_s - 1.0):+.1f}"
-                           for r in valid)
+    target = _tflops_target(baseline)
+    kind = "" if baseline_kind(baseline) == "published" else f" (baseline {baseline_kind(baseline)}, not published)"
+    if target is not None and t.tflops_mean is not None:
+        per_repeat = ", ".join(f"r{r.repeat} " + (f"{100.0 * (r.throughput.tflops_mean / target - 1.0):+.1f} %"
+                                                  if r.throughput.tflops_mean is not None else "prints none")
+                               for r in valid)
+        measured, aim, unit = t.tflops_mean, target, "TFLOP/s/GPU"
+        message = (f"printed TFLOP/s {t.tflops_mean:.1f} per GPU (mean of {t.tflops_steps} steps of iterations "
+                   f"{t.window[0]}-{t.window[1]}) vs baseline {target:g} TFLOP/s per GPU: {cmp.delta_pct:+.1f} % "
+                   f"(95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over run {used.run_id}'s printed "
+                   f"steps; repeats {per_repeat}); the log's printed TFLOP/s was compared, not the step time "
+                   f"({t.mean_s:.3f} s; the baseline converted to {baseline.step_time_s:.3f} s); {rules.repeats} of "
+                   f"{len(valid)} repeat(s), run {used.run_id}{kind}")
+        against = f"baseline {target:g} TFLOP/s per GPU"
+    else:
+        per_repeat = ", ".join(f"r{r.repeat} {100.0 * (baseline.step_time_s / r.throughput.mean_s - 1.0):+.1f}"
+                               for r in valid)
+        measured, aim, unit = t.mean_s, baseline.step_time_s, "s"
+        message = (f"step time {t.mean_s:.3f} s vs baseline {baseline.step_time_s:.3f} s: "
+                   f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over "
+                   f"repeats and steps; repeats {per_repeat} %); {rules.repeats} of {len(valid)} repeat(s), "
+                   f"run {used.run_id}{kind}"
+                   + ("" if target is None else
+                      f"; the log prints no TFLOP/s over iterations {t.window[0]}-{t.window[1]}, so the TFLOP/s "
+                      f"baseline {target:g} per GPU was compared through its converted step time"))
+        against = f"baseline {baseline.step_time_s:.3f} s"
     return Check(
         id=declared.id, title=declared.title, phase=PHASE, severity=declared.severity,
-        status=Status.PASS if cmp.passed else Status.FAIL, measured=t.mean_s, target=baseline.step_time_s, unit="s",
-        message=(f"step time {t.mean_s:.3f} s vs baseline {baseline.step_time_s:.3f} s: "
-                 f"{cmp.delta_pct:+.1f} % (95 % CI {cmp.ci_low_pct:+.1f} to {cmp.ci_high_pct:+.1f} over "
-                 f"repeats and steps; repeats {per_repeat} %); {rules.repeats} of {len(valid)} repeat(s), "
-                 f"run {used.run_id}"
-                 + ("" if baseline_kind(baseline) == "published" else
-                    f" (baseline {baseline_kind(baseline)}, not published)")),
-        delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct,
+        status=Status.PASS if cmp.passed else Status.FAIL, measured=measured, target=aim, unit=unit,
+        message=message, delta_pct=cmp.delta_pct, ci_low=cmp.ci_low_pct, ci_high=cmp.ci_high_pct,
         evidence=(Span(used.file, t.lines[0], t.lines[-1], len(t.lines)),),
         summary=(f"{catalog.spec.models[entry.workload].name} {entry.precision.upper()} at {entry.gpus} GPUs: "
                  f"{cmp.delta_pct:+.1f} % vs the {baseline_kind(baseline)} "
-                 f"baseline {baseline.step_time_s:.3f} s (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
+                 f"{against} (PASS needs > {100.0 * (rules.pass_ratio - 1.0):+.1f} %)"
                  f", run {used.run_id}"),
     )
 
