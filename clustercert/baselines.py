@@ -144,6 +144,8 @@ def apply_baselines(catalog: LoadedCatalog, baselines: LoadedBaselines) -> Loade
             source=SOURCE_KEY, recipe_version=release or "unknown", date=baselines.spec.date,
             illustrative=entry.kind == "derived", derivation=entry.derivation or how, kind=entry.kind,
             source_table=f"{baselines.path.name}, baselines[{index}]" + (f"; {entry.note}" if entry.note else ""),
+            # what the catalog allows its own baseline of this run to differ by still holds for the one replacing it
+            allowed_differences=dict(own.allowed_differences) if own is not None else {},
         )
     kept = [b for b in spec.baselines if (b.workload, b.precision.value, b.gpus) not in made]
     source = Source(title=f"Baselines supplied by {baselines.spec.supplied_by} on {baselines.spec.date}, from "

@@ -111,6 +111,18 @@ def test_health_is_its_own_section_and_decides_when_submitted(degraded: dict[str
     assert "gb-r3-n09" in html.split('<section id="suspects">')[1].split("</section>")[0]
 
 
+def test_page_one_names_the_top_suspects_one_line_each(degraded: dict[str, Any]) -> None:
+    """Page one (the cover, before the contents) lists the first three suspects, one line each with its layers."""
+    html = degraded["html"]
+    cover = html[html.index('<section id="cover"'):html.index('<nav class="toc"')]
+    assert "Suspect nodes" in cover
+    lines = [li for li in cover.split("<li>") if li[:3] in ("1. ", "2. ", "3. ")]
+    assert len(lines) == 3
+    assert {li.split()[1] for li in lines[:2]} == set(SLOW_LINK)
+    assert all("network" in li and "health" in li for li in lines[:2])
+    assert lines[2].startswith(f"3. {STRAGGLER} [straggler")
+
+
 def test_the_terminal_summary_lists_the_suspects(degraded: dict[str, Any]) -> None:
     out = degraded["proc"].stdout
     assert "Suspect nodes (" in out

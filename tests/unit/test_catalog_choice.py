@@ -87,6 +87,18 @@ def test_a_tflops_target_becomes_a_step_time_through_the_models_flops(tmp_path: 
     assert "NVIDIA account team" in judged.spec.sources["baselines-file"].title
 
 
+def test_a_supplied_baseline_keeps_the_differences_the_catalog_allows(tmp_path: Path) -> None:
+    """The seed catalog allows llama3-70b FP8's recipe version to differ from its 26.04.01 source; a baselines-file
+    entry replacing that baseline keeps the allowance (else every 25.05.05 bundle failed recipe conformance)."""
+    catalog = load_catalog("exemplar-gb200", REFERENCES)
+    own = catalog.baseline_for("llama3-70b", "fp8", 512)
+    assert own is not None and "recipe_version" in own.allowed_differences
+    path = _baselines(tmp_path, "  - {workload: llama3-70b, precision: fp8, gpus: 512, step_time_s: 7.9}\n")
+    judged = apply_baselines(catalog, load_baselines(path)).baseline_for("llama3-70b", "fp8", 512)
+    assert judged is not None and judged.step_time_s == 7.9
+    assert judged.allowed_differences == own.allowed_differences
+
+
 def test_a_suite_entry_without_a_baseline_cannot_be_judged(tmp_path: Path) -> None:
     catalog = load_catalog("exemplar-gb200-26.08", REFERENCES)
     path = _baselines(tmp_path, "  - {workload: pretrain_llama3.1_70b, precision: fp8, gpus: 512, step_time_s: 4.5}\n")
