@@ -161,6 +161,31 @@ def test_a_second_run_of_a_pair_is_listed_and_the_latest_judged(tmp_path: Path, 
     assert checks["efficiency.recipe_release_one"].status is Status.PASS
 
 
+def test_a_nan_grad_norm_makes_the_run_invalid_naming_its_line(tmp_path: Path, gb200: LoadedCatalog) -> None:
+    jobs = _two(gb200)
+    jobs[0] = LlmbJob(**{**jobs[0].__dict__, "nan_at": 40})
+    checks = _judged(tmp_path, gb200, jobs, jobs)
+    valid = checks[f"efficiency.pretrain_llama3.1_70b-{jobs[0].dtype}-512-job{jobs[0].job_id}_valid"]
+    assert valid.status is Status.ERROR
+    assert re.search(rf"log-pretrain_llama3\.1_70b_\S+_{jobs[0].job_id}_0\.out line \d+ field 'grad norm'",
+                     valid.message)
+    verdict = checks[f"efficiency.pretrain_llama3.1_70b-{jobs[0].dtype}-512_meets_baseline"]
+    assert verdict.status is Status.ERROR and "no valid run" in verdict.message
+    assert checks[f"efficiency.pretrain_qwen3_235b-{jobs[1].dtype}-512_meets_baseline"].status is Status.PASS
+
+
+def test_a_log_printing_another_tp_than_the_recipe_names_its_line(tmp_path: Path, gb200: LoadedCatalog) -> None:
+    jobs = _two(gb200)
+    jobs[1] = LlmbJob(**{**jobs[1].__dict__, "printed_tp": 4})
+    checks = _judged(tmp_path, gb200, jobs, jobs)
+    recipe = checks[f"efficiency.pretrain_qwen3_235b-{jobs[1].dtype}-512-job{jobs[1].job_id}_recipe_conforms"]
+    assert recipe.status is Status.ERROR
+    assert re.search(rf"TP \(tp\) 4 vs baseline 1 \(the log prints it at \S+_{jobs[1].job_id}_0\.out:\d+\)",
+                     recipe.message)
+    assert checks[f"efficiency.pretrain_qwen3_235b-{jobs[1].dtype}-512_meets_baseline"].status is not Status.PASS
+    assert checks[f"efficiency.pretrain_llama3.1_70b-{jobs[0].dtype}-512_meets_baseline"].status is Status.PASS
+
+
 def test_a_missing_workload_fails_naming_it(tmp_path: Path, gb200: LoadedCatalog) -> None:
     jobs = _two(gb200)
     checks = _judged(tmp_path, gb200, jobs[:1], jobs)
