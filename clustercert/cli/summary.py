@@ -206,11 +206,10 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
     head = f"Outcome: {results['outcome']}"
     if results.get("valid_until"):
         head += f" (valid until {results['valid_until']})"
-    # the profile heads the outcome: a network acceptance never reads as a full certification
-    lines = [*profile_lines(results, width), *wrap(f"{head}: {cluster}", width, indent=0, hang=2),
+    # a profile other than the full one heads the outcome: a network acceptance never reads as a full certification
+    partial = (results.get("profile") or {}).get("id", "full") != "full"
+    lines = [*(profile_lines(results, width) if partial else []), *wrap(f"{head}: {cluster}", width, indent=0, hang=2),
              *wrap(f"why: {why(results)}", width)]
-    if (judged := catalog_line(results)) is not None:
-        lines += wrap(judged, width)
     lines += reason_lines(reasons(results), width, None if verbose else PER_PHASE)
     workloads = results.get("workloads", [])
     if workloads:
@@ -218,6 +217,10 @@ def summary_lines(results: dict[str, Any], paths: dict[str, str], *, dev_key: bo
                       hang=2)
         for w in workloads:
             lines += _workload_lines(w, width)
+    # what judged: the full profile (named here, after the findings) and the catalog, shipped or not
+    lines += [] if partial else profile_lines(results, width)
+    if (judged := catalog_line(results)) is not None:
+        lines += wrap(judged, width, indent=0, hang=2)
     phases: dict[str, list[dict[str, Any]]] = {}
     for c in results.get("checks", []):
         phases.setdefault(c["phase"], []).append(c)

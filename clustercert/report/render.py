@@ -431,6 +431,21 @@ def breakable_words(text: object) -> markupsafe.Markup:
     return markupsafe.Markup(_LONG_WORD.sub(lambda word: re.sub(r"([._/,:])", r"\1<wbr>", word.group(0)), escaped))
 
 
+# a check's message in a table cell: past this a cell outgrows its page (a message listing every unusable run)
+MESSAGE_CHARS = 800
+
+
+def message_cell(text: object) -> markupsafe.Markup:
+    """A check's message as its table cell shows it: `breakable_words`, cut after MESSAGE_CHARS characters with
+    a note that results.json holds it whole, so that no cell runs over a printed page."""
+    whole = str(text)
+    if len(whole) <= MESSAGE_CHARS:
+        return breakable_words(whole)
+    cut = whole[:MESSAGE_CHARS].rsplit(" ", 1)[0]
+    return breakable_words(f"{cut} … ({len(whole) - len(cut)} more characters: the whole message is in "
+                           "results.json)")
+
+
 def number(value: float | None, fmt: str, scale: float = 1.0) -> str:
     """`fmt % (value * scale)`, or an en dash where the evidence gave no value."""
     return "–" if value is None else fmt % (value * scale)
@@ -445,6 +460,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
     )
     env.filters["breakable"] = breakable
     env.filters["breakable_words"] = breakable_words
+    env.filters["message_cell"] = message_cell
     env.filters["num"] = number
     env.filters["cell"] = _cell
     env.filters["arguments"] = _arguments

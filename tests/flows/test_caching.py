@@ -97,7 +97,7 @@ def test_every_task_is_cached_by_our_key_or_not_at_all() -> None:
         for value in vars(importlib.import_module(module)).values():
             if isinstance(value, Task):
                 tasks[value.name] = value
-    assert len(tasks) == 18, sorted(tasks)
+    assert len(tasks) == 19, sorted(tasks)  # judge-health (issue 59) is the nineteenth
     for name, value in tasks.items():
         cached = isinstance(value.cache_policy, CacheKeyFnPolicy) and value.persist_result is True
         assert cached or value.cache_policy is NO_CACHE, name

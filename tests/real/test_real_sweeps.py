@@ -64,6 +64,7 @@ def _oracle(logs: list[Path]) -> dict[str, Any]:
     tests = aborted = network = truncated = 0
     avg: dict[str, list[tuple[str, float]]] = {}
     bad_files: set[str] = set()
+    truncated_files: set[str] = set()
     for log in logs:
         text = log.read_text()
         blocks = re.split(r"(?=# nccl-tests version)", text)
@@ -75,6 +76,7 @@ def _oracle(logs: list[Path]) -> dict[str, Any]:
             found = _AVG.search(block)
             if found is None and "Test failure" not in block:
                 truncated += 1
+                truncated_files.add(log.name)
             elif found is None:
                 aborted += 1
                 network += "'remote process exited or there was a network error" in block
@@ -92,7 +94,7 @@ def _oracle(logs: list[Path]) -> dict[str, Any]:
         for node in (match.group(2), match.group(3)):
             per_node[node] = per_node.get(node, 0) + 1
     return {"tests": tests, "aborted": aborted, "network": network, "avg": avg, "bad_files": bad_files,
-            "bad_per_node": per_node, "truncated": truncated}
+            "bad_per_node": per_node, "truncated": truncated, "truncated_files": truncated_files}
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +144,10 @@ def test_cluster00_network_acceptance_decides_on_its_pairs_alone(cluster00: dict
     assert not any("did not show" in c["message"] for c in results["checks"])
     findings = results["findings"]
     assert findings and all(f["phase"] == "scaling" for f in findings)
-    assert [f["check"] for f in findings if not f["advisory"]] == ["scaling.pairs_no_degraded_link",
-                                                                   "scaling.pairs_no_suspect_node"]
+    # the pairs' own checks, and the pair targets (80 % of the peers' median, no network declared) the slow pairs miss
+    assert [f["check"] for f in findings if not f["advisory"]] == [
+        "scaling.pair-alltoall_busbw_meets_target", "scaling.pair-sendrecv_busbw_meets_target",
+        "scaling.pairs_no_degraded_link", "scaling.pairs_no_suspect_node"]
     bad = cluster00["oracle"]["bad_files"]
     for f in findings:
         files = [Path(w.rsplit(":", 1)[0]).name for w in f["where"]]
@@ -175,7 +179,8 @@ def test_cluster00_every_pair_judged_and_failures_counted(cluster00: dict[str, A
     # ... but unusable evidence, said where it lies, never a silent pass
     said = [c for c in cluster00["results"]["checks"]
             if "truncated capture" in c["message"] and "cnode2-003_cnode2-008" in c["message"]]
-    assert said and all(c["status"] == "ERROR" for c in said)
+    # the check it lies in fails on the slow pairs; the cut capture is named there as unusable, never a pass
+    assert said and all(c["status"] in ("ERROR", "FAIL") for c in said)
     failed = [p for p in pairs if p["failed"]]
     assert len(failed) == oracle["aborted"]
     causes = [p["cause"] for p in failed]
