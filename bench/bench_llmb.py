@@ -26,22 +26,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gauge import gauge, processor  # bench/ is the script's folder: first on its path
+from bench_certify import _env  # bench/ is the script's folder: first on its path
+from gauge import gauge, processor
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SAMPLE = ROOT / "evidence" / "gb200-seed"
 TARGET_EXTRA_S = 30.0
 NODES = [f"gb-r{r}-n{n:02d}" for r in range(1, 9) for n in range(1, 17)]
-
-
-def _env(work: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "CLUSTERCERT_"))}
-    (work / "home").mkdir(parents=True, exist_ok=True)
-    env.update({"HOME": str(work / "home"), "PREFECT_HOME": str(work / "prefect"), "PYTHONPATH": str(ROOT),
-                "CLUSTERCERT_KEY_DIR": str(work / "keys"), "CLUSTERCERT_REPORTS_DIR": str(work / "reports"),
-                "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
-    return env
 
 
 def _timed(args: list[str], env: dict[str, str]) -> tuple[float, int, str]:
