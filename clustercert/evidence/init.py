@@ -19,6 +19,7 @@ from clustercert.parsers import FORMATS, TRAINING_FORMATS, detect_format
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.health import HEALTH_FORMATS, KernelLog, Prescreen
 from clustercert.parsers.log_config import LogConfig, read_log_config
+from clustercert.parsers.megatron_golden import MODEL_CONFIG, read_model_config
 from clustercert.parsers.nccl_ranks import RankLine, read_rank_lines
 from clustercert.parsers.nccl_tests import NcclTestsResult
 from clustercert.parsers.training import TrainingLog
@@ -155,8 +156,14 @@ def _launched_world(config: LogConfig) -> tuple[int, str] | None:
 
 
 def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog | None) -> list[_Field]:
-    """workload, precision, gpus, gbs, seq_len and parallelism from the configuration the log printed."""
+    """workload, precision, gpus, gbs, seq_len and parallelism from the configuration the log printed (or, for
+    golden values, the model_config.yaml beside them: each value then names that file)."""
     out: list[_Field] = []
+    apart = config.file != log.file
+    said = f"{config.file} states" if apart else "the log prints"
+
+    def line(number: int) -> str:
+        return f"{config.file} line {number}" if apart else f"line {number}"
 
     def need(key: str, what: str) -> None:
         out.append(_Field(key, PLACEHOLDER, f"needed: {what}"))
@@ -177,29 +184,31 @@ def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog
     if len(matches) == 1:
         out.append(_Field("workload", matches[0], f"the catalog's model of this shape ({described})"))
     elif catalog is None:
-        need("workload", f"a model id of the catalog (the log prints {described})")
+        need("workload", f"a model id of the catalog ({said} {described})")
     else:
-        need("workload", f"a model id of {catalog.spec.id} ({', '.join(sorted(catalog.spec.models))}); the log prints "
+        need("workload", f"a model id of {catalog.spec.id} ({', '.join(sorted(catalog.spec.models))}); {said} "
              f"{described}, which matches none: name one, or add the model to a catalog of your own")
     fp8 = [v for v, _ in config.distinct("fp8") if v.lower() not in _FALSE]
     bf16 = [n for v, n in config.distinct("bf16") if v.lower() == "true"]
     precision = [n for v, n in config.distinct("precision") if "bf16" in v.lower()]
     if fp8:
-        out.append(_Field("precision", "fp8", f"the log prints fp8 {fp8[0]}"))
+        out.append(_Field("precision", "fp8", f"{said} fp8 {fp8[0]}"))
     elif bf16 or precision:
-        out.append(_Field("precision", "bf16", f"the log prints bf16 at line {(bf16 or precision)[0]}"))
+        out.append(_Field("precision", "bf16", f"{said} bf16 at line {(bf16 or precision)[0]}"))
     else:
-        need("precision", "bf16, fp8 or nvfp4 (the log prints neither bf16 nor fp8 settings)")
+        need("precision", f"bf16, fp8 or nvfp4 ({said} neither bf16 nor fp8 settings)")
     world = config.one("world_size")
     devices, nodes = config.one("devices"), config.one("num_nodes")
     if world and _int(world[0]):
-        out.append(_Field("gpus", _int(world[0]), f"world_size at line {world[1]}"))
+        out.append(_Field("gpus", _int(world[0]), f"world_size at {line(world[1])}"))
     elif devices and nodes and _int(devices[0]) and _int(nodes[0]):
         gpus = (_int(devices[0]) or 0) * (_int(nodes[0]) or 0)
         out.append(_Field("gpus", gpus,
-                          f"devices {devices[0]} x num_nodes {nodes[0]} (lines {devices[1]}, {nodes[1]})"))
+                          f"devices {devices[0]} x num_nodes {nodes[0]} ({line(devices[1])}, {line(nodes[1])})"))
     elif (launched := _launched_world(config)) is not None:
         out.append(_Field("gpus", *launched))
+    elif apart:
+        need("gpus", f"the GPU count of the run ({config.file} states none)")
     else:
         need("gpus", f"the GPU count of the run (world_size: {seen('world_size')}; devices: {seen('devices')}; "
              f"torchrun's global_world_sizes: {seen('global_world_sizes')})")
@@ -208,12 +217,12 @@ def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog
     if len(logged) == 1:
         out.append(_Field("gbs", logged[0], "the global batch size the step lines print"))
     elif gbs and _int(gbs[0]):
-        out.append(_Field("gbs", _int(gbs[0]), f"global_batch_size at line {gbs[1]}"))
+        out.append(_Field("gbs", _int(gbs[0]), f"global_batch_size at {line(gbs[1])}"))
     else:
         need("gbs", f"the global batch size (global_batch_size: {seen('global_batch_size')})")
     seq = config.one("seq_length") or config.one("encoder_seq_length")
     if seq and _int(seq[0]):
-        out.append(_Field("seq_len", _int(seq[0]), f"seq_length at line {seq[1]}"))
+        out.append(_Field("seq_len", _int(seq[0]), f"seq_length at {line(seq[1])}"))
     else:
         need("seq_len", f"the sequence length (seq_length: {seen('seq_length')})")
     par: dict[str, int] = {}
@@ -224,7 +233,7 @@ def _training_fields(log: TrainingLog, config: LogConfig, catalog: LoadedCatalog
         if one and _int(one[0]):
             par[name] = _int(one[0]) or 1
     if par:
-        out.append(_Field("parallelism", par, "as the log prints it"))
+        out.append(_Field("parallelism", par, f"as {config.file} states it" if apart else "as the log prints it"))
     return out
 
 
@@ -260,7 +269,8 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
                                     "not in the files: uncomment and fill in to judge busbw between nodes against "
                                     "targets (without it, it is measured and compared pair with pair only)"))
     runs = [_collective_run(rel, parsed, hosts, taken) for rel, parsed, _ in collectives]
-    other_runs, training = _other_runs(others, loaded, taken, unused, limit, mlperf)
+    golden = _golden_configs(folder, others, unused, limit)
+    other_runs, training = _other_runs(others, loaded, taken, unused, limit, mlperf, golden)
     runs += other_runs
     runs += [_health_run(h, taken) for h in health]
     top = [
@@ -274,6 +284,9 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
         if training else _Field("recipe_version", "none", "no training run: no recipe"),
         _Field("timezone", "UTC", "default: sacct times carry no offset; set the cluster's zone"),
     ]
+    if attached := sorted({c.file for c in golden.values()}):
+        top.append(_Field("attachments", attached, "the settings of the golden values beside them (sealed, not "
+                          "judged): their runs' values name the line they come from"))
     text = _emit(top, runs, unused)
     placeholders = [line.split("#", 1)[0].strip() for line in text.splitlines() if PLACEHOLDER in line.split("#")[0]]
     optional = [f"system.{f.key[2:]}" for f in system_fields if f.key.startswith("# ")]
@@ -441,18 +454,36 @@ def _collective_run(rel: str, parsed: NcclTestsResult, hosts: list[str], taken: 
     return _Run(fields)
 
 
+def _golden_configs(folder: Path, others: list[tuple[str, str, Path]], unused: list[tuple[str, str]],
+                    limit: int) -> dict[str, LogConfig]:
+    """The model_config.yaml beside each golden-values file (Megatron-LM's functional-test layout), read, by the
+    golden file; a config read is taken off `unused`, one its reader refuses stays there with why."""
+    out: dict[str, LogConfig] = {}
+    for rel, fmt, _ in others:
+        beside = PurePosixPath(rel).parent / MODEL_CONFIG
+        if fmt != "megatron-golden" or not (folder / beside).is_file():
+            continue
+        try:
+            out[rel] = read_model_config(folder / beside, beside.as_posix(), limit=limit)
+        except EvidenceError as exc:
+            unused[:] = [(u, exc.message if u == beside.as_posix() else why) for u, why in unused]
+    read = {c.file for c in out.values()}
+    unused[:] = [u for u in unused if u[0] not in read]
+    return out
+
+
 def _other_runs(others: list[tuple[str, str, Path]], loaded: LoadedCatalog | None, taken: set[str],
                 unused: list[tuple[str, str]], limit: int,
-                mlperf: dict[str, MlperfSystem]) -> tuple[list[_Run], bool]:
+                mlperf: dict[str, MlperfSystem], golden: dict[str, LogConfig]) -> tuple[list[_Run], bool]:
     """The runs of the files other than nccl-tests outputs, and whether one is a training run; a file its parser
-    cannot use goes to `unused`, with why."""
+    cannot use goes to `unused`, with why. A golden-values file's settings come from its model_config.yaml."""
     runs: list[_Run] = []
     training = False
     for rel, fmt, path in others:
         if fmt in TRAINING_FORMATS:
             try:
                 log = TRAINING_FORMATS[fmt](path, rel, limit=limit)
-                config = read_log_config(path, rel, limit=limit)
+                config = golden.get(rel) or read_log_config(path, rel, limit=limit)
             except EvidenceError as exc:
                 unused.append((rel, f"a {fmt} log its parser cannot use: {exc}"))
                 continue

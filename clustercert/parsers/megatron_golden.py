@@ -5,11 +5,20 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import yaml
+
 from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT, read_json, to_float, to_int
-from clustercert.parsers.training import NanMark, TrainingLog, TrainingStep
+from clustercert.parsers.log_config import LogConfig
+from clustercert.parsers.training import NanMark, TrainingLog, TrainingStep, read_text
 
-__all__ = ["parse_megatron_golden"]
+__all__ = ["MODEL_CONFIG", "parse_megatron_golden", "read_model_config"]
+
+# the functional test's settings, beside its golden values in Megatron-LM's tests/functional_tests/test_cases/
+MODEL_CONFIG = "model_config.yaml"
+_ARGS = "MODEL_ARGS"
+# a flag whose argparse `dest` is not its name with dashes turned to underscores (Megatron-LM arguments.py)
+_DEST = {"fp8_format": "fp8"}
 
 FORMAT = "megatron-golden"
 _HINT = "Use a golden_values_*.json file from Megatron-LM's functional tests."
@@ -78,3 +87,30 @@ def _series(doc: dict[str, object], metric: str, display: str) -> dict[int, floa
             value, file=display, line=None, field=f"{metric}.values.{key}", hint=_HINT, allow_nan=True
         )
     return out
+
+
+def read_model_config(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> LogConfig:
+    """The `MODEL_ARGS` of a functional test's model_config.yaml as Megatron's arguments dump names them
+    (`--global-batch-size: 8` is `global_batch_size`), each with its line; an empty config without MODEL_ARGS."""
+    text = read_text(path, display, limit=limit)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise EvidenceError(display, f"expected YAML, got {getattr(exc, 'problem', None) or 'invalid YAML'}. "
+                            "Use the model_config.yaml of the functional test as Megatron-LM ships it.",
+                            line=mark.line + 1 if mark is not None else None) from None
+    values: dict[str, list[tuple[str, int]]] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return LogConfig(display, values)
+    for key, value in root.value:
+        if key.value != _ARGS or not isinstance(value, yaml.MappingNode):
+            continue
+        for flag, setting in value.value:
+            if not isinstance(flag.value, str) or not isinstance(setting, yaml.ScalarNode):
+                continue
+            name = flag.value.lstrip("-").replace("-", "_")
+            seen = values.setdefault(_DEST.get(name, name), [])
+            if all(v != setting.value for v, _ in seen):  # each distinct value once, as a log's dump is read
+                seen.append((str(setting.value), flag.start_mark.line + 1))
+    return LogConfig(display, values)
