@@ -135,19 +135,22 @@ class Convention(_Strict):
     vocab: int | None = Field(default=None, gt=0)
     flops_per_sample: float | None = Field(default=None, gt=0)
     mtp: bool = True  # False: the model's multi-token-prediction layers left out ("w/o MTP")
+    lora: bool = False  # a LoRA fine-tune counted as Megatron-Bridge does (frozen weights x 2/3)
     note: str | None = None
 
     @model_validator(mode="after")
     def _one_way(self) -> Convention:
         if self.flops_per_sample is None and self.attention is None:
             raise ValueError("a FLOPs convention needs attention (causal, non-causal) or flops_per_sample")
-        if self.flops_per_sample is not None and (self.attention, self.kv_groups, self.vocab) != (None, None, None):
-            raise ValueError("flops_per_sample replaces the formula: give no attention, kv_groups or vocab with it")
+        if (self.flops_per_sample is not None
+                and (self.attention, self.kv_groups, self.vocab, self.lora) != (None, None, None, False)):
+            raise ValueError("flops_per_sample replaces the formula: give no attention, kv_groups, vocab or lora "
+                             "with it")
         return self
 
     def flops(self) -> FlopsConvention:
         return FlopsConvention(self.attention or Attention.CAUSAL, self.kv_groups, self.vocab,
-                               self.flops_per_sample, self.mtp)
+                               self.flops_per_sample, self.mtp, self.lora)
 
 
 class Window(_Strict):

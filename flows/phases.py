@@ -16,6 +16,7 @@ from clustercert.evidence.bundle import Phase, RunKind
 from clustercert.evidence.guards import reading_told, told_reading
 from clustercert.health import load_health_rules
 from clustercert.heap import keep, paused
+from clustercert.mlperf_benchmarks import load_mlperf_benchmarks
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
@@ -57,8 +58,11 @@ def parse_runs_task(evidence: EvidenceSet, run_ids: list[str]) -> Parcel:
 def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
                           mlperf: dict[str, object], configs: dict[str, Any] | None = None) -> EfficiencyResult:
     report(current_stage("efficiency"), "judge each workload's step times against its reference")
+    # the MLPerf benchmarks' FLOPs beside the catalogs (references/mlperf-benchmarks.yaml), read where MLPerf is judged
+    benchmarks = (load_mlperf_benchmarks(Path(load_settings().references_dir) / "mlperf-benchmarks.yaml")
+                  if mlperf else None)
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
-        result = judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf, configs)
+        result = judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf, configs, benchmarks)
         keep()  # the phase's result is kept to the report
     return result
 

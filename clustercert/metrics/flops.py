@@ -54,6 +54,8 @@ class FlopsConvention:
     `per_sample` is a fixed FLOPs-per-sample figure that replaces the formula (Google's
     `process_training_results.py` counts 2.2e15 per GPT-3 175B sample), so a published TFLOP/s can be reproduced.
     `mtp` False leaves a model's multi-token-prediction layers out (NVIDIA's "w/o MTP" figures).
+    `lora` counts a LoRA fine-tune as Megatron-Bridge does (`flop_utils.py`): the frozen weights' matrix FLOPs x 2/3
+    (forward and input gradients, no weight gradients), the attention-score term whole.
     """
 
     attention: Attention = Attention.CAUSAL
@@ -61,6 +63,7 @@ class FlopsConvention:
     vocab: int | None = None
     per_sample: float | None = None
     mtp: bool = True
+    lora: bool = False
 
     def apply(self, shape: ModelShape) -> ModelShape:
         out = shape
@@ -80,6 +83,8 @@ class FlopsConvention:
             parts.append(f"V={self.vocab}")
         if not self.mtp:
             parts.append("no MTP")
+        if self.lora:
+            parts.append("LoRA: frozen weights x 2/3")
         return ", ".join(parts)
 
 
@@ -96,13 +101,18 @@ def model_flops_per_sequence(
         return convention.per_sample
     m = convention.apply(shape)
     if m.is_mla:
+        if convention.lora:
+            raise ValueError("the LoRA count is defined for the dense formula only, not for MLA models")
         return _mla_moe_flops(m if convention.mtp else replace(m, mtp_layers=0), seq_len, convention.attention)
     c = 0.5 if convention.attention is Attention.CAUSAL else 1.0
     s, n_l, h, f, a = float(seq_len), m.layers, float(m.hidden), float(m.ffn_hidden), float(m.heads)
     g = float(m.kv_groups if m.kv_groups is not None else m.heads)
-    attention = 12.0 * n_l * h * h * (1.0 + g / a + c * s / h)
     mlp = 18.0 * n_l * f * h * m.top_k if m.mlp is Mlp.SWIGLU else 12.0 * n_l * f * h * m.top_k
     logits = 6.0 * m.vocab * h
+    if convention.lora:
+        weights = 12.0 * n_l * h * h * (1.0 + g / a) + mlp + logits
+        return s * ((2.0 / 3.0) * weights + 12.0 * n_l * h * c * s)
+    attention = 12.0 * n_l * h * h * (1.0 + g / a + c * s / h)
     return s * (attention + mlp + logits)
 
 

@@ -81,6 +81,8 @@ class MlperfResult:
     system_name: str | None
     score_minutes: float | None
     error: str | None
+    # the system JSON's number_of_nodes x accelerators_per_node, where it states both
+    system_gpus: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -91,6 +93,7 @@ class MlperfResult:
             "runs": [r.to_json() for r in self.runs],
             "scaling_factor": self.scaling_factor,
             "system_name": self.system_name,
+            "system_gpus": self.system_gpus,
             "score_minutes": self.score_minutes,
             "error": self.error,
         }
@@ -156,6 +159,7 @@ def parse_mlperf_files(
             benchmark = bench
     scaling: float | None = None
     system_name: str | None = None
+    system_gpus: int | None = None
     for file, shown in files:
         if file.suffix != ".json":
             continue
@@ -164,6 +168,8 @@ def parse_mlperf_files(
             scaling = _scaling_factor(doc, shown)
         elif system_name is None and isinstance(doc, dict) and isinstance(doc.get("system_name"), str):
             system_name = doc["system_name"]
+            nodes, per_node = _count(doc.get("number_of_nodes")), _count(doc.get("accelerators_per_node"))
+            system_gpus = nodes * per_node if nodes and per_node else None
     times = [r.minutes if r.minutes is not None else math.inf for r in runs]
     failed = sum(1 for t in times if math.isinf(t))
     score: float | None = None
@@ -183,7 +189,14 @@ def parse_mlperf_files(
         system_name=system_name,
         score_minutes=score,
         error=error,
+        system_gpus=system_gpus,
     )
+
+
+def _count(value: object) -> int | None:
+    """A count as MLCommons' system JSON writes it (a string, "8"), None where it is not a positive whole number."""
+    text = str(value).strip() if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def _scaling_factor(doc: object, shown: str) -> float:

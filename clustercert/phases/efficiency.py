@@ -27,6 +27,7 @@ from clustercert.metrics.throughput import (
     tflops_per_gpu,
     tokens_per_s_per_gpu,
 )
+from clustercert.mlperf_benchmarks import MlperfBenchmarks
 from clustercert.parsers.llmb_config import LlmbConfig
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.training import TrainingLog, TrainingStep, step_column
@@ -228,10 +229,49 @@ def _mlperf_step_time(result: MlperfResult) -> str:
     return f"; step time {sum(times) / len(times):.3f} s (mean of {len(times)} runs' tracked_stats: {how})"
 
 
+@dataclass(frozen=True)
+class MlperfFlops:
+    """What an MLPerf run's MFU is derived from beside its result: the benchmarks' FLOPs per sample and the
+    catalog's peaks (clustercert.mlperf_benchmarks, references/mlperf-benchmarks.yaml)."""
+
+    benchmarks: MlperfBenchmarks
+    peaks_tflops: Mapping[str, float]
+    peaks_from: str  # where the peaks come from, as the message names it (the catalog)
+
+
+def mlperf_mfu(run: RunSpec, result: MlperfResult, flops: MlperfFlops) -> tuple[float | None, str]:
+    """The MFU of an MLPerf result (the runs' mean step time, DOMAIN.md section 1's MFU) and the message clause that
+    says how, or None and why it was not derived: never a FLOPs count the benchmarks file does not publish."""
+    bench = result.benchmark or run.id
+    counted = flops.benchmarks.flops(bench)
+    if counted is None:
+        return None, f"; MFU not derived: no FLOPs for {bench}"
+    times = [t for r in result.runs if (t := r.step_time_s) is not None]
+    batches = sorted({r.global_batch_size or 0 for r in result.runs if r.step_time_s is not None})
+    gpus = run.gpus or result.system_gpus
+    precision = run.precision.value if run.precision is not None else None
+    peak = flops.peaks_tflops.get(precision) if precision is not None else None
+    if not times:
+        return None, "; MFU not derived: no tracked_stats step time in the runs"
+    if len(batches) != 1 or batches[0] == 0:
+        return None, "; MFU not derived: the runs do not log one global_batch_size"
+    if gpus is None:
+        return None, "; MFU not derived: the number of GPUs is neither in bundle.yaml (gpus) nor in the system JSON"
+    if precision is None or peak is None:
+        return None, ("; MFU not derived: " + ("bundle.yaml gives the run no precision (the peak depends on it)"
+                                               if precision is None else f"the catalog has no {precision} peak"))
+    step = sum(times) / len(times)
+    value = mfu(counted.flops_per_sample, batches[0], step, gpus, peak)
+    return value, (f"; MFU {value:.1%} ({counted.describe()}; global batch {batches[0]}, {gpus} GPUs, "
+                   f"{precision} peak {peak:g} TFLOP/s from {flops.peaks_from})")
+
+
 def judge_mlperf(
-    runs: list[RunSpec], parsed: Mapping[str, object | EvidenceError], targets: Mapping[str, float]
+    runs: list[RunSpec], parsed: Mapping[str, object | EvidenceError], targets: Mapping[str, float],
+    flops: MlperfFlops | None = None,
 ) -> list[Check]:
-    """MLPerf time-to-train per `kind: mlperf` run: advisory unless the catalog sets a target (minutes)."""
+    """MLPerf time-to-train per `kind: mlperf` run: advisory unless the catalog sets a target (minutes); the step
+    time and, where `flops` publishes the benchmark's FLOPs, the MFU are reported beside it."""
     checks: list[Check] = []
     for run in runs:
         result = parsed.get(run.id)
@@ -257,6 +297,8 @@ def judge_mlperf(
         on = f" on {result.system_name}" if result.system_name else ""  # the submission's system JSON names it
         title = f"MLPerf {bench} time to train{on}" + (f" within {target:g} min" if target is not None else "")
         steps = _mlperf_step_time(result)
+        if flops is not None:
+            steps += mlperf_mfu(run, result, flops)[1]
         if not scored.valid:
             status, message = Status.ERROR, f"{result.folder}: no valid score: {scored.reason}"
         elif target is None:
@@ -277,9 +319,11 @@ def judge_efficiency(
     bundle: Bundle, catalog: LoadedCatalog, logs: Mapping[str, TrainingLog | EvidenceError],
     mlperf: Mapping[str, object | EvidenceError] | None = None,
     configs: Mapping[str, LlmbConfig | EvidenceError] | None = None,
+    benchmarks: MlperfBenchmarks | None = None,
 ) -> EfficiencyResult:
     """Judge every suite workload; `logs` maps a run id to its parsed log or the error that stopped parsing,
-    `configs` a run id to llmb-run's record of its job (a run that deviates from its recipe is set aside)."""
+    `configs` a run id to llmb-run's record of its job (a run that deviates from its recipe is set aside),
+    `benchmarks` the MLPerf benchmarks' FLOPs per sample (an MLPerf run's MFU)."""
     rules = catalog.spec.rules
     checks, aside = judge_job_configs(bundle, catalog, configs or {})
     workloads: list[WorkloadResult] = []
@@ -331,7 +375,9 @@ def judge_efficiency(
                   if c.severity is Severity.REQUIRED else c for c in checks]
     mlperf_runs = [r for r in bundle.runs if r.kind is RunKind.MLPERF]
     if mlperf is not None:
-        checks.extend(judge_mlperf(mlperf_runs, mlperf, rules.mlperf_targets_minutes))
+        flops = (MlperfFlops(benchmarks, {p.value: v for p, v in catalog.spec.peaks_tflops.items()},
+                             f"catalog {catalog.spec.id}") if benchmarks is not None else None)
+        checks.extend(judge_mlperf(mlperf_runs, mlperf, rules.mlperf_targets_minutes, flops))
     return EfficiencyResult(checks=checks, workloads=workloads, step_series=series)
 
 

@@ -1,6 +1,6 @@
 """A real MLPerf Training submission in MLCommons' own layout (`results/<system>/<benchmark>/` beside
 `systems/<system>.json`): init asks nothing the system JSON answers, the system's name reaches the check the report
-shows, and the step time comes from the runs' `tracked_stats` (issue 56)."""
+shows, and the step time and the MFU come from the runs' `tracked_stats` (issue 56)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustercert.evidence.bundle import load_bundle
-from clustercert.phases.efficiency import judge_mlperf
+from clustercert.evidence.bundle import Precision, load_bundle
+from clustercert.mlperf_benchmarks import load_mlperf_benchmarks
+from clustercert.phases.efficiency import MlperfFlops, judge_mlperf
 from clustercert.phases.evidence import parse_run
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 SYSTEM = "XE9680x8H100-SXM-80GB"  # SOURCES.md: Dell/systems/XE9680x8H100-SXM-80GB.json, saved as system.json
 BENCH = "llama2_70b_lora"
@@ -79,3 +80,25 @@ def test_the_system_name_and_tracked_step_time_reach_the_check(drafted: dict[str
     shown = float(check.message.split("; step time ")[1].split(" s ")[0])
     assert shown == pytest.approx(expected, abs=5e-4)
     assert f"mean of {len(results)} runs' tracked_stats: global_batch_size / tracked throughput" in check.message
+
+
+def test_the_mfu_of_the_real_submission_by_hand(drafted: dict[str, object]) -> None:
+    """MFU from the sample's own printed numbers: each run's step time is global_batch_size / its mean tracked
+    throughput; FLOPs per sample of Llama 2 70B LoRA at 8192 tokens by hand (tests/unit/test_flops.py); 8 GPUs
+    (the system JSON: 1 node x 8); the FP8 peak of an H100 SXM, 1979 TFLOP/s (DOMAIN.md section 2)."""
+    root = drafted["root"]
+    assert isinstance(root, Path)
+    bundle = load_bundle(root)
+    (run,) = bundle.spec.runs
+    fp8 = run.model_copy(update={"precision": Precision.FP8})  # the logs' NeMo config prints fp8: true
+    result = parse_run(bundle, fp8, 1 << 30)
+    flops = MlperfFlops(load_mlperf_benchmarks(ROOT / "references" / "mlperf-benchmarks.yaml"),
+                        {"bf16": 989.0, "fp8": 1979.0}, "catalog exemplar-h100")
+    (check,) = judge_mlperf([fp8], {fp8.id: result}, {}, flops)
+    results = sorted((root / "results" / SYSTEM / BENCH).glob("result_*.txt"))
+    step = sum(map(_tracked_step_time, results)) / len(results)
+    expected = 2.7793592e15 * 8 / step / 8 / 1979e12
+    shown = float(check.message.split("; MFU ")[1].split("%")[0]) / 100
+    assert shown == pytest.approx(expected, abs=5e-4)  # printed to 0.1 %
+    assert 0.34 < expected < 0.35  # about 684 TFLOP/s per GPU: 2.78e15 FLOPs x ~1.97 samples/s / 8 GPUs
+    assert "global batch 8, 8 GPUs, fp8 peak 1979 TFLOP/s" in check.message

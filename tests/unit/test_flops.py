@@ -155,3 +155,18 @@ def test_mfu_inversely_proportional_to_step_time(step: float, factor: float) -> 
     base = _mfu(flops, 1024, step, 512, 989)
     scaled = _mfu(flops, 1024, step * factor, 512, 989)
     assert scaled * factor == pytest.approx(base, rel=1e-12)
+
+
+def test_lora_counts_frozen_weights_at_two_thirds() -> None:
+    # Llama 2 70B (vocab 32000), one sequence of 8192 tokens, by hand from Megatron-Bridge's LoRA count:
+    # weights per token 12*80*8192^2*(1 + 8/64) + 18*80*28672*8192 + 6*32000*8192 = 4.1227911168e11;
+    # 2/3 of them x 8192 tokens = 2.2515929e15, plus the scores 12*80*8192*8192^2 = 5.2776558e14 -> 2.7793592e15
+    llama2 = ModelShape(layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_groups=8, vocab=32000)
+    lora = FlopsConvention(Attention.NON_CAUSAL, lora=True)
+    assert model_flops_per_sequence(llama2, 8192, lora) == pytest.approx(2.7793592e15, rel=1e-7)
+    # against the full training count it keeps the scores whole and drops a third of the weights' FLOPs
+    full = model_flops_per_sequence(llama2, 8192, FlopsConvention(Attention.NON_CAUSAL))
+    assert full - model_flops_per_sequence(llama2, 8192, lora) == pytest.approx(4.1227911168e11 * 8192 / 3, rel=1e-9)
+    assert lora.describe() == "non-causal, LoRA: frozen weights x 2/3"
+    with pytest.raises(ValueError, match="LoRA count is defined for the dense formula only"):
+        model_flops_per_sequence(DEEPSEEK_V3, 4096, FlopsConvention(lora=True))
