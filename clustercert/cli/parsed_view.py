@@ -156,8 +156,10 @@ def _opt(value: float | None) -> str:
 
 def _nccl(result: dict[str, Any]) -> list[str]:
     tests: list[dict[str, Any]] = result.get("tests") or []
-    aborted = sum(1 for t in tests if t.get("error"))
+    cut = sum(1 for t in tests if t.get("error") and t.get("truncated"))  # a capture cut short is no abort
+    aborted = sum(1 for t in tests if t.get("error")) - cut
     out = [f"{counted(len(tests), 'test')}" + (f", {aborted:,} aborted" if aborted else "")
+           + (f", {cut:,} cut short" if cut else "")
            + "; busbw in GB/s at the largest size, out of place / in place; the average as printed / as computed"]
     for t in tests:
         rows: list[dict[str, Any]] = t.get("rows") or []
@@ -166,7 +168,7 @@ def _nccl(result: dict[str, Any]) -> list[str]:
                 + (f" on {counted(hosts, 'host')}" if hosts else "") + f", {_lines(t.get('line'), t.get('last_line'))}")
         if t.get("error"):
             cause = f" (cause at line {t['cause_line']}: {t['cause']})" if t.get("cause") else ""
-            out.append(f"{head}: ABORTED, {t['error']}{cause}")
+            out.append(f"{head}: {'CUT SHORT' if t.get('truncated') else 'ABORTED'}, {t['error']}{cause}")
             continue
         if not rows:
             out.append(f"{head}: no rows")

@@ -194,6 +194,7 @@ class _Open:
     last_line: int = 0
     last_row: int | None = None  # the line of the last row or of the column header, where a cut capture stops
     ended: bool = False  # a blank line after its table: later text is not this test's (a document's prose)
+    cut_at: int | None = None  # the line of a result row the file ends inside (the capture stopped mid-line)
 
 
 def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> NcclTestsResult:
@@ -228,7 +229,7 @@ def _read_lines(text: str, reader: _Reader) -> None:
 class _Reader:
     """The line-by-line reading of a text file: step() takes each line in file order, finish() the end."""
 
-    __slots__ = ("current", "display", "last_binary", "last_error", "pending", "tests")
+    __slots__ = ("current", "display", "last_binary", "last_error", "pending", "pending_went_on", "tests")
 
     def __init__(self, display: str, last_binary: str | None) -> None:
         self.display = display
@@ -236,6 +237,7 @@ class _Reader:
         self.tests: list[CollectiveTest] = []
         self.current: _Open | None = None
         self.pending: tuple[str, int] | None = None  # a row cut by a debug print, waiting for its remainder
+        self.pending_went_on = False  # a `#` line came after the pending row: the output did not stop inside it
         self.last_error: tuple[str, int] | None = None  # the first error line of the open test, with its number
 
     def close(self, test: _Open, end: int) -> None:
@@ -243,7 +245,11 @@ class _Reader:
         first = (test.cause_text, test.cause[1]) if test.cause and test.cause_text else self.last_error
         said = f": line {first[1]} says {first[0]!r}" if first else ": no error message printed"
         truncated = error is None and first is None and test.avg is None
-        if truncated:
+        if truncated and test.cut_at is not None:
+            error = (f"truncated capture: capture cut short at {self.display}:{test.cut_at}, inside a result row "
+                     f"(not read; the {len(test.rows)} rows before it are), before the test's '# Avg bus bandwidth' "
+                     "line, and no error is printed (not evidence against the cluster)")
+        elif truncated:
             stop = test.last_row or test.line
             error = (f"truncated capture: the output stops after line {stop}, before the test's '# Avg bus "
                      "bandwidth' line, and no error is printed (a capture cut short: not evidence against the "
@@ -298,6 +304,8 @@ class _Reader:
             if len(cleaned.split()) < _ROW_MIN:
                 cleaned = pending[0] + " " + cleaned.strip()
             self.pending = None
+        elif pending is not None and cleaned.strip():
+            self.pending_went_on = True
         if not cleaned.strip():
             if (text.strip() and current is not None and "NCCL INFO" not in text and _may_say_error(text)
                     and _ERROR.search(text)):
@@ -345,7 +353,7 @@ class _Reader:
                 tokens = _without_per_iteration(tokens, number, self.display)
             if len(tokens) < _ROW_MIN:
                 if current is not None:
-                    self.pending = (cleaned, number)
+                    self.pending, self.pending_went_on = (cleaned, number), False
                 return
             if current is None:
                 try:  # a table without its header opens a test; other numbers outside a test are not read
@@ -444,6 +452,10 @@ class _Reader:
 
     def finish(self, total: int) -> NcclTestsResult:
         """The tests read, once step() has taken the file's `total` lines."""
+        if (self.pending is not None and self.current is not None and self.current.avg is None
+                and not self.pending_went_on):
+            # the file ends inside a row (only blank lines after it): the capture stopped there, the row is not read
+            self.current.cut_at, self.pending = self.pending[1], None
         if self.pending is not None and self.current is not None:
             raise EvidenceError(
                 self.display,

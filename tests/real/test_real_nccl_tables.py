@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from clustercert.errors import EvidenceError
 from clustercert.parsers.nccl_tests import CollectiveTest, parse_nccl_tests
+from tests.conftest import run_cli
 
 _RANK = re.compile(r"^#\s+Rank\s+(\d+)\s.*?\son\s+(\S+)\s")
 
@@ -161,6 +163,52 @@ def test_a_table_cut_mid_way_is_a_truncated_capture(real_samples: Path, tmp_path
     assert (test.collective, test.ranks, len(test.hosts_seen), len(test.rows)) == ("all_reduce", 80, 10, 5)
     assert test.reported_avg_busbw is None
     assert max(max(r.busbw_oop, r.busbw_ip) for r in test.rows) == 318.68  # line 96, the fifth row, as printed
+
+
+@pytest.mark.parametrize("end", ["", "\n", "\n\n"])
+def test_a_row_cut_mid_line_at_the_end_is_a_truncated_capture(real_samples: Path, tmp_path: Path, end: str) -> None:
+    # the capture stops inside the sixth all_gather row (after its size, count and type), with or without a line end
+    text = (real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text()
+    lines = text.splitlines()
+    gather = lines.index("# Collective test starting: all_gather_perf")
+    rows = [n for n in range(gather, len(lines)) if lines[n] and not lines[n].startswith("#")][:6]
+    cut_line = rows[5] + 1  # 1-based
+    kept = [*lines[:rows[5]], " ".join(lines[rows[5]].split()[:3])]
+    path = tmp_path / "cut.log"
+    path.write_text("\n".join(kept) + end)
+    whole, cut = parse_nccl_tests(path, "cut.log").tests
+    _assert_as_printed(whole, _printed(text)[0], "all_reduce")  # the test before it is as the file prints it
+    assert cut.truncated and cut.error is not None and (cut.cause, cut.cause_line) == (None, None)
+    assert f"capture cut short at cut.log:{cut_line}, inside a result row" in cut.error
+    assert "not evidence against the cluster" in cut.error
+    printed = [float(lines[n].split()[c]) for n in rows[:5] for c in (7, 11)]  # the five whole rows' busbw
+    assert (cut.collective, cut.ranks, len(cut.rows)) == ("all_gather", 8, 5)
+    assert [v for r in cut.rows for v in (r.busbw_oop, r.busbw_ip)] == printed
+    assert cut.reported_avg_busbw is None
+
+
+def test_a_row_cut_mid_table_is_still_refused(real_samples: Path, tmp_path: Path) -> None:
+    # a row broken and the output going on to its average is not a capture that stopped: the file is damaged
+    lines = (real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text().splitlines()
+    avg = next(n for n, line in enumerate(lines) if line.startswith("# Avg bus bandwidth"))
+    last = max(n for n in range(avg) if lines[n] and not lines[n].startswith("#"))  # the table's last row
+    broken = [*lines[:last], " ".join(lines[last].split()[:3]), *lines[last + 1:avg + 1]]
+    path = tmp_path / "broken.log"
+    path.write_text("\n".join(broken) + "\n")
+    with pytest.raises(EvidenceError) as caught:
+        parse_nccl_tests(path, "broken.log")
+    assert (caught.value.line, caught.value.field) == (last + 1, "row")
+    assert "expected a complete result row" in caught.value.message
+
+
+def test_evidence_parse_reads_a_capture_cut_mid_row(real_samples: Path, tmp_path: Path) -> None:
+    text = (real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text()
+    path = tmp_path / "nccl_N1_G8_cnode3-002.log"
+    path.write_text(text[:text.index("  1073741824      16777216    double", text.index("all_gather_perf")) + 30])
+    proc = run_cli("evidence", "parse", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "2 tests, 1 cut short;" in proc.stdout
+    assert "all_gather: 8 ranks on 1 host, lines 36-60: CUT SHORT, truncated capture:" in " ".join(proc.stdout.split())
 
 
 def test_a_test_nccl_aborted_is_not_a_truncated_capture(real_samples: Path) -> None:
