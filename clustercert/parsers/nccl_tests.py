@@ -195,6 +195,7 @@ class _Open:
     last_row: int | None = None  # the line of the last row or of the column header, where a cut capture stops
     ended: bool = False  # a blank line after its table: later text is not this test's (a document's prose)
     cut_at: int | None = None  # the line of a result row the file ends inside (the capture stopped mid-line)
+    width: int | None = None  # the columns of its last row read: a row with fewer that cannot be read was cut
 
 
 def parse_nccl_tests(path: Path, display: str, *, limit: int = DEFAULT_LIMIT) -> NcclTestsResult:
@@ -229,7 +230,7 @@ def _read_lines(text: str, reader: _Reader) -> None:
 class _Reader:
     """The line-by-line reading of a text file: step() takes each line in file order, finish() the end."""
 
-    __slots__ = ("current", "display", "last_binary", "last_error", "pending", "pending_went_on", "tests")
+    __slots__ = ("broken", "current", "display", "last_binary", "last_error", "pending", "pending_went_on", "tests")
 
     def __init__(self, display: str, last_binary: str | None) -> None:
         self.display = display
@@ -238,6 +239,9 @@ class _Reader:
         self.current: _Open | None = None
         self.pending: tuple[str, int] | None = None  # a row cut by a debug print, waiting for its remainder
         self.pending_went_on = False  # a `#` line came after the pending row: the output did not stop inside it
+        # a row of the open test that could not be read: raised at the next line read, the file's end (only blank or
+        # debug lines after it) shows the capture stopped inside it
+        self.broken: EvidenceError | None = None
         self.last_error: tuple[str, int] | None = None  # the first error line of the open test, with its number
 
     def close(self, test: _Open, end: int) -> None:
@@ -291,6 +295,14 @@ class _Reader:
         if self.last_error is None:
             self.last_error = (text.strip()[:160], number)
 
+    def went_on(self) -> None:
+        """A line that is neither blank nor a debug print was read: a row that could not be read before it was not
+        where the capture stopped (its error is raised), nor was a row cut short before it."""
+        if self.broken is not None:
+            raise self.broken
+        if self.pending is not None:
+            self.pending_went_on = True
+
     def step(self, raw: str, number: int) -> None:
         """Read line `number` (its text `raw`, without its line break)."""
         current = self.current
@@ -299,6 +311,8 @@ class _Reader:
         prefix = _PREFIX.match(raw)
         text = raw[prefix.end():] if prefix else raw
         cleaned = (_DEBUG.sub("", text) if "NCCL" in text else text).rstrip()
+        if self.broken is not None and cleaned.strip():
+            raise self.broken
         pending = self.pending
         if pending is not None and cleaned.strip() and not cleaned.lstrip().startswith("#"):
             if len(cleaned.split()) < _ROW_MIN:
@@ -361,8 +375,14 @@ class _Reader:
                 except EvidenceError:
                     return
             else:
-                row = _row(tokens, number, self.display)
-            self.add_rows([row])
+                try:
+                    row = _row(tokens, number, self.display)
+                except EvidenceError as exc:
+                    if current.avg is not None or current.width is None or len(tokens) >= current.width:
+                        raise  # a whole row with a bad value, or one after the test's average: damaged, not cut
+                    self.broken = exc
+                    return
+            self.add_rows([row], len(tokens))
             return
         if current is None:
             return
@@ -380,6 +400,7 @@ class _Reader:
         """A test header on line `number`: `# Collective test starting` (its collective), `# nccl-tests version` or
         a `# nThread` line after results (None). The collective names a just-opened test without rows; any other
         header closes the open test and opens a new one."""
+        self.went_on()
         current = self.current
         if collective is not None and current is not None and current.collective is None and not current.rows:
             current.collective = collective
@@ -418,11 +439,13 @@ class _Reader:
 
     def columns(self, number: int) -> None:
         """The column header of a result table (`#  size  count  type ...`) on line `number`."""
+        self.went_on()
         self.header_part(number).last_row = number
 
     def conclude(self, number: int, collective: str | None = None) -> None:
         """`# Collective test concluded[: X_perf]` on line `number`: closes the open test (named X where no header
         named it)."""
+        self.went_on()
         if self.current is not None:
             if collective is not None and self.current.collective is None:
                 self.current.collective = collective
@@ -431,6 +454,7 @@ class _Reader:
 
     def rank(self, index_text: str, host: str | None, number: int) -> None:
         """A `#  Rank N ... on HOST` line, on line `number`: of the open test unless that one has results."""
+        self.went_on()
         test = self.header_part(number)
         index = int(index_text)
         test.ranks.add(index)
@@ -439,19 +463,25 @@ class _Reader:
 
     def average(self, text: str, number: int) -> None:
         """The `# Avg bus bandwidth : X` line of the open test, on line `number`."""
+        self.went_on()
         if self.current is not None and self.current.avg is None:
             self.current.avg = to_float(text, file=self.display, line=number, field="Avg bus bandwidth", hint=_HINT)
             self.current.avg_line = self.current.last_line = number
 
-    def add_rows(self, rows: list[NcclRow]) -> None:
-        """Read whole result rows that follow one another (debug lines between them do nothing), as step() does."""
+    def add_rows(self, rows: list[NcclRow], width: int = 13) -> None:
+        """Read whole result rows that follow one another (debug lines between them do nothing), as step() does;
+        `width`: the columns of the last (the fast reading takes only rows of 13)."""
+        self.went_on()
         self.pending = None  # a whole row ends the wait for a cut row's remainder
         test = self.table(rows[0].line)
         test.rows.extend(rows)
-        test.last_row = rows[-1].line
+        test.last_row, test.width = rows[-1].line, width
 
     def finish(self, total: int) -> NcclTestsResult:
         """The tests read, once step() has taken the file's `total` lines."""
+        if self.broken is not None and self.current is not None:
+            # the file ends inside a row it cannot read (only blank or debug lines after it): the capture stopped
+            self.current.cut_at, self.broken = self.broken.line, None
         if (self.pending is not None and self.current is not None and self.current.avg is None
                 and not self.pending_went_on):
             # the file ends inside a row (only blank lines after it): the capture stopped there, the row is not read

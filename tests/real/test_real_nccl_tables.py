@@ -165,26 +165,48 @@ def test_a_table_cut_mid_way_is_a_truncated_capture(real_samples: Path, tmp_path
     assert max(max(r.busbw_oop, r.busbw_ip) for r in test.rows) == 318.68  # line 96, the fifth row, as printed
 
 
-@pytest.mark.parametrize("end", ["", "\n", "\n\n"])
-def test_a_row_cut_mid_line_at_the_end_is_a_truncated_capture(real_samples: Path, tmp_path: Path, end: str) -> None:
-    # the capture stops inside the sixth all_gather row (after its size, count and type), with or without a line end
-    text = (real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text()
+def _cut_in_the_sixth_gather_row(text: str, words: int, chars: int | None) -> tuple[list[str], list[int]]:
+    """The real output up to its sixth all_gather row, of which only `words` columns are kept, the last of them
+    cut to `chars` characters (None: whole); and the lines (0-based) of the six rows."""
     lines = text.splitlines()
     gather = lines.index("# Collective test starting: all_gather_perf")
     rows = [n for n in range(gather, len(lines)) if lines[n] and not lines[n].startswith("#")][:6]
-    cut_line = rows[5] + 1  # 1-based
-    kept = [*lines[:rows[5]], " ".join(lines[rows[5]].split()[:3])]
+    kept = lines[rows[5]].split()[:words]
+    kept[-1] = kept[-1][:chars]
+    return [*lines[:rows[5]], "  ".join(kept)], rows
+
+
+@pytest.mark.parametrize("end", ["", "\n", "\n\n"])
+@pytest.mark.parametrize(("words", "chars"), [(3, None), (11, None), (12, 3)])
+def test_a_row_cut_mid_line_at_the_end_is_a_truncated_capture(real_samples: Path, tmp_path: Path, end: str,
+                                                              words: int, chars: int | None) -> None:
+    # the capture stops inside the sixth all_gather row: after its type, after 11 of its 13 columns, or inside the
+    # in-place busbw ('347' of '347.87'), with or without a line end after it
+    text = (real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text()
+    kept, rows = _cut_in_the_sixth_gather_row(text, words, chars)
     path = tmp_path / "cut.log"
     path.write_text("\n".join(kept) + end)
     whole, cut = parse_nccl_tests(path, "cut.log").tests
     _assert_as_printed(whole, _printed(text)[0], "all_reduce")  # the test before it is as the file prints it
     assert cut.truncated and cut.error is not None and (cut.cause, cut.cause_line) == (None, None)
-    assert f"capture cut short at cut.log:{cut_line}, inside a result row" in cut.error
+    assert f"capture cut short at cut.log:{rows[5] + 1}, inside a result row" in cut.error
     assert "not evidence against the cluster" in cut.error
+    lines = text.splitlines()
     printed = [float(lines[n].split()[c]) for n in rows[:5] for c in (7, 11)]  # the five whole rows' busbw
     assert (cut.collective, cut.ranks, len(cut.rows)) == ("all_gather", 8, 5)
     assert [v for r in cut.rows for v in (r.busbw_oop, r.busbw_ip)] == printed
     assert cut.reported_avg_busbw is None
+
+
+def test_a_whole_last_row_with_a_bad_value_is_still_refused(real_samples: Path, tmp_path: Path) -> None:
+    # all 13 columns are there: a bad value is damage, not a capture that stopped
+    kept, rows = _cut_in_the_sixth_gather_row(
+        (real_samples / "nccl-tests" / "nccl_N1_G8_cnode3-002.log").read_text(), 13, None)
+    path = tmp_path / "bad.log"
+    path.write_text("\n".join([*kept[:-1], kept[-1].replace("345.46", "345.4.6")]) + "\n")
+    with pytest.raises(EvidenceError) as caught:
+        parse_nccl_tests(path, "bad.log")
+    assert (caught.value.line, caught.value.field) == (rows[5] + 1, "busbw")
 
 
 def test_a_row_cut_mid_table_is_still_refused(real_samples: Path, tmp_path: Path) -> None:
