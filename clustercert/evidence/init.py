@@ -506,6 +506,8 @@ def _other_runs(others: list[tuple[str, str, Path]], loaded: LoadedCatalog | Non
                     continue
                 fields.append(_Field("fields", [PLACEHOLDER], f"needed: the dump has no header line: the {width} "
                                      "field names of its `sacct --format` list, in order"))
+        if fmt == "mlperf" and (precision := _mlperf_precision(path, rel, limit)) is not None:
+            fields.append(precision)
         found = mlperf.get(rel)
         if found is not None and found.rel is not None:  # MLCommons' systems/<system>.json: listed with its result
             fields.append(_Field("files", [rel, found.rel], f"the result and its system {found.name or '(unnamed)'}"))
@@ -513,6 +515,32 @@ def _other_runs(others: list[tuple[str, str, Path]], loaded: LoadedCatalog | Non
             fields.append(_Field("files", [rel]))
         runs.append(_Run(fields))
     return runs, training
+
+
+def _mlperf_precision(path: Path, rel: str, limit: int) -> _Field | None:
+    """The precision an MLPerf result's runs print in their configuration (the peak of its MFU), where every
+    result file prints the same one; None (the field left out, MFU not derived) where they print none or differ."""
+    files = sorted(path.glob("result_*.txt")) if path.is_dir() else [path]
+    seen: dict[str, str] = {}
+    for file in files:
+        shown = f"{rel}/{file.name}" if path.is_dir() else rel
+        try:
+            config = read_log_config(file, shown, limit=limit)
+        except EvidenceError:
+            return None
+        fp8 = [(v, n) for v, n in config.distinct("fp8") if v.lower() not in _FALSE]
+        bf16 = [n for v, n in config.distinct("bf16") if v.lower() == "true"]
+        bf16 += [n for v, n in config.distinct("precision") if "bf16" in v.lower()]
+        if fp8:
+            seen.setdefault("fp8", f"{shown} prints fp8: {fp8[0][0]} at line {fp8[0][1]}")
+        elif bf16:
+            seen.setdefault("bf16", f"{shown} prints bf16 at line {bf16[0]}")
+        else:
+            return None
+    if len(seen) != 1:
+        return None
+    ((precision, said),) = seen.items()
+    return _Field("precision", precision, f"{said}, as do all {len(files)} runs (the peak of the MFU)")
 
 
 @dataclass(frozen=True)

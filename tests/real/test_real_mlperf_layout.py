@@ -61,6 +61,8 @@ def test_init_asks_nothing_the_system_json_answers(drafted: dict[str, object]) -
     (run,) = draft["runs"]
     assert run["files"] == [f"results/{SYSTEM}/{BENCH}", f"systems/{SYSTEM}.json"]
     assert "nothing to fill in" in drafted["init"].stdout  # type: ignore[attr-defined]
+    assert run["precision"] == "fp8"  # result_0.txt line 98 `fp8: true`, as in every run (the MFU's peak)
+    assert "result_0.txt prints fp8: true at line 98, as do all 10 runs" in text
     assert f"#   systems/{SYSTEM}.json" not in text  # used, not listed among the files not used
     check = drafted["check"]
     assert check.returncode == 0, check.stdout + check.stderr  # type: ignore[attr-defined]
@@ -89,8 +91,8 @@ def test_the_mfu_of_the_real_submission_by_hand(drafted: dict[str, object]) -> N
     root = drafted["root"]
     assert isinstance(root, Path)
     bundle = load_bundle(root)
-    (run,) = bundle.spec.runs
-    fp8 = run.model_copy(update={"precision": Precision.FP8})  # the logs' NeMo config prints fp8: true
+    (fp8,) = bundle.spec.runs
+    assert fp8.precision is Precision.FP8  # drafted by init: every result file's NeMo config prints `fp8: true`
     result = parse_run(bundle, fp8, 1 << 30)
     flops = MlperfFlops(load_mlperf_benchmarks(ROOT / "references" / "mlperf-benchmarks.yaml"),
                         {"bf16": 989.0, "fp8": 1979.0}, "catalog exemplar-h100")
