@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from clustercert.mlperf_benchmarks import load_mlperf_benchmarks
 from clustercert.phases.efficiency import judge_efficiency
 from clustercert.verdicts import Severity, Status
+from tests.conftest import ROOT
 from tests.unit.phase_bundles import by_id, gb200, parse_all, write_bundle
 
 # DOMAIN.md section 4 worked numbers, Llama 3 70B at s = 8192
@@ -100,3 +102,16 @@ def test_mlperf_against_a_catalog_target(tmp_path: Path) -> None:
     check = failed["efficiency.mlperf-llama2-lora_time_to_train"]
     assert check.status is Status.FAIL and check.severity is Severity.REQUIRED
     assert "score 30.00 min vs target 29.5 min" in check.message
+
+
+def test_mlperf_mfu_is_said_through_judge_efficiency(tmp_path: Path) -> None:
+    # the benchmarks file reaches the MLPerf check: these runs log no tracked_stats, so no MFU, and the check says why
+    b = _bundle(tmp_path, None, RUNS)["bundle"]
+    parsed = parse_all(b)
+    benchmarks = load_mlperf_benchmarks(ROOT / "references" / "mlperf-benchmarks.yaml")
+    result = judge_efficiency(b.spec, gb200(), {"l70-r1": parsed["l70-r1"]}, parsed,  # type: ignore[arg-type]
+                              benchmarks=benchmarks)
+    check = by_id(result.checks)["efficiency.mlperf-llama2-lora_time_to_train"]
+    assert "; MFU not derived: no tracked_stats step time in the runs" in check.message
+    without = by_id(judge_efficiency(b.spec, gb200(), {"l70-r1": parsed["l70-r1"]}, parsed).checks)  # type: ignore[arg-type]
+    assert "MFU" not in without["efficiency.mlperf-llama2-lora_time_to_train"].message  # no file given, no clause
