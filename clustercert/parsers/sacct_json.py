@@ -71,7 +71,7 @@ def parse_sacct_json(text: str, display: str, *, timezone: str, zone: ZoneInfo,
             start=_moment(times.get("start"), zone, display, line, "time.start"),
             end=_moment(times.get("end"), zone, display, line, "time.end"),
             submit=_moment(times.get("submission"), zone, display, line, "time.submission"),
-            line=line, steps=steps, fields={}, incarnation=1))
+            line=line, steps=steps, incarnation=1))
     if not jobs:
         errors = document.get("errors")
         said = f" (sacct said: {_said(errors)})" if isinstance(errors, list) and errors else ""
@@ -123,7 +123,7 @@ def _step(raw: object, job_id: str, display: str, line: int, zone: ZoneInfo) -> 
     return SacctStep(step_id=step_id, state=state, state_raw=state_raw,
                      elapsed_s=_seconds(times.get("elapsed"), display, line, "time.elapsed"),
                      start=_moment(times.get("start"), zone, display, line, "time.start"),
-                     end=_moment(times.get("end"), zone, display, line, "time.end"), line=line, fields={})
+                     end=_moment(times.get("end"), zone, display, line, "time.end"), line=line)
 
 
 def _job_id(value: object, display: str, line: int) -> str:
