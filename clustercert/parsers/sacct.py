@@ -111,7 +111,7 @@ def _sacct_by_line(
     ends: dict[str, str | None] = {}
     submits: dict[str, str | None] = {}
     durations: dict[str, float] = {}
-    states: dict[str, str] = {}
+    states: dict[str, tuple[str, str]] = {}  # (the state, its text as printed)
     for number, line in enumerate(lines, start=1):
         if _skipped(line):
             continue
@@ -133,10 +133,11 @@ def _sacct_by_line(
         job_id = row[id_column].strip()
         if not job_id:
             raise EvidenceError(display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID")
-        state_raw = row["State"].strip()
-        state = states.get(state_raw)
-        if state is None:
-            state = states[state_raw] = _state(state_raw, display, number)
+        read = states.get(row["State"].strip())
+        if read is None:  # the first row's text kept for every row that prints the same: one str, not one a row
+            state_raw = row["State"].strip()
+            read = states[state_raw] = (_state(state_raw, display, number), state_raw)
+        state, state_raw = read
         elapsed_text = row.get("Elapsed", "")
         elapsed = durations.get(elapsed_text)
         if elapsed is None and elapsed_text.strip():
