@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from clustercert.errors import EvidenceError
-from clustercert.parsers import events, sacct
+from clustercert.parsers import events, sacct, training
 from clustercert.parsers.events import EventType, parse_events
 from clustercert.parsers.sacct import SacctJob, SacctStep, parse_sacct
 from clustercert.parsers.training import read_text
@@ -515,3 +515,51 @@ def test_sacct_fixed_width_table_is_detected_and_refused_at_its_rule(tmp_path: P
     with pytest.raises(EvidenceError) as row:
         parse_sacct(path, "sacct.txt")
     assert (row.value.line, row.value.field) == (2, "State")
+
+
+def _big_dump(jobs: int, end: str) -> str:
+    """A dump past read_text_pieces()'s first 64 KiB: a header, comment lines, jobs with two steps each, names
+    with characters of more than one byte and a terminal colour sequence."""
+    lines = ["# sacct -P --format JobID,JobName,State,Start,End,Elapsed,Submit",
+             "JobID|JobName|State|Start|End|Elapsed|Submit"]
+    for i in range(jobs):
+        start = f"2024-01-02T03:{i // 60 % 60:02d}:{i % 60:02d}"
+        lines += [f"{1000 + i}|entraînement-{i}|{'COMPLETED' if i % 7 else 'FAILED'}|{start}|2024-01-02T05:00:00|"
+                  f"0{i % 9}:00:00|2024-01-02T03:00:00",
+                  f"{1000 + i}.batch|batch|\x1b[32mCOMPLETED\x1b[0m|{start}|2024-01-02T05:00:00|00:01:00|",
+                  f"{1000 + i}.0|python|COMPLETED|{start}|2024-01-02T05:00:00|00:02:{i % 60:02d}|"]
+        if i % 500 == 0:
+            lines.append("# a comment between jobs")
+    return end.join(lines) + end
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+def test_a_dump_read_in_small_pieces_reads_as_its_whole_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             end: str) -> None:
+    """parse_sacct() reads a dump a piece at a time (read_text_pieces(): a megabyte each, so that the decoded file
+    is never held whole beside its records). Pieces of a kilobyte, cut between any two lines (a job's steps in the
+    next piece), give read_text()'s lines, and the same records, warnings and refusals as the whole text: the fast
+    reading, the line-by-line one (a row short of a field) and a NUL late in the file, at its line."""
+    path = tmp_path / "sacct.txt"
+    text = _big_dump(800, end)
+    short = text + "9999|late|COMPLETED|2024-01-02T06:00:00|2024-01-02T07:00:00|01:00:00" + end
+    lines = text.split(end)
+    nul = end.join([*lines[:2000], "4000|x\x00|COMPLETED||||", *lines[2000:]])  # line 2001
+    for dump in (text, short, nul):
+        path.write_bytes(("\ufeff" + dump).encode())  # a byte order mark, as a Windows editor saves it
+        whole = _outcome(lambda: parse_sacct(path, "sacct.txt"))
+        with monkeypatch.context() as patch:
+            patch.setattr(training, "_PIECE_BYTES", 1000)
+            if dump is not nul:
+                pieces = list(training.read_text_pieces(path, "sacct.txt", limit=1 << 30))
+                assert len(pieces) > 50 and all(piece.endswith("\n") for piece in pieces)
+                assert "".join(pieces).splitlines() == read_text(path, "sacct.txt", limit=1 << 30).splitlines()
+            small = _outcome(lambda: parse_sacct(path, "sacct.txt"))
+        _assert_same_sacct(small, whole)
+        if dump is text:
+            assert small[0] == "result" and len(small[1].jobs) == 800 and small[1].warnings == []
+            assert small[1].jobs[799].steps[1].line == 2 + 800 * 3 + 2  # the header at 2, 2 comment lines
+        elif dump is short:
+            assert small[0] == "result" and small[1].jobs[-1].job_id == "9999" and len(small[1].warnings) == 1
+        else:
+            assert small[0] == "error" and small[1][3] == 2001 and "NUL" in small[1][1]
