@@ -187,10 +187,21 @@ def _llmb(record: Record) -> Iterator[Row]:
               _met(bool(record["meets_targets"])))
 
 
+def _sacct_memory(record: Record) -> Iterator[Row]:
+    for result in record["results"]:
+        ratio = result["peak_added_per_file_byte"]
+        yield Row("sacct_memory", f"{result['form']}: {result['rows']:,}-row dump ({result['bytes'] / 1e6:.1f} MB) "
+                  "read, peak memory added per byte of the dump", f"{ratio:.2f}x", f"<= {_SACCT_MEMORY_TARGET:g}x",
+                  _met(ratio <= _SACCT_MEMORY_TARGET))
+
+
+_SACCT_MEMORY_TARGET = 3.0  # issue 55's bar: reading a large dump adds at most about 3x its size
+
+
 _SUMMARIES: dict[str, Callable[[Record], Iterator[Row]]] = {
     "certify": _certify, "loaded": _loaded, "loaded_at_once": _loaded, "parsers": _parsers, "scale": _scale,
     "subflow": _subflow, "validation": _validation, "hostile": _hostile, "json": _json, "render": _render,
-    "health": _health, "llmb": _llmb,
+    "health": _health, "llmb": _llmb, "sacct_memory": _sacct_memory,
 }
 
 

@@ -7,6 +7,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from clustercert.errors import EvidenceError
@@ -17,6 +18,7 @@ __all__ = [
     "check_size",
     "finite",
     "json_of",
+    "json_refusals",
     "plain_chunks",
     "read_json",
     "refuse_binary",
@@ -88,9 +90,19 @@ def json_of(data: bytes, display: str) -> object:
         raise EvidenceError(display, "expected a JSON document, got an empty file")
     refuse_binary(data[:65536], display)
     try:
-        return json.loads(data.decode("utf-8-sig"))  # a leading byte order mark is no text
+        text = data.decode("utf-8-sig")  # a leading byte order mark is no text
     except UnicodeDecodeError:
         raise EvidenceError(display, "expected UTF-8 JSON text, got binary data") from None
+    with json_refusals(display):
+        return json.loads(text)
+
+
+@contextmanager
+def json_refusals(display: str) -> Iterator[None]:
+    """Whatever the JSON decoding in the block cannot read, as json_of() refuses it: an EvidenceError naming
+    `display` (and the line of a syntax error)."""
+    try:
+        yield
     except json.JSONDecodeError as exc:
         raise EvidenceError(
             display, f"expected valid JSON, got {exc.msg}. Re-export the file", line=exc.lineno

@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 import operator
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from datetime import datetime
 from itertools import accumulate, compress, repeat
 from operator import itemgetter
@@ -18,7 +19,7 @@ from clustercert.errors import EvidenceError
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.sacct_json import parse_sacct_json
 from clustercert.parsers.sacct_records import STATES, SacctJob, SacctResult, SacctStep, base_state
-from clustercert.parsers.training import read_text
+from clustercert.parsers.training import read_text_pieces
 
 __all__ = ["STATES", "SacctJob", "SacctResult", "SacctStep", "base_state", "fixed_width_rule", "parse_elapsed",
            "parse_sacct"]
@@ -69,22 +70,34 @@ def parse_sacct(
             f"expected an IANA timezone such as UTC, got {timezone!r}. Fix bundle.yaml",
             field="timezone",
         ) from None
-    text = read_text(path, display, limit=limit)
-    if text.lstrip().startswith("{"):  # `sacct --json` (no --parsable2 dump starts with a brace)
-        return parse_sacct_json(text, display, timezone=timezone, zone=zone, fields=fields)
-    fast = _sacct_fast(text, display, fields, timezone, zone)
+    pieces = read_text_pieces(path, display, limit=limit)
+    with closing(pieces):
+        ahead: list[str] = []
+        for piece in pieces:  # the first piece that is not all blank tells the forms apart
+            ahead.append(piece)
+            if not piece.isspace():
+                break
+        if "".join(ahead).lstrip().startswith("{"):  # `sacct --json` (no --parsable2 dump starts with a brace)
+            text = "".join([*ahead, *pieces])
+            del ahead
+            return parse_sacct_json(text, display, timezone=timezone, zone=zone, fields=fields)
+        # read a piece at a time, the pieces read dropped: the dump is never held whole beside its records
+        fast = _sacct_fast(itertools.chain(ahead, pieces), display, fields, timezone, zone)
     if fast is not None:
         return fast
-    return _sacct_by_line(text, display, fields, timezone, zone)
+    # a dump the fast reading does not read is read again, from its start, a line at a time
+    with closing(read_text_pieces(path, display, limit=limit)) as again:
+        return _sacct_by_line(_lines(again), display, fields, timezone, zone)
 
 
 def _sacct_by_line(
-    text: str, display: str, fields: list[str] | None, timezone: str, zone: ZoneInfo
+    lines: Iterator[str], display: str, fields: list[str] | None, timezone: str, zone: ZoneInfo
 ) -> SacctResult:
-    """What parse_sacct() reads from `text` (read_text()'s), a line at a time: any dump the fast reading does not
-    read, each error naming its line and field."""
-    lines = text.splitlines()  # read_text() joins its lines with "\n" only: these are the file's lines
-    _refuse_fixed_width(lines, display)
+    """What parse_sacct() reads from a dump's `lines` (_lines()'), a line at a time: any dump the fast reading does
+    not read, each error naming its line and field."""
+    head = list(itertools.islice(lines, 50))
+    _refuse_fixed_width(head, display)
+    lines = itertools.chain(head, lines)
     columns = list(fields) if fields else None
     id_column = _id_column(columns or [])
     jobs: list[SacctJob] = []
@@ -92,17 +105,21 @@ def _sacct_by_line(
     short: dict[int, list[int]] = {}
     header_seen = False
     # A dump repeats its times, durations and states (a job's steps share its start; many jobs one state): each
-    # distinct text is read once per file
+    # distinct text is read once per stretch of the file (the tables emptied when full: a dump's every distinct
+    # time kept would hold a large share of its size)
     starts: dict[str, str | None] = {}
     ends: dict[str, str | None] = {}
     submits: dict[str, str | None] = {}
     durations: dict[str, float] = {}
-    states: dict[str, str] = {}
-    for number, text in enumerate(lines, start=1):
-        if not text or text.isspace() or text.lstrip().startswith("#"):
+    states: dict[str, tuple[str, str]] = {}  # (the state, its text as printed)
+    for number, line in enumerate(lines, start=1):
+        if _skipped(line):
             continue
-        cells = text.split("|")
-        if not header_seen and _is_header(text):
+        if len(starts) + len(ends) + len(submits) + len(durations) + len(states) > _KNOWN:
+            for known in (starts, ends, submits, durations, states):
+                known.clear()
+        cells = line.split("|")
+        if not header_seen and _is_header(line):
             columns = [c.strip() for c in cells]
             id_column = _id_column(columns)
             header_seen = True
@@ -116,10 +133,11 @@ def _sacct_by_line(
         job_id = row[id_column].strip()
         if not job_id:
             raise EvidenceError(display, f"expected a job id, got an empty one. {_HINT}", line=number, field="JobID")
-        state_raw = row["State"].strip()
-        state = states.get(state_raw)
-        if state is None:
-            state = states[state_raw] = _state(state_raw, display, number)
+        read = states.get(row["State"].strip())
+        if read is None:  # the first row's text kept for every row that prints the same: one str, not one a row
+            state_raw = row["State"].strip()
+            read = states[state_raw] = (_state(state_raw, display, number), state_raw)
+        state, state_raw = read
         elapsed_text = row.get("Elapsed", "")
         elapsed = durations.get(elapsed_text)
         if elapsed is None and elapsed_text.strip():
@@ -133,8 +151,7 @@ def _sacct_by_line(
             if parent not in by_id:
                 raise EvidenceError(display, f"expected job {parent} before its step {job_id}, got none. {_HINT}",
                                     line=number, field="JobID")
-            jobs[by_id[parent]].steps.append(
-                SacctStep._make((job_id, state, state_raw, elapsed, start, end, number, row)))
+            jobs[by_id[parent]].steps.append(SacctStep._make((job_id, state, state_raw, elapsed, start, end, number)))
             continue
         # `sacct --duplicates` prints every incarnation of a requeued job under the same id, each with its steps
         incarnation = jobs[by_id[job_id]].incarnation + 1 if job_id in by_id else 1
@@ -142,12 +159,24 @@ def _sacct_by_line(
         submit = (submits[submit_text] if submit_text in submits
                   else _known_time(submits, submit_text, zone, display, number, "Submit"))
         by_id[job_id] = len(jobs)
-        jobs.append(SacctJob._make((job_id, state, state_raw, elapsed, start, end, submit, number, [], row,
-                                    incarnation)))
+        jobs.append(SacctJob._make((job_id, state, state_raw, elapsed, start, end, submit, number, [], incarnation)))
     if not jobs:
         raise EvidenceError(display, f"expected sacct job rows, found none. {_HINT}")
     return SacctResult(file=display, fields=columns or [], timezone=timezone, jobs=jobs,
                        warnings=_short_rows(display, columns or [], short))
+
+
+_KNOWN = 1 << 14  # distinct texts the line-by-line reading remembers before it starts over
+
+
+def _lines(pieces: Iterable[str]) -> Iterator[str]:
+    """The lines of read_text_pieces()'s `pieces` (what read_text()'s text.splitlines() lists), a piece's at a
+    time: a list of them all would hold the dump's size again."""
+    for piece in pieces:
+        lines = piece.split("\n")
+        if piece.endswith("\n"):
+            lines.pop()  # the piece's last line end ends its last line: no empty line after it
+        yield from lines
 
 
 def _row_cells(cells: list[str], columns: list[str], display: str, number: int,
@@ -257,7 +286,7 @@ def _time(text: str | None, zone: ZoneInfo, display: str, number: int, name: str
 
 # The fast reading of a dump (the line-by-line reading spends its time on each row's split, lookups and checks):
 # a block of lines split into cells at once, each field read once per distinct text, the records built from the
-# columns by map() (C loops), a field holding one text on every row of a block kept as one str (half the memory).
+# columns by map() (C loops), the cells no record reads dropped with their block.
 # It reads only a dump whose every row it can prove the line-by-line reading reads alike:
 # - every line is a row, a blank or comment line, or the header as the first line that is neither;
 # - every row has the field list's count of '|' (or, all of them, one more and a trailing '|': `--parsable`), so
@@ -288,7 +317,7 @@ def fixed_width_rule(lines: Iterable[str]) -> int | None:
     return None
 
 
-def _refuse_fixed_width(lines: list[str], display: str) -> None:
+def _refuse_fixed_width(lines: Iterable[str], display: str) -> None:
     """sacct's fixed-width table is refused naming its rule line: its cells are cut at their width (`CANCELLED+`,
     a node list's end), so what it says cannot be read whole."""
     rule = fixed_width_rule(lines)
@@ -348,7 +377,8 @@ class _Rows:
         self.bars = len(columns) if trailing else len(columns) - 1
         self.trailing = trailing
         self.index = {name: i for i, name in enumerate(columns)}
-        self.id_at = self.index[_id_column(columns) or "JobID"]  # the caller checked there is one
+        self.id_name = _id_column(columns) or "JobID"  # the caller checked there is one
+        self.read = (self.id_name, "State", "Elapsed", "Start", "End", "Submit")
         self.jobs: list[SacctJob] = []
         self.seen: set[str] = set()
         self.last: SacctJob | None = None
@@ -371,9 +401,9 @@ class _Rows:
         cells, numbers = rows
         if not numbers:
             return True
-        by_column, varying = self._by_column(cells)
+        by_column = self._by_column(cells)
         del cells
-        ids = list(map(str.strip, by_column[self.id_at]))
+        ids = list(map(str.strip, by_column[self.id_name]))
         if "" in ids:
             return False
         is_step = list(map(str.__contains__, ids, repeat(".")))
@@ -385,14 +415,13 @@ class _Rows:
         values = self._values(by_column, is_job)
         if values is None:
             return False
-        by_name = self._cells_by_name(by_column, varying, len(ids))
         # the records in C (tuple.__new__, as NamedTuple._make), their fields in SacctJob's and SacctStep's order
         jobs: list[SacctJob] = list(map(tuple.__new__, repeat(SacctJob), zip(
             job_ids, *_fields(values, is_job, len(job_ids)), compress(numbers, is_job),
-            [[] for _ in job_ids], compress(by_name, is_job), repeat(1, len(job_ids)), strict=True)))
+            [[] for _ in job_ids], repeat(1, len(job_ids)), strict=True)))
         steps = map(tuple.__new__, repeat(SacctStep), zip(
             compress(ids, is_step), *_fields(values, is_step, len(owner), submit=False), compress(numbers, is_step),
-            compress(by_name, is_step), strict=True))
+            strict=True))
         # index 0 is the blocks before's last job: a step names it only where there is one (_owners checked)
         owners = cast("list[SacctJob]", [self.last, *jobs])
         for index, step in zip(owner, steps, strict=True):  # each step to its job's list, in file order
@@ -428,17 +457,11 @@ class _Rows:
             return None
         return cells, numbers
 
-    def _by_column(self, cells: list[str]) -> tuple[list[list[str]], list[int]]:
-        """Each column's texts from the rows' flat `cells`, and the columns whose text varies from row to row."""
+    def _by_column(self, cells: list[str]) -> dict[str, list[str]]:
+        """The texts of each column a record reads (the job id, State, Elapsed, Start, End, Submit: the others'
+        cells are not kept), by name, from the rows' flat `cells`."""
         stride = self.bars + 1
-        by_column = [cells[i::stride] for i in range(len(self.columns))]
-        varying = []
-        for i, texts in enumerate(by_column):
-            if texts.count(texts[0]) == len(texts):  # one text in every row: one str kept, not one per row
-                by_column[i] = [texts[0]] * len(texts)
-            else:
-                varying.append(i)
-        return by_column, varying
+        return {name: cells[self.index[name]::stride] for name in self.read if name in self.index}
 
     def _owners(self, ids: list[str], is_step: list[bool], is_job: list[bool], job_ids: list[str]) -> list[int] | None:
         """For each step row, its job: 0 for the last job of the blocks before, i for this block's i-th job; None
@@ -454,7 +477,8 @@ class _Rows:
             return None  # another order, or a step without its job
         return owner
 
-    def _values(self, by_column: list[list[str]], is_job: list[bool]) -> dict[str, tuple[Any, list[Any] | None]] | None:
+    def _values(self, by_column: dict[str, list[str]],
+                is_job: list[bool]) -> dict[str, tuple[Any, list[Any] | None]] | None:
         """Each read field's value on every row: one value where every row's text reads alike (all COMPLETED,
         say), else the list of the rows' values; None where a text does not read."""
         values: dict[str, tuple[Any, list[Any] | None]] = {}
@@ -462,7 +486,7 @@ class _Rows:
             if name not in self.index:
                 values[name] = (None, None)
                 continue
-            texts = by_column[self.index[name]]
+            texts = by_column[name]
             if name == "Submit":
                 texts = list(compress(texts, is_job))  # a step's Submit is not read
             by_text = _by_text(texts, read)
@@ -471,23 +495,8 @@ class _Rows:
             if len(by_text) == 1:
                 values[name] = (next(iter(by_text.values())), None)
             else:  # a step row's Submit: None (or a job's value, never used)
-                values[name] = (None, list(map(by_text.get, by_column[self.index[name]])))
+                values[name] = (None, list(map(by_text.get, by_column[name])))
         return values
-
-    def _cells_by_name(self, by_column: list[list[str]], varying: list[int], count: int) -> list[dict[str, str]]:
-        """Each row's dict of its cells by field name, as dict(zip(columns, cells)) makes it (a trailing '|'
-        dropped)."""
-        columns = self.columns
-        if len(varying) * 2 > len(columns):
-            return list(map(dict, map(zip, repeat(columns), zip(*by_column, strict=True))))
-        # the first row's dict copied (a copy is a memcpy), the varying cells set on each
-        by_name = list(map(dict.copy, repeat(dict(zip(columns, [texts[0] for texts in by_column], strict=True)),
-                                             count)))
-        for i in varying:
-            name = columns[i]
-            for row, text in zip(by_name, by_column[i], strict=True):
-                row[name] = text
-        return by_name
 
 
 _BLOCK = 1 << 16  # characters of a dump read at a time: a block's lists and records stay in the CPU's caches, and
@@ -495,49 +504,42 @@ _BLOCK = 1 << 16  # characters of a dump read at a time: a block's lists and rec
 
 
 def _sacct_fast(
-    text: str, display: str, fields: list[str] | None, timezone: str, zone: ZoneInfo
+    pieces: Iterable[str], display: str, fields: list[str] | None, timezone: str, zone: ZoneInfo
 ) -> SacctResult | None:
-    """What parse_sacct() reads from `text` (read_text()'s), read column by column; None where the dump is not
-    one the comment above describes, and the line-by-line reading must."""
-    first = offset = 0  # the first line that is not blank or a comment (0-based), and where it starts
-    while True:
-        end = text.find("\n", offset)
-        line = text[offset:] if end < 0 else text[offset:end]
-        if not _skipped(line):
-            break
-        if end < 0:
-            return None  # no row
-        first, offset = first + 1, end + 1
-    if _is_header(line):
-        columns = [c.strip() for c in line.split("|")]
-        first, offset = first + 1, (len(text) if end < 0 else end + 1)
-    elif fields:
-        columns = list(fields)
-    else:
+    """What parse_sacct() reads from a dump's `pieces` (read_text_pieces()'), read column by column; None where
+    the dump is not one the comment above describes, and the line-by-line reading must."""
+    columns: list[str] | None = None
+    rows: _Rows | None = None
+    number = 1  # the line the next block starts at
+    for piece in pieces:
+        at = 0
+        stop = len(piece) - 1 if piece.endswith("\n") else len(piece)  # the piece's last line's end
+        while rows is None and at < stop:  # the lines before the first row: blank lines, comments, the header
+            end = piece.find("\n", at, stop)
+            end = stop if end < 0 else end
+            line = piece[at:end]
+            if not _skipped(line):
+                if columns is None:
+                    header = _is_header(line)
+                    columns = [c.strip() for c in line.split("|")] if header else list(fields or [])
+                    if not columns or len(set(columns)) != len(columns) or _id_column(columns) is None \
+                            or "State" not in columns:
+                        return None
+                    if header:
+                        at, number = end + 1, number + 1
+                        continue
+                # the first row says whether rows end with a '|' (`--parsable`)
+                rows = _Rows(columns, line.count("|") == len(columns), display, zone)
+                break
+            at, number = end + 1, number + 1
+        while rows is not None and at < stop:
+            end = piece.find("\n", min(at + _BLOCK, stop), stop)
+            end = stop if end < 0 else end
+            block = piece[at:end]
+            if not rows.add(block, number):
+                return None
+            number += block.count("\n") + 1
+            at = end + 1
+    if rows is None or not rows.jobs:
         return None
-    id_column = _id_column(columns)
-    if len(set(columns)) != len(columns) or id_column is None or "State" not in columns:
-        return None
-    stop = len(text) - 1 if text.endswith("\n") else len(text)  # the last line's end
-    at = offset
-    while at < stop:  # the first row says whether rows end with a '|' (`--parsable`)
-        end = text.find("\n", at, stop)
-        line = text[at:stop] if end < 0 else text[at:end]
-        if not _skipped(line):
-            break
-        at = stop if end < 0 else end + 1
-    else:
-        return None  # no row
-    rows = _Rows(columns, line.count("|") == len(columns), display, zone)
-    number = first + 1
-    while offset < stop:
-        end = text.find("\n", min(offset + _BLOCK, stop), stop)
-        end = stop if end < 0 else end
-        block = text[offset:end]
-        if not rows.add(block, number):
-            return None
-        number += block.count("\n") + 1
-        offset = end + 1
-    if not rows.jobs:
-        return None
-    return SacctResult(file=display, fields=columns, timezone=timezone, jobs=rows.jobs, warnings=[])
+    return SacctResult(file=display, fields=columns or [], timezone=timezone, jobs=rows.jobs, warnings=[])

@@ -11,13 +11,17 @@ ended, sacct's `Unknown`).
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from array import array
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from clustercert.errors import EvidenceError
-from clustercert.parsers.common import json_of
+from clustercert.parsers.common import json_refusals
 from clustercert.parsers.sacct_records import STATES, SacctJob, SacctResult, SacctStep, base_state
 
 __all__ = ["is_sacct_json", "parse_sacct_json"]
@@ -38,40 +42,22 @@ def is_sacct_json(text: str) -> bool:
 def parse_sacct_json(text: str, display: str, *, timezone: str, zone: ZoneInfo,
                      fields: list[str] | None = None) -> SacctResult:
     """Every job of the dump's text (each incarnation of a requeued job that `--duplicates` printed) with its
-    steps."""
-    document = json_of(text.encode("utf-8"), display)
+    steps. Decoded a job at a time (_jobs_apart): the document decoded whole held many times its size."""
+    apart = _jobs_apart(text, display)
+    if apart is None:  # a document whose jobs could not be told apart: decoded whole
+        with json_refusals(display):
+            document = json.loads(text)
+        records = _record_spans(text)
+    else:
+        document, records = apart
     if not isinstance(document, dict) or not isinstance(document.get("jobs"), list):
         raise EvidenceError(display, f"expected sacct's JSON object with a 'jobs' list, got none. {_HINT}",
                             line=1, field="jobs")
-    job_lines, step_lines = _record_lines(text)
+    raws: Iterable[object] = document["jobs"] if apart is None else _decoded_jobs(text, display, document, records)
     jobs: list[SacctJob] = []
-    for index, raw in enumerate(document["jobs"]):
-        line = job_lines[index] if index < len(job_lines) else 1
-        if not isinstance(raw, dict):
-            raise EvidenceError(display, f"expected a job object, got {type(raw).__name__}. {_HINT}", line=line,
-                                field="jobs")
-        job_id = _job_id(raw.get("job_id"), display, line)
-        state_raw, state = _state(raw.get("state"), display, line, "state")
-        times = raw.get("time")
-        if not isinstance(times, dict):
-            raise EvidenceError(display, f"expected the job's 'time' object, got {_shown(times)}. {_HINT}",
-                                line=line, field="time")
-        steps: list[SacctStep] = []
-        raw_steps = raw.get("steps", [])
-        if not isinstance(raw_steps, list):
-            raise EvidenceError(display, f"expected the job's 'steps' list, got {_shown(raw_steps)}. {_HINT}",
-                                line=line, field="steps")
-        own_lines = step_lines.get(index, [])
-        for number, step in enumerate(raw_steps):
-            at = own_lines[number] if number < len(own_lines) else line
-            steps.append(_step(step, job_id, display, at, zone))
-        jobs.append(SacctJob(
-            job_id=job_id, state=state, state_raw=state_raw,
-            elapsed_s=_seconds(times.get("elapsed"), display, line, "time.elapsed"),
-            start=_moment(times.get("start"), zone, display, line, "time.start"),
-            end=_moment(times.get("end"), zone, display, line, "time.end"),
-            submit=_moment(times.get("submission"), zone, display, line, "time.submission"),
-            line=line, steps=steps, fields={}, incarnation=1))
+    for index, raw in enumerate(raws):
+        line = records.lines[index] if index < len(records.lines) else 1
+        jobs.append(_job(raw, display, line, records.steps_of(index), zone))
     if not jobs:
         errors = document.get("errors")
         said = f" (sacct said: {_said(errors)})" if isinstance(errors, list) and errors else ""
@@ -82,6 +68,82 @@ def parse_sacct_json(text: str, display: str, *, timezone: str, zone: ZoneInfo,
         warnings.append(f"{display}: a `sacct --json` dump names its own fields: the bundle's `fields` list "
                         f"({', '.join(fields)[:60]}) is not used")
     return SacctResult(file=display, fields=[], timezone=timezone, jobs=jobs, warnings=warnings)
+
+
+def _job(raw: object, display: str, line: int, own_lines: list[int], zone: ZoneInfo) -> SacctJob:
+    """The job (and its steps) of one record of the `jobs` list, at `line`; its steps' objects at `own_lines`."""
+    if not isinstance(raw, dict):
+        raise EvidenceError(display, f"expected a job object, got {type(raw).__name__}. {_HINT}", line=line,
+                            field="jobs")
+    job_id = _job_id(raw.get("job_id"), display, line)
+    state_raw, state = _state(raw.get("state"), display, line, "state")
+    times = raw.get("time")
+    if not isinstance(times, dict):
+        raise EvidenceError(display, f"expected the job's 'time' object, got {_shown(times)}. {_HINT}",
+                            line=line, field="time")
+    steps: list[SacctStep] = []
+    raw_steps = raw.get("steps", [])
+    if not isinstance(raw_steps, list):
+        raise EvidenceError(display, f"expected the job's 'steps' list, got {_shown(raw_steps)}. {_HINT}",
+                            line=line, field="steps")
+    for number, step in enumerate(raw_steps):
+        at = own_lines[number] if number < len(own_lines) else line
+        steps.append(_step(step, job_id, display, at, zone))
+    return SacctJob(
+        job_id=job_id, state=state, state_raw=state_raw,
+        elapsed_s=_seconds(times.get("elapsed"), display, line, "time.elapsed"),
+        start=_moment(times.get("start"), zone, display, line, "time.start"),
+        end=_moment(times.get("end"), zone, display, line, "time.end"),
+        submit=_moment(times.get("submission"), zone, display, line, "time.submission"),
+        line=line, steps=steps, incarnation=1)
+
+
+def _jobs_apart(text: str, display: str) -> tuple[object, _Records] | None:
+    """The document with each object of its `jobs` list left empty (`{}`: the line breaks inside kept, so that an
+    error's line is the file's), and where those objects and their steps lie (_record_spans()); None where the
+    objects found are not the document's jobs one for one (a `jobs` key given twice, say).
+
+    The objects are found by _record_spans(); the document with them left empty decodes as JSON (its
+    error raised, located) and each object decodes on its own as JSON ending where it was found to end
+    (_decoded_jobs()), so the text is the JSON document it would be decoded whole: a value put where a value was."""
+    records = _record_spans(text)
+    parts: list[str] = []
+    at = 0
+    for start, end in zip(records.starts, records.ends, strict=True):
+        parts += [text[at:start], "{}", "\n" * text.count("\n", start, end)]
+        at = end
+    parts.append(text[at:])
+    skeleton = "".join(parts)
+    del parts
+    with json_refusals(display):
+        document = json.loads(skeleton)
+    listed = document.get("jobs") if isinstance(document, dict) else None
+    if isinstance(listed, list) and sum(isinstance(raw, dict) for raw in listed) != len(records.starts):
+        return None
+    return document, records
+
+
+def _decoded_jobs(text: str, display: str, document: dict[str, Any], records: _Records) -> Iterator[object]:
+    """Each record of the document's `jobs` list (as _jobs_apart() left it), the objects decoded one at a time
+    from their place in `text`."""
+    found = zip(records.starts, records.ends, strict=True)
+    decode = _DECODER.raw_decode
+    for raw in document["jobs"]:
+        if not isinstance(raw, dict):
+            yield raw
+            continue
+        start, end = next(found)
+        with json_refusals(display):
+            job, stop = decode(text, start)
+        if stop != end:  # not the object found there (no valid document has one): decoded whole, it says why
+            with json_refusals(display):
+                json.loads(text)
+            raise EvidenceError(display, f"expected a job object that ends at its closing brace, got one that "
+                                         f"does not. {_HINT}", line=text.count("\n", 0, start) + 1, field="jobs")
+        yield job
+
+
+_DECODER = json.JSONDecoder()
 
 
 def _numbered(jobs: list[SacctJob]) -> list[SacctJob]:
@@ -123,7 +185,7 @@ def _step(raw: object, job_id: str, display: str, line: int, zone: ZoneInfo) -> 
     return SacctStep(step_id=step_id, state=state, state_raw=state_raw,
                      elapsed_s=_seconds(times.get("elapsed"), display, line, "time.elapsed"),
                      start=_moment(times.get("start"), zone, display, line, "time.start"),
-                     end=_moment(times.get("end"), zone, display, line, "time.end"), line=line, fields={})
+                     end=_moment(times.get("end"), zone, display, line, "time.end"), line=line)
 
 
 def _job_id(value: object, display: str, line: int) -> str:
@@ -168,7 +230,17 @@ def _seconds(value: object, display: str, line: int, name: str) -> float | None:
     if number is not None and number < 0:
         raise EvidenceError(display, f"expected seconds of 0 or more, got {number}. {_HINT}", line=line,
                             field=name)
-    return None if number is None else float(number)
+    return None if number is None else _float(number)
+
+
+# A job's steps repeat its times and durations: each read once (a few thousand remembered), one str or float
+# object for them all, as the --parsable2 reading shares them, not one per step
+_float = functools.lru_cache(maxsize=1 << 12)(float)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _iso(number: int, zone: ZoneInfo) -> str:
+    return datetime.fromtimestamp(number, zone).isoformat()
 
 
 def _moment(value: object, zone: ZoneInfo, display: str, line: int, name: str) -> str | None:
@@ -176,20 +248,37 @@ def _moment(value: object, zone: ZoneInfo, display: str, line: int, name: str) -
     if not number:  # 0: no such time yet (sacct's Unknown)
         return None
     try:
-        return datetime.fromtimestamp(number, zone).isoformat()
+        return _iso(number, zone)
     except (OverflowError, OSError, ValueError):
         raise EvidenceError(display, f"expected a time (seconds since 1970), got {number}. {_HINT}", line=line,
                             field=name) from None
 
 
-def _record_lines(text: str) -> tuple[list[int], dict[int, list[int]]]:
-    """The line of each job object of the top-level `jobs` list, and of each step object of a job's `steps`
-    list (by the job's index): the document's brackets followed outside its strings."""
-    jobs: list[int] = []
-    steps: dict[int, list[int]] = {}
+class _Records:
+    """Where the objects of the document's `jobs` list lie: each one's line, start and end (past its closing
+    brace) in the text, and the lines of its `steps` objects; machine integers in arrays, not a tuple and a list
+    of numbers per job."""
+
+    def __init__(self) -> None:
+        self.lines, self.starts, self.ends = array("q"), array("q"), array("q")
+        self.step_lines = array("q")
+        self.step_from = array("q", [0])  # where each job's step lines begin in step_lines, and the end
+
+    def steps_of(self, index: int) -> list[int]:
+        """The lines of the step objects of the `index`-th job."""
+        if index + 1 >= len(self.step_from):
+            return []
+        return self.step_lines[self.step_from[index]:self.step_from[index + 1]].tolist()
+
+
+def _record_spans(text: str) -> _Records:
+    """Each job object of the top-level `jobs` list, and the step objects of its `steps` list (_Records): the
+    document's brackets followed outside its strings."""
+    records = _Records()
     stack: list[str] = []  # per open bracket: '{', or '[' and the key whose value it opens
     key: str | None = None
     at, line = 0, 1  # the lines counted so far: up to offset `at`
+    opened = (0, 0)  # the line and start of the job object open now
 
     def line_of(offset: int) -> int:
         nonlocal at, line
@@ -206,16 +295,21 @@ def _record_lines(text: str) -> tuple[list[int], dict[int, list[int]]]:
             key = None
         elif found == "{":
             if len(stack) == 2 and stack[1] == "[jobs":
-                jobs.append(line_of(token.start()))
-            elif len(stack) == 4 and stack[1] == "[jobs" and stack[3] == "[steps" and jobs:
-                steps.setdefault(len(jobs) - 1, []).append(line_of(token.start()))
+                opened = (line_of(token.start()), token.start())
+            elif len(stack) == 4 and stack[1] == "[jobs" and stack[3] == "[steps":
+                records.step_lines.append(line_of(token.start()))
             stack.append("{")
             key = None
         else:
             if stack:
                 stack.pop()
+                if found == "}" and len(stack) == 2 and stack[1] == "[jobs":
+                    records.lines.append(opened[0])
+                    records.starts.append(opened[1])
+                    records.ends.append(token.end())
+                    records.step_from.append(len(records.step_lines))
             key = None
-    return jobs, steps
+    return records
 
 
 def _shown(value: object) -> str:

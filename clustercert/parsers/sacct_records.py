@@ -56,22 +56,15 @@ class _StepRow(NamedTuple):
     start: str | None
     end: str | None
     line: int
-    fields: dict[str, str]
 
 
 class SacctStep(_StepRow):
-    """A step row (`JobID` with a `.`), with its line and its cells by field name. A named tuple: a dump's
-    hundreds of thousands of rows are made in C (`tuple.__new__`, as `_Rows.add` makes them), immutable as a
-    frozen dataclass is."""
+    """A step row (`JobID` with a `.`) with its line: the fields read, not the row's other cells (kept as a
+    dict of texts per row, a large dump's rows held many times the dump's size). A named tuple: a dump's hundreds of
+    thousands of rows are made in C (`tuple.__new__`, as `_Rows.add` makes them), immutable as a frozen dataclass
+    is."""
 
     __slots__ = ()
-
-    def __new__(cls, *row: Any, **named: Any) -> SacctStep:
-        """_StepRow's fields, in order or by name; `fields` left out is a dict of this step's own (a default
-        given once would be one dict that every step shares)."""
-        values = _values(cls._fields, row, named)
-        values.setdefault("fields", {})
-        return super().__new__(cls, **values)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -95,7 +88,6 @@ class _JobRow(NamedTuple):
     submit: str | None
     line: int
     steps: list[SacctStep]
-    fields: dict[str, str]
     incarnation: int  # `sacct --duplicates` repeats a requeued job's id: 2 is its first requeue
 
 
@@ -105,11 +97,10 @@ class SacctJob(_JobRow):
     __slots__ = ()
 
     def __new__(cls, *row: Any, **named: Any) -> SacctJob:
-        """_JobRow's fields, in order or by name; `steps` and `fields` left out are a list and a dict of this
-        job's own, `incarnation` left out is 1."""
+        """_JobRow's fields, in order or by name; `steps` left out is a list of this job's own (a default given
+        once would be one list that every job shares), `incarnation` left out is 1."""
         values = _values(cls._fields, row, named)
         values.setdefault("steps", [])
-        values.setdefault("fields", {})
         values.setdefault("incarnation", 1)
         return super().__new__(cls, **values)
 

@@ -7,7 +7,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -15,14 +15,14 @@ from typing import Any, overload
 import orjson
 
 from clustercert.errors import EvidenceError
-from clustercert.evidence.guards import read_regular
+from clustercert.evidence.guards import read_chunks, read_regular
 from clustercert.parsers.common import refuse_binary, refuse_control_bytes, without_escapes
 
 __all__ = [
     "JSON_DECODER", "LINE_SPACE", "NAN_VALUE", "NOT_DECODED", "STEP_DEFAULTS", "LineCounter", "StepTable",
     "TrainingLog", "TrainingStep", "any_too_deep", "column_floats", "column_ints", "fast_record", "job_end",
     "line_record", "line_total", "make_step", "make_steps", "may_hold_nan_value", "nan_marks", "parse_number",
-    "pieces_hold_nan_value", "read_text", "read_text_lines", "step_column", "text_of", "too_deep",
+    "pieces_hold_nan_value", "read_text", "read_text_lines", "read_text_pieces", "step_column", "text_of", "too_deep",
 ]
 
 
@@ -311,6 +311,52 @@ def text_of(data: bytes, display: str) -> str:
         if not any(mark in plain for mark in _OTHER_BREAKS):
             return plain
     return "\n".join(text.splitlines()) + "\n"
+
+
+_PIECE_BYTES = 1 << 20  # bytes of a file read_text_pieces() decodes at a time
+
+
+def read_text_pieces(path: Path, display: str, *, limit: int) -> Generator[str, None, None]:
+    """read_text()'s text in pieces that each end with a line end ("\\n"; the last may not), so that a parser can
+    read a large file without the whole of it, decoded, beside what it keeps: "".join() of the pieces has the lines
+    of read_text()'s text, and the same refusals (compressed or binary data, empty text, a NUL or stray ESC at its
+    line), each raised when its piece is reached."""
+    chunks = read_chunks(path, display, limit=limit, chunk_bytes=_PIECE_BYTES)
+    try:
+        yield from _text_pieces(chunks, display)
+    finally:
+        chunks.close()  # a reader that stops early closes the file at once
+
+
+def _text_pieces(chunks: Iterator[bytes], display: str) -> Iterator[str]:
+    """read_text_pieces()'s pieces of a file's `chunks` (read_chunks()'s)."""
+    ahead: list[bytes] = []  # the first 64 KiB, as read_text() looks at them for binary data
+    seen = 0
+    for chunk in chunks:
+        ahead.append(chunk)
+        seen += len(chunk)
+        if seen >= 65536:
+            break
+    head = b"".join(ahead)
+    if not head:
+        raise EvidenceError(display, "expected log text, got an empty file")
+    refuse_binary(head[:65536], display)
+    lines = 0  # the lines of the pieces before: a refusal's line is the file's
+    blank = True
+    for number, chunk in enumerate(itertools.chain([head], chunks)):
+        # a piece ends with a line end, so no character's bytes, escape sequence or "\r\n" is cut in two
+        text = without_escapes(chunk.decode("utf-8-sig" if number == 0 else "utf-8", errors="replace"))
+        try:
+            refuse_control_bytes(text, display)
+        except EvidenceError as exc:
+            raise EvidenceError(display, exc.message, line=(exc.line or 1) + lines) from None
+        if any(mark in text for mark in _OTHER_BREAKS):
+            text = "\n".join(text.splitlines()) + "\n"
+        blank = blank and text.isspace()
+        lines += text.count("\n")
+        yield text
+    if blank:
+        raise EvidenceError(display, "expected log text, got an empty file")
 
 
 def line_total(text: str) -> int:

@@ -36,7 +36,7 @@ from clustercert.phases.program import judge_job_configs
 from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = [
-    "EfficiencyResult", "WorkloadResult", "baseline_kind", "judge_efficiency",
+    "EfficiencyResult", "WorkloadResult", "baseline_kind", "copied_message", "judge_efficiency", "window_values",
 ]
 
 PHASE = Phase.EFFICIENCY.value
@@ -420,7 +420,7 @@ def _valid_runs(
         if isinstance(measured, list):
             checks.extend(_problem_check(run, parsed.file, p) for p in measured[:1])
             continue
-        values = _window_values(parsed, window.first, window.last)
+        values = window_values(parsed, window.first, window.last)
         copied = measured_by.setdefault(values, (run, parsed.file))
         if copied[0] is not run:
             checks.append(_copied_check(run, parsed.file, copied, measured.lines))
@@ -442,7 +442,7 @@ def _valid_runs(
     return valid, checks, series
 
 
-def _window_values(parsed: TrainingLog, first: int, last: int) -> tuple[object, ...]:
+def window_values(parsed: TrainingLog, first: int, last: int) -> tuple[object, ...]:
     """What a run measured over the window: each step's iteration, step time and loss, in the log's order. Two
     runs that measured the same (one log copied under another name, a byte changed elsewhere) are one run."""
     iterations = step_column(parsed.steps, "iteration")
@@ -451,15 +451,19 @@ def _window_values(parsed: TrainingLog, first: int, last: int) -> tuple[object, 
     return tuple((i, t, loss) for i, t, loss in zip(iterations, times, losses, strict=True) if first <= i <= last)
 
 
+def copied_message(file: str, other_file: str, other: str, run: str, what: str) -> str:
+    """What a run whose measured window is another's (`other`'s, in `other_file`) is told: one measurement."""
+    return (f"{file} and {other_file}: the measured windows are identical (iteration, step time and loss of every "
+            f"step): one measurement, listed as runs {other} and {run}. Keep the run's own log and re-run {what}")
+
+
 def _copied_check(run: RunSpec, file: str, first: tuple[RunSpec, str], lines: tuple[int, ...]) -> Check:
     """A repeat whose measured window is another repeat's, value for value: one measurement, not two."""
     other, other_file = first
     return Check(
         id=f"{PHASE}.{run.id}_valid", title=f"Run {run.id} is a valid measurement", phase=PHASE,
         severity=Severity.REQUIRED, status=Status.ERROR, measured=None, target=None, unit="",
-        message=(f"{file} and {other_file}: the measured windows are identical (iteration, step time and loss of "
-                 f"every step): one measurement, listed as runs {other.id} and {run.id}. Keep the run's own log "
-                 "and re-run the repeat"),
+        message=copied_message(file, other_file, other.id, run.id, "the repeat"),
         evidence=(Span(file, lines[0], lines[-1], len(lines)), Span(other_file, 0, 0, 1)),
     )
 

@@ -40,6 +40,7 @@ from clustercert.parsers.common import finite
 from clustercert.parsers.nccl_tests import CollectiveTest, NcclTestsResult
 from clustercert.parsers.training import TrainingLog
 from clustercert.phases import PhaseResult
+from clustercert.phases.efficiency import copied_message, window_values
 from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = ["judge_scaling", "reference_fit"]
@@ -93,6 +94,10 @@ class _Repeats:
     problems: list[str] = field(default_factory=list)
     problem_gpus: list[int] = field(default_factory=list)  # the GPU count of each problem's run
     spans: list[Span] = field(default_factory=list)  # each problem's place
+    # a scaling run whose measured window is another run's, value for value (a log copied under another GPU count
+    # shows perfect weak scaling): what it is told, and both files' places
+    copies: list[str] = field(default_factory=list)
+    copy_spans: list[Span] = field(default_factory=list)
 
     def unusable(self, run: RunSpec, problem: str, span: Span) -> None:
         self.problems.append(problem)
@@ -126,6 +131,12 @@ def _weak_scaling(
         repeats = _repeats(mine, parsed, _window(catalog, workload, precision), rules)
         chosen = _chosen(repeats.by_gpus, rules.repeats)
         spans = [*repeats.spans, *(p.span for p in chosen)]
+        if repeats.copies:  # copied evidence: required wherever scaling is, whatever the suite names
+            checks.append(_declared(declared.id, declared.title, Severity.REQUIRED if required else
+                                    Severity.ADVISORY).judged(
+                Status.ERROR, "; ".join(repeats.copies), target=rules.scaling_efficiency_min, unit="ratio",
+                evidence=[*repeats.copy_spans, *spans]))
+            continue
         if len(chosen) < 2:
             status = Status.ERROR if repeats.problems else _absent(declared.severity is Severity.REQUIRED)
             shown = f" ({'; '.join(repeats.problems)})" if repeats.problems else ""
@@ -175,6 +186,7 @@ def _repeats(runs: Sequence[RunSpec], parsed: Mapping[str, object | EvidenceErro
              rules: Rules) -> _Repeats:
     """Each run's mean step time over `window`, or why it has none."""
     out = _Repeats()
+    measured_by: dict[tuple[object, ...], tuple[RunSpec, str]] = {}  # a window's values -> the run that measured it
     for run in runs:
         log = parsed.get(run.id)
         if isinstance(log, EvidenceError):
@@ -191,6 +203,15 @@ def _repeats(runs: Sequence[RunSpec], parsed: Mapping[str, object | EvidenceErro
                          Span(log.file, first.line or 0, first.line or 0, 1))
             continue
         span = Span(log.file, measured.lines[0], measured.lines[-1], len(measured.lines))
+        other, other_file = measured_by.setdefault(window_values(log, window.first, window.last), (run, log.file))
+        if other is not run:
+            # two efficiency repeats are the efficiency phase's finding; a scaling run in the pair is this one's
+            said = copied_message(log.file, other_file, other.id, run.id, run.id)
+            out.unusable(run, said, span)
+            if Phase.SCALING in (run.phase, other.phase):
+                out.copies.append(said)
+                out.copy_spans += [span, Span(other_file, 0, 0, 1)]
+            continue
         out.by_gpus.setdefault(int(run.gpus or 0), []).append(_Point(run, measured.mean_s, span))
     return out
 
@@ -341,6 +362,7 @@ def _collective_runs(
     out: list[_Measured] = []
     yaml = bundle.shown("bundle.yaml")
     severity = Severity.REQUIRED if required else Severity.ADVISORY
+    measured_by: dict[tuple[object, ...], tuple[str, str]] = {}  # a file's tables -> the run and file that hold them
     for run in bundle.spec.runs:
         if run.kind is not RunKind.COLLECTIVE:
             continue
@@ -367,6 +389,17 @@ def _collective_runs(
             continue
         if not isinstance(result, NcclTestsResult):
             continue
+        tables = _tables(result)
+        other, other_file = measured_by.setdefault(tables, (run.id, result.file)) if tables else (run.id, "")
+        if other != run.id:
+            checks.append(valid.judged(
+                Status.ERROR,
+                f"{result.file} and {other_file}: the measured tables are identical (message size, times and bus "
+                f"bandwidths of every row): one measurement, listed as runs {other} and {run.id}. Keep the run's "
+                f"own output and re-run {run.id}",
+                evidence=(Span(result.file, 0, 0, 1), Span(other_file, 0, 0, 1)),
+            ))
+            continue
         for test in result.tests:
             span = Span(result.file, test.line, test.last_line, max(1, len(test.rows)))
             try:
@@ -380,6 +413,13 @@ def _collective_runs(
                 continue
             out.append(_measured_test(run, scope, test, collective, span, catalog, links))
     return checks, _peer_targets(out, catalog.spec.rules.degraded_pair_fraction)
+
+
+def _tables(result: NcclTestsResult) -> tuple[object, ...]:
+    """What a collective run measured: each test's collective and the numbers of every row (empty when no test
+    has a row). Two runs that measured the same, number for number, are one measurement: a real run's times and
+    bandwidths differ from any other's."""
+    return tuple((test.collective, tuple(row[:7] for row in test.rows)) for test in result.tests if test.rows)
 
 
 def _peer_targets(measured: list[_Measured], fraction: float) -> list[_Measured]:

@@ -5,12 +5,16 @@ with the cause in a log) where one usage line naming the variable is due (exit 2
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.hostile.helpers import write_bundle
 from tests.hostile.test_round3_files import BOUND_S, one_line
 
@@ -49,11 +53,45 @@ def test_a_prefect_home_that_cannot_be_made_is_a_usage_error(tmp_path: Path, hos
              f"PREFECT_HOME {blocker / 'prefect'}: expected a folder this user can write")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
-def test_a_read_only_prefect_home_is_a_usage_error(tmp_path: Path, hostile: Count) -> None:
-    home = tmp_path / "prefect"
-    home.mkdir()
-    home.chmod(0o555)
-    hostile(1)
-    one_line(_certify(tmp_path, {"PREFECT_HOME": str(home), "PREFECT_API_URL": ""}), 2,
-             f"PREFECT_HOME {home}: expected a folder this user can write")
+# The read-only case needs a process that file permissions bind: root writes into a read-only folder, and CI runs
+# as root. There the command runs as `nobody`; where `nobody` cannot start the interpreter (it lies under a home
+# only root reads), as root without the capabilities that override file permissions.
+_AS_NOBODY = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
+_WITHOUT_OVERRIDE = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--")
+
+
+def _unprivileged() -> tuple[str, ...]:
+    """The prefix that runs a command bound by file permissions: none for a user that is not root."""
+    if os.geteuid() != 0:
+        return ()
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no way to run the command bound by file permissions")
+    for prefix in (_AS_NOBODY, _WITHOUT_OVERRIDE):
+        probe = subprocess.run([*prefix, sys.executable, "-c", "import clustercert"], cwd=ROOT, capture_output=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False, timeout=60)
+        if probe.returncode == 0:
+            return prefix
+    pytest.fail(f"running as root, neither {' '.join(_AS_NOBODY)} nor {' '.join(_WITHOUT_OVERRIDE)} could start "
+                f"{sys.executable}: {probe.stderr[-300:]!r}")
+
+
+def test_a_read_only_prefect_home_is_a_usage_error(hostile: Count) -> None:
+    prefix = _unprivileged()
+    # a folder of its own that any user reads (pytest's tmp_path lies under a folder only its owner reads)
+    work = Path(tempfile.mkdtemp(prefix="clustercert-readonly-home-"))
+    try:
+        work.chmod(0o755)
+        writable = work / "writable"  # the command's home, temporary files and reports
+        writable.mkdir(mode=0o777)
+        writable.chmod(0o777)
+        home = work / "prefect"
+        home.mkdir()
+        home.chmod(0o555)
+        root = write_bundle(work / "b")
+        hostile(1)
+        proc = run_cli("certify", str(root), "--reports-dir", str(writable / "r"), prefix=prefix, timeout=BOUND_S,
+                       env={"PREFECT_HOME": str(home), "PREFECT_API_URL": "", "HOME": str(writable),
+                            "TMPDIR": str(writable), "PYTHONDONTWRITEBYTECODE": "1"})
+        one_line(proc, 2, f"PREFECT_HOME {home}: expected a folder this user can write", "Permission denied")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -101,7 +101,9 @@ def test_node_failure_restarts_on_a_spare_from_the_last_checkpoint(sample: str) 
     states = [j.state for j in sacct.jobs]
     failed = states.index("NODE_FAIL")
     assert states[-1] == "COMPLETED" and failed < len(states) - 1
-    assert sacct.jobs[failed + 1].fields["NodeList"] != sacct.jobs[failed].fields["NodeList"]
+    rows = [line.split("|") for line in (bundle / "resilience" / "sacct.txt").read_text().splitlines()]
+    nodes_at = rows[0].index("NodeList")
+    assert rows[sacct.jobs[failed + 1].line - 1][nodes_at] != rows[sacct.jobs[failed].line - 1][nodes_at]
     # the training log restarts from that checkpoint as the real crash-and-restart sample does
     nemo = parse_nemo_resilience(bundle / "resilience" / "training.log", "log")
     restarts = [e for e in nemo.events if e.kind is LogEventKind.RESTART]

@@ -166,7 +166,9 @@ def test_sacct_dump_is_parsable2_with_a_header(real: Path) -> None:
         lines = _lines(path)
         assert lines[0].split("|")[:2] == ["JobID", "JobName"]
         result = parse_sacct(path, "sacct")
-        assert all(real_time.match(job.fields["Start"]) for job in result.jobs)
+        header = lines[0].split("|")
+        cells = [lines[job.line - 1].split("|") for job in result.jobs]  # each job's row as the file prints it
+        assert all(real_time.match(row[header.index("Start")]) for row in cells)
         assert all(len(ln.split("|")) == len(lines[0].split("|")) and not ln.endswith("|") for ln in lines)
-        elapsed = [job.fields["Elapsed"] for job in result.jobs]
+        elapsed = [row[header.index("Elapsed")] for row in cells]
         assert all(re.match(r"^(\d+-)?\d\d:\d\d:\d\d$", e) for e in elapsed)

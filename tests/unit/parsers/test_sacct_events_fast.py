@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from clustercert.errors import EvidenceError
-from clustercert.parsers import events, sacct
+from clustercert.parsers import events, sacct, training
 from clustercert.parsers.events import EventType, parse_events
 from clustercert.parsers.sacct import SacctJob, SacctStep, parse_sacct
 from clustercert.parsers.training import read_text
@@ -52,7 +52,6 @@ def _assert_same_sacct(fast: tuple[str, Any], slow: tuple[str, Any]) -> None:
     assert (got.fields, got.warnings) == (want.fields, want.warnings)
     for job, other in zip(got.jobs, want.jobs, strict=True):
         assert _attributes(job) == _attributes(other)
-        assert list(job.fields.items()) == list(other.fields.items())
         for step, twin in zip(job.steps, other.steps, strict=True):
             assert _attributes(step) == _attributes(twin)
 
@@ -73,7 +72,8 @@ def _assert_same_events(fast: tuple[str, Any], slow: tuple[str, Any]) -> None:
 def _compare_sacct(path: Path, monkeypatch: pytest.MonkeyPatch, **options: Any) -> bool:
     """Asserts parse_sacct() reads `path` as the line-by-line reading does; whether the fast reading read it."""
     fields, zone = options.get("fields"), options.get("timezone", "UTC")
-    fast = sacct._sacct_fast(read_text(path, path.name, limit=1 << 30), path.name, fields, zone, ZoneInfo(zone))
+    # the whole text as one piece: the same records as the file's pieces one at a time
+    fast = sacct._sacct_fast([read_text(path, path.name, limit=1 << 30)], path.name, fields, zone, ZoneInfo(zone))
     got = _outcome(lambda: parse_sacct(path, path.name, **options))
     with monkeypatch.context() as patch:
         patch.setattr(sacct, "_sacct_fast", lambda *args: None)
@@ -215,19 +215,13 @@ def test_sacct_fast_reading_reads_the_bench_shape_with_hand_computed_values(tmp_
     assert job.elapsed_s == 1 * 86400 + 2 * 3600 + 3 * 60 + 4 and type(job.elapsed_s) is int
     (step,) = job.steps
     assert (step.step_id, step.line, step.end) == ("4321.batch", 8644, "2024-01-03T05:07:09+00:00")
-    assert step.fields == {"State": "COMPLETED", "JobID": "4321.batch", "Submit": "2024-01-02T03:04:05",
-                           "Start": "2024-01-02T03:04:05", "Elapsed": "1-02:03:04", "End": "2024-01-03T05:07:09"}
-    step.fields["State"] = "X"  # each row its own dict, even where every row holds the same texts
-    assert job.steps[0].fields["State"] == "X" and job.fields["State"] == "COMPLETED"
+    assert not hasattr(step, "fields") and not hasattr(job, "fields")  # the cells no field reads are not kept
     assert isinstance(job, SacctJob) and isinstance(step, SacctStep)  # records made in C are the classes' own
     assert job.to_json()["steps"] == [step.to_json()] and job._replace(incarnation=2).incarnation == 2
-    # made by hand without steps or cells, each record has lists and dicts of its own (not one shared default)
+    # made by hand without steps, each job has a list of its own (not one shared default)
     first, second = (SacctJob("1", "COMPLETED", "COMPLETED", None, None, None, None, 1) for _ in range(2))
     first.steps.append(SacctStep("1.0", "COMPLETED", "COMPLETED", None, None, None, 2))
-    first.fields["State"] = "COMPLETED"
-    assert (second.steps, second.fields, second.incarnation) == ([], {}, 1)
-    assert first.steps[0].fields == {} and first.steps[0].fields is not SacctStep("x", "", "", None, None, None,
-                                                                                  0).fields
+    assert (second.steps, second.incarnation) == ([], 1)
 
 
 def test_sacct_fast_reading_header_states_times_and_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -521,3 +515,51 @@ def test_sacct_fixed_width_table_is_detected_and_refused_at_its_rule(tmp_path: P
     with pytest.raises(EvidenceError) as row:
         parse_sacct(path, "sacct.txt")
     assert (row.value.line, row.value.field) == (2, "State")
+
+
+def _big_dump(jobs: int, end: str) -> str:
+    """A dump past read_text_pieces()'s first 64 KiB: a header, comment lines, jobs with two steps each, names
+    with characters of more than one byte and a terminal colour sequence."""
+    lines = ["# sacct -P --format JobID,JobName,State,Start,End,Elapsed,Submit",
+             "JobID|JobName|State|Start|End|Elapsed|Submit"]
+    for i in range(jobs):
+        start = f"2024-01-02T03:{i // 60 % 60:02d}:{i % 60:02d}"
+        lines += [f"{1000 + i}|entraînement-{i}|{'COMPLETED' if i % 7 else 'FAILED'}|{start}|2024-01-02T05:00:00|"
+                  f"0{i % 9}:00:00|2024-01-02T03:00:00",
+                  f"{1000 + i}.batch|batch|\x1b[32mCOMPLETED\x1b[0m|{start}|2024-01-02T05:00:00|00:01:00|",
+                  f"{1000 + i}.0|python|COMPLETED|{start}|2024-01-02T05:00:00|00:02:{i % 60:02d}|"]
+        if i % 500 == 0:
+            lines.append("# a comment between jobs")
+    return end.join(lines) + end
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
+def test_a_dump_read_in_small_pieces_reads_as_its_whole_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             end: str) -> None:
+    """parse_sacct() reads a dump a piece at a time (read_text_pieces(): a megabyte each, so that the decoded file
+    is never held whole beside its records). Pieces of a kilobyte, cut between any two lines (a job's steps in the
+    next piece), give read_text()'s lines, and the same records, warnings and refusals as the whole text: the fast
+    reading, the line-by-line one (a row short of a field) and a NUL late in the file, at its line."""
+    path = tmp_path / "sacct.txt"
+    text = _big_dump(800, end)
+    short = text + "9999|late|COMPLETED|2024-01-02T06:00:00|2024-01-02T07:00:00|01:00:00" + end
+    lines = text.split(end)
+    nul = end.join([*lines[:2000], "4000|x\x00|COMPLETED||||", *lines[2000:]])  # line 2001
+    for dump in (text, short, nul):
+        path.write_bytes(("\ufeff" + dump).encode())  # a byte order mark, as a Windows editor saves it
+        whole = _outcome(lambda: parse_sacct(path, "sacct.txt"))
+        with monkeypatch.context() as patch:
+            patch.setattr(training, "_PIECE_BYTES", 1000)
+            if dump is not nul:
+                pieces = list(training.read_text_pieces(path, "sacct.txt", limit=1 << 30))
+                assert len(pieces) > 50 and all(piece.endswith("\n") for piece in pieces)
+                assert "".join(pieces).splitlines() == read_text(path, "sacct.txt", limit=1 << 30).splitlines()
+            small = _outcome(lambda: parse_sacct(path, "sacct.txt"))
+        _assert_same_sacct(small, whole)
+        if dump is text:
+            assert small[0] == "result" and len(small[1].jobs) == 800 and small[1].warnings == []
+            assert small[1].jobs[799].steps[1].line == 2 + 800 * 3 + 2  # the header at 2, 2 comment lines
+        elif dump is short:
+            assert small[0] == "result" and small[1].jobs[-1].job_id == "9999" and len(small[1].warnings) == 1
+        else:
+            assert small[0] == "error" and small[1][3] == 2001 and "NUL" in small[1][1]

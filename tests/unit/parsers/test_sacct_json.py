@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clustercert.errors import EvidenceError
-from clustercert.parsers import detect_format
+from clustercert.parsers import detect_format, sacct_json
 from clustercert.parsers.sacct import parse_sacct
 from tests.conftest import run_cli
 
@@ -172,3 +172,42 @@ def test_the_command_line_reads_a_json_dump_and_refuses_a_bad_one_in_one_line(tm
     assert done.stderr.startswith(f"error: {bad} line 18 field 'state': expected a Slurm state (BOOT_FAIL, ")
     assert done.stderr.rstrip().endswith("got 'DONE'. Dump it again with `sacct --json` (or `sacct --parsable2 "
                                          "--format ...`).")
+
+
+_GOOD = _dump_2205([_job_2205(6, "COMPLETED", T0, T0 + 2, T0, [_step_2205(6, "batch", "COMPLETED", T0, T0 + 2)]),
+                    _job_2205(7, "FAILED", T0, T0 + 9, T0 - 1, [_step_2205(7, 0, "FAILED", T0, T0 + 9)])])
+
+
+@pytest.mark.parametrize("text", [
+    _GOOD,
+    _GOOD.replace('"jobs": [', '"jobs": [\n    "not a job",', 1),  # a record that is no object
+    _GOOD.replace('"job_id": 7,', '"job_id": 7 "x": 1,', 1),  # a syntax error inside the second job
+    _GOOD.replace('"errors": []', '"errors": [}', 1),  # one before the jobs
+    _GOOD[:-2] + ',\n  "jobs": [{"job_id": 8}]\n}',  # `jobs` given twice: the last one counts
+    _GOOD.replace('"jobs": [', '"jo\\u0062s": [], "jobs": [', 1),  # a key that is `jobs` once decoded
+    _GOOD.replace('"jobs"', '"j\\u006fbs"', 1),  # the only `jobs` key, escaped
+    _GOOD.replace('"elapsed": 2,', '"elapsed": 1' + "0" * 5000 + ",", 1),  # a number Python does not read
+    _GOOD.replace('"nodes": "cc-n[1-2]"', '"nodes": ' + "[" * 50_000 + "]" * 50_000, 1),  # nested too deep
+    _GOOD.rstrip()[:-1],  # the document's closing brace cut off
+    '{"meta": {}, "jobs": [{"job_id": 5, "state": "COMPLETED", "time": {}}, 7]}',
+])
+def test_the_jobs_decoded_one_at_a_time_read_as_the_document_decoded_whole(tmp_path: Path, text: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """parse_sacct_json() decodes the objects of the `jobs` list one at a time (the document decoded whole held
+    many times its size); where it cannot tell them apart it decodes the document whole. Both read the same jobs,
+    or refuse with the same error, line and field."""
+    path = _write(tmp_path, text)
+
+    def outcome() -> object:
+        try:
+            return [j.to_json() for j in parse_sacct(path, "sacct.json").jobs]
+        except EvidenceError as exc:
+            return (exc.message, exc.line, exc.field)
+
+    apart = outcome()
+    with monkeypatch.context() as patch:
+        patch.setattr(sacct_json, "_jobs_apart", lambda *args: None)
+        whole = outcome()
+    assert apart == whole
+    if text == _GOOD:
+        assert [job["job_id"] for job in apart] == ["6", "7"]  # type: ignore[index, union-attr]
