@@ -51,7 +51,7 @@ def _certified(work: Path, bundle: Path, *extra: str) -> dict[str, Any]:
     run_dir = folders[0] if len(folders) == 1 else None
     results = json.loads((run_dir / "results.json").read_text()) if run_dir is not None else {}
     html = unescape((run_dir / "report.html").read_text()) if run_dir is not None else ""
-    return {"proc": proc, "results": results, "html": html}
+    return {"proc": proc, "results": results, "html": html, "run_dir": run_dir}
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +109,16 @@ def test_health_is_its_own_section_and_decides_when_submitted(degraded: dict[str
     assert {c["severity"] for c in health} == {"required"}
     assert '<section id="phase-health">' in html and '<section id="suspects">' in html
     assert "gb-r3-n09" in html.split('<section id="suspects">')[1].split("</section>")[0]
+
+
+def test_the_validate_stage_validates_each_nvidia_smi_report_as_a_gpu_health_table(degraded: dict[str, Any]) -> None:
+    validation = json.loads((degraded["run_dir"] / "validation.json").read_text())
+    (table,) = [t for t in validation["tables"] if t["suite"] == "gpu_health"]
+    # SOURCES.md: the A100 report lists its node's 4 GPUs
+    assert (table["file"], table["run"], table["rows"]) == ("health/gb-r4-n09/nvidia-smi-q.txt",
+                                                            "health-gb-r4-n09-nvidia-smi-q", 4)
+    assert {r["status"] for r in table["results"]} == {"PASS"}
+    assert len(table["results"]) == 10
 
 
 def test_page_one_names_the_top_suspects_one_line_each(degraded: dict[str, Any]) -> None:
