@@ -5,17 +5,24 @@ accepted by `evidence check`; a health run bundle.yaml gets wrong is refused wit
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
 
-from clustercert.evidence.bundle import PLACEHOLDER
+from clustercert.catalog import load_catalog
+from clustercert.evidence.bundle import PLACEHOLDER, RunKind, load_bundle
 from clustercert.evidence.init import _system_of
+from clustercert.evidence.llmb import write_llmb_draft
 from clustercert.evidence.smi import Inferred, SmiReport, gpu_names, gpus_per_node, nvlink_domains
+from clustercert.health import load_health_rules
 from clustercert.parsers import FORMATS
-from tests.conftest import run_cli
+from clustercert.phases.evidence import parse_run
+from clustercert.phases.health import judge_health_phase
+from clustercert.simulate.llmb import suite_jobs, write_llmb_install
+from clustercert.verdicts import Status
+from tests.conftest import ROOT, run_cli
 from tests.real.test_real_health import prescreen_of
 
 H = "node-health"
@@ -134,7 +141,7 @@ def test_a_health_run_bundle_yaml_gets_wrong_is_refused_with_its_entry(drafted: 
     doc["system"].update({"gpu": "h100-sxm", "gpus_per_node": 8, "nodes": ["h100-a07", "h100-a08", "h100-a09",
                                                                            "jplc7eb7-vm-0"]})
     doc["catalog"] = "exemplar-h100"
-    doc["runs"] = [r for r in doc["runs"] if r["nodes"] != [PLACEHOLDER]]
+    doc["runs"] = [r for r in doc["runs"] if r.get("nodes") != [PLACEHOLDER]]
     edit(doc["runs"][0])
     (folder / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     proc = run_cli("evidence", "check", str(folder))
@@ -240,3 +247,37 @@ def test_init_asks_when_the_reports_are_of_two_systems(real_samples: Path, tmp_p
         f'  gpus_per_node: "{PLACEHOLDER}"  # needed: the nvidia-smi reports attach different GPU counts (4 in n1/')
     refused = run_cli("evidence", "check", str(folder))
     assert refused.returncode == 3 and "system.gpu" in refused.stderr, refused.stdout + refused.stderr
+
+
+# ---- llmb-run's prescreen (issue 59: the Exemplar prescreen as health evidence) -----------------------------------
+
+def test_the_llmb_prescreen_output_is_health_evidence_of_its_node(real_samples: Path, tmp_path: Path) -> None:
+    catalog = load_catalog("exemplar-gb200-26.08", ROOT / "references")
+    nodes = [f"gb-r1-n{n:02d}" for n in range(1, 5)]
+    install = write_llmb_install(tmp_path / "install", catalog, suite_jobs(catalog)[:1], nodes=nodes)
+    (written,) = install.rglob("microbenchmark_system_info/**/slurm-*.out")
+    garbled = written.read_text()  # the simulator's stand-in: no banner of launch.sh's
+    written.write_text(prescreen_of(real_samples / H, host="gb-r1-n02"))
+    (written.parent / "slurm-4099001.out").write_text(prescreen_of(real_samples / H, host="gb-r9-n01"))
+    (written.parent / "slurm-4099002.out").write_text(garbled)
+    _, draft, _ = write_llmb_draft(install, ROOT / "references")
+    doc = yaml.safe_load(draft.text)
+    health = {PurePosixPath(r["files"][0]).name: r for r in doc["runs"] if r["kind"] == "health"}
+    assert {name: (r["phase"], r["format"], r["nodes"]) for name, r in health.items()} == {
+        written.name: ("health", "prescreen", ["gb-r1-n02"]),
+        "slurm-4099001.out": ("health", "prescreen", [PLACEHOLDER])}
+    asked = next(line for line in draft.text.splitlines() if "the prescreen ran on gb-r9-n01" in line)
+    assert asked.split("#", 1)[1].strip().startswith("needed: the prescreen ran on gb-r9-n01 (the hostname it prints "
+                                                     "(line 5)), which is not among the 4 hosts")
+    assert [PurePosixPath(a).name for a in doc["attachments"] if "system_info" in a] == ["slurm-4099002.out"]
+    # filled in (the provider; the other node's output left out), the prescreen is judged in the health phase
+    text = (install / "bundle.yaml").read_text().replace('provider: "FILL_IN"', 'provider: "test"')
+    doc = yaml.safe_load(text)
+    doc["runs"] = [r for r in doc["runs"] if r.get("nodes") != [PLACEHOLDER]]
+    (install / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    bundle = load_bundle(install, in_bundle_names=True)
+    parsed = {run.id: parse_run(bundle, run, 1 << 30) for run in bundle.spec.runs if run.kind is RunKind.HEALTH}
+    result = judge_health_phase(bundle, catalog, parsed, load_health_rules(ROOT / "references" / "health-rules.yaml"))
+    node = next(c for c in result.checks if c.id == "health.gb-r1-n02_healthy")
+    # the prescreen's nvidia-smi -q: the 535.161 H100 report, HW power brake active on idle GPUs (SOURCES.md)
+    assert node.status is Status.FAIL and "power" in node.message.lower()
