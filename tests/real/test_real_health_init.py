@@ -194,6 +194,7 @@ def test_nvlink_domains_from_the_fabric_clique_or_why_not(real_samples: Path) ->
         ([a], ["gb-a", "gb-b"], 18),  # a node without a report
         ([a, _smi(real_samples, "h-a", "h100")], ["gb-a", "h-a"], 18),  # SOURCES.md: the H100's cliqueId 0, UUID 0
         ([SmiReport("smi.xml", PLACEHOLDER, a.report)], [], 18),  # a report of no known node
+        ([a, _smi(real_samples, "gb-a", "gb300")], ["gb-a"], 18),  # SOURCES.md: the GB300's cliqueId is 32766
     )]
     assert all(x is not None and x.value is None for x in asked)
     whys = [x.why for x in asked if x is not None]
@@ -202,6 +203,8 @@ def test_nvlink_domains_from_the_fabric_clique_or_why_not(real_samples: Path) ->
     assert "h-a's GPUs are in no multi-node NVLink domain (clique 0, ClusterUUID 00000000-0000-0000-0000-000000000000"\
            in whys[2]
     assert whys[3].endswith("the node of smi.xml is not known")
+    assert f"gb-a's GPUs print more than one domain: clique 2 of 00000001-0000-0000-0000-000000000001 (gb-a/smi.xml:" \
+           f"{clique}), clique 32766 of" in whys[4]
     # drivers before R550 print no clique (SOURCES.md: the 535 report's Fabric block has none): nothing to say
     text = real_samples / H / "gpud/nvidia-smi-q.h100x8.535.183.01.txt"
     old = SmiReport("n/q.txt", "n", FORMATS["nvidia-smi-q"](text, "n/q.txt"))
