@@ -612,6 +612,10 @@ def test_xid_lines_read_with_their_stamps_equal_the_general_reading(real_samples
     stamped = kernel_log._xids_stamped(text, 1)
     assert stamped and len(stamped) == text.count("NVRM: Xid (")
     assert stamped == kernel_log._xids(text, 1)
+    # from its first Xid line on: the file's first line is one, read at the line given
+    first = text.rfind("\n", 0, text.index("NVRM: Xid (")) + 1
+    assert kernel_log._xids_stamped(text[first:], 7) == kernel_log._xids(text[first:], 7)
+    assert kernel_log._xids_stamped(text[first:], 7)[0].line == 7
     syslog = "\n".join(f"Feb 23 16:24:18 gpu-node-7 kernel: {line}" for line in text.splitlines()) + "\n"
     assert kernel_log._xids_stamped(syslog, 1) == []
     read = kernel_log.parse_kernel_log_of(syslog, "syslog")

@@ -139,19 +139,20 @@ def _refuse_xid(text: str, display: str, read: set[int], first_line: int) -> Non
 
 def _xids_stamped(text: str, first_line: int) -> list[XidEvent]:
     """The Xid lines whose prefix is a time stamp alone (_XID_STAMPED), in file order."""
-    scan = "\n" + text  # the first line, too, has a line end before it
+    # split() hands over each event's groups and the text between events as strings, at C speed: an event's line is
+    # the line ends before it (its own leading one included), with no match object per line
+    parts = iter(_XID_STAMPED.split("\n" + text))  # the first line, too, has a line end before it
     xids: list[XidEvent] = []
     # a flood is thousands of lines: no lookups per line, and each event built by tuple's own constructor (the
     # named tuple's __new__ is a Python function)
-    append, count, new = xids.append, scan.count, tuple.__new__
-    line, counted = first_line - 1, 0
-    for event in _XID_STAMPED.finditer(scan):
-        start = event.start() + 1
-        line += count("\n", counted, start)
-        counted = start
-        stamp, pci, code, pid, process, message = event.groups()
+    append, new = xids.append, tuple.__new__
+    line = first_line - 1 + next(parts).count("\n")
+    for stamp, pci, code, pid, process, message, between in zip(parts, parts, parts, parts, parts, parts, parts,
+                                                                 strict=False):
+        line += 1
         append(new(XidEvent, (pci.lower(), int(code), line, stamp, message.strip(),
                               None if pid is None else pid.strip("'"), None if process is None else process.strip())))
+        line += between.count("\n")
     return xids
 
 
