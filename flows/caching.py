@@ -73,10 +73,13 @@ def _stable(value: Any) -> Any:
     if isinstance(value, Inputs):
         # The bundle's location is part of the key: parsed rows and findings name their files by path.
         # the baselines file given replaces the catalog's targets: a result judged with other targets is another
+        # and so do other health rules
         given = value.catalog.baselines
+        rules = value.health_rules
         return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256,
                 "bundle": str(value.bundle.root.resolve()),
-                **({"baselines": given["sha256"]} if given else {})}
+                **({"baselines": given["sha256"]} if given else {}),
+                **({"health_rules": rules.sha256} if rules is not None else {})}
     if isinstance(value, dict):
         return {str(k): _stable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -5,27 +5,24 @@
 # a name in.
 
 import functools
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.utilities.annotations import opaque
 
-from clustercert.errors import EvidenceError
+from clustercert.errors import CatalogError, EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
 from clustercert.evidence.guards import reading_told, told_reading
-from clustercert.health import load_health_rules
 from clustercert.heap import keep, paused
 from clustercert.mlperf_benchmarks import load_mlperf_benchmarks
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
-from clustercert.phases.health import judge_health_phase
+from clustercert.phases.health import judge_health_phase, phase_asked
 from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import Inputs
-from clustercert.settings import load_settings
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
 from flows.runners import Parcel, bulky, handed_back, on_threads, received
@@ -143,19 +140,17 @@ def resilience_flow(bundle_path: str, evidence: EvidenceSet) -> opaque:
 
 
 def health_asked(evidence: EvidenceSet) -> bool:
-    """Whether the health phase has anything to judge: a health run in the bundle, or a profile of the catalog in
-    which node health missing is a FAIL (the shipped profiles judge it when it is submitted)."""
-    if any(r.phase is Phase.HEALTH for r in evidence.bundle.spec.runs):
-        return True
-    return any(Phase.HEALTH.value in p.phases and p.missing == "fail" and Phase.HEALTH.value not in p.when_present
-               for p in evidence.catalog.spec.profiles.values())
+    """Whether the health phase has anything to judge (`clustercert.phases.health.phase_asked`)."""
+    return phase_asked(evidence.bundle, evidence.catalog)
 
 
 @task(name="judge-health", **UNCACHED)
 def judge_health_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
     report(current_stage("health"), "judge each node's GPUs, NVLinks and ports by the health rules")
-    # the rules beside the catalogs (references/health-rules.yaml), read where the phase needs them
-    rules = load_health_rules(Path(load_settings().references_dir) / "health-rules.yaml")
+    # the rules loaded with the bundle: references/health-rules.yaml, or a re-run's copy in its run folder
+    if inputs.health_rules is None:
+        raise CatalogError("the health rules were not loaded with the bundle: certify again")
+    rules = inputs.health_rules.rules
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
         result = judge_health_phase(inputs.bundle, inputs.catalog, parsed, rules)
         keep()  # the phase's result is kept to the report

@@ -29,6 +29,7 @@ class CertifyRequest(BaseModel):
     templates_dir: str
     catalog: str | None = None
     baselines: str | None = None  # a baselines file (certify --baselines): the targets it gives replace the catalog's
+    health_rules: str | None = None  # a node-health rules file (a re-run's copy); None: references_dir's
     limit: int = DEFAULT_LIMIT
     dask_address: str | None = None
     redact: bool = False

@@ -128,13 +128,13 @@ def _prepare(bundle: Path, catalog: str | None, reports: Path, settings: Setting
     server starts when bundle.yaml or the catalog is the problem (one that started is stopped at exit): the server
     starts on the other core once they are read, while the evidence is hashed (progress says how far)."""
     from clustercert.evidence.window import check_stamps
-    from clustercert.runs.folder import check_seal, load_inputs
+    from clustercert.runs.folder import GivenFiles, check_seal, load_inputs
 
     # --baselines as the run records it: a whole path
     baselines = os.path.abspath(options.baselines) if options.baselines is not None else None
     spawned: list[TemporaryServer | None] = []
     inputs = load_inputs(bundle, settings.references_dir, catalog, described=_spawn(spawned), progress=progress,
-                         baselines=baselines)
+                         given=GivenFiles(baselines=baselines))
     check_seal(inputs.bundle, inputs.digests)
     check_stamps(inputs.bundle, clock)
     from clustercert.phases.profile import choose_profile

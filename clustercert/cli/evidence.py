@@ -69,6 +69,8 @@ def init(
     unused = len(draft.unused)
     out.print(f"drafted {path}: {counted(draft.runs, 'run')}, {counted(unused, 'file')} not used"
               + (" (listed at its end)" if unused else ""), markup=False)
+    for line in draft.inferred:  # what nvidia-smi's reports gave, and where from: a person checks it
+        out.print(f"from nvidia-smi: {line}", markup=False)
     if draft.placeholders:
         out.print(f"{counted(len(draft.placeholders), 'value')} to fill in (FILL_IN), first: {draft.placeholders[0]}; "
                   f"then run `clustercert evidence seal {folder}` and `clustercert certify {folder}`", markup=False)

@@ -15,9 +15,10 @@ from clustercert.catalog import LoadedCatalog, load_catalog, typed_catalog
 from clustercert.errors import ClusterCertError, EvidenceError, UsageError
 from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME, PLACEHOLDER
 from clustercert.evidence.mlcommons import MlperfSystem, find_system
+from clustercert.evidence.smi import Inferred, SmiReport, gpu_names, gpus_per_node, nvlink_domains
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, detect_format
 from clustercert.parsers.common import DEFAULT_LIMIT
-from clustercert.parsers.health import HEALTH_FORMATS, KernelLog, Prescreen
+from clustercert.parsers.health import HEALTH_FORMATS, GpuReport, KernelLog, Prescreen
 from clustercert.parsers.log_config import LogConfig, read_log_config
 from clustercert.parsers.megatron_golden import MODEL_CONFIG, read_model_config
 from clustercert.parsers.nccl_ranks import RankLine, read_rank_lines
@@ -28,6 +29,8 @@ __all__ = ["Draft", "draft_bundle", "write_draft"]
 
 # What a GPU name in nccl-tests' rank lines says about the system (most specific first).
 _GPU_NAMES: tuple[tuple[str, str], ...] = (
+    # GH200 (Grace Hopper) first: its name holds "H200", and no catalog is of it
+    ("GH200", ""),
     ("GB300", "gb300-nvl72"), ("GB200", "gb200-nvl72"), ("B300", "b300"), ("B200", "b200"), ("H200", "h200-sxm"),
     ("H100 80GB HBM3", "h100-sxm"), ("H100-SXM", "h100-sxm"), ("H100 SXM", "h100-sxm"),
 )
@@ -67,6 +70,8 @@ class Draft:
     placeholders: list[str]
     unused: list[tuple[str, str]] = field(default_factory=list)
     optional: list[str] = field(default_factory=list)
+    # the system's values nvidia-smi's reports gave, each with where from (`system.gpu: gb200-nvl72 (...)`)
+    inferred: list[str] = field(default_factory=list)
 
 
 def _scan(folder: Path, unused: list[tuple[str, str]]) -> Iterator[tuple[str, Path]]:
@@ -115,7 +120,7 @@ def _run_id(rel: str, taken: set[str]) -> str:
 
 
 def _system_of(gpu_name: str) -> str | None:
-    return next((sid for needle, sid in _GPU_NAMES if needle in gpu_name and "PCIe" not in gpu_name), None)
+    return next((sid for needle, sid in _GPU_NAMES if needle in gpu_name and "PCIe" not in gpu_name), None) or None
 
 
 def _catalog_for(system: str, references_dir: Path) -> LoadedCatalog | None:
@@ -247,9 +252,11 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     mlperf = {rel: found for rel, fmt, _ in others if fmt == "mlperf" and (found := find_system(folder, rel))}
     claimed = {m.rel for m in mlperf.values() if m.rel is not None}  # a system JSON of MLCommons' systems/
     unused[:] = [u for u in unused if u[0] not in claimed]
-    system_fields, sys_id = _system_fields(collectives, system, catalog, list(mlperf.values()))
     health = _health_files([o for o in others if o[1] in HEALTH_FORMATS], hosts, unused, limit)
     others = [o for o in others if o[1] not in HEALTH_FORMATS]
+    smi = [SmiReport(h.rel, h.node, report) for h in health
+           if isinstance(report := h.table.gpus if isinstance(h.table, Prescreen) else h.table, GpuReport)]
+    system_fields, sys_id = _system_fields(collectives, system, catalog, list(mlperf.values()), smi)
     if not hosts and health and all(h.node != PLACEHOLDER for h in health):
         # no rank lines to list the nodes: the health files name them, one node each
         named = sorted({h.node for h in health})
@@ -258,7 +265,7 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     loaded, catalog_field = _catalog_field(folder, references_dir, catalog, sys_id)
     if system_fields[0].value == "" and loaded is not None:
         system_fields[0] = _Field("gpu", loaded.spec.system, "default: the system the catalog certifies")
-    domains = _domains_field(str(system_fields[0].value), system_fields[2].value)
+    domains = _domains_field(str(system_fields[0].value), system_fields[2].value, smi)
     if domains is not None:
         system_fields.append(domains)
     if len(hosts) > 1:
@@ -290,7 +297,9 @@ def draft_bundle(folder: Path, references_dir: Path, *, system: str | None = Non
     text = _emit(top, runs, unused)
     placeholders = [line.split("#", 1)[0].strip() for line in text.splitlines() if PLACEHOLDER in line.split("#")[0]]
     optional = [f"system.{f.key[2:]}" for f in system_fields if f.key.startswith("# ")]
-    return Draft(text, len(runs), placeholders, unused, optional)
+    inferred = [f"system.{f.key}: {_value(f.value)} ({f.comment})" for f in system_fields
+                if f.value != PLACEHOLDER and f.comment and "nvidia-smi" in f.comment]
+    return Draft(text, len(runs), placeholders, unused, optional, inferred)
 
 
 _Collective = tuple[str, NcclTestsResult, list[RankLine]]  # (rel, parsed, rank lines)
@@ -332,16 +341,19 @@ def _whole_ranks(collectives: list[_Collective]) -> list[RankLine]:
 
 
 def _system_fields(collectives: list[_Collective], system: str | None, catalog: str | None,
-                   mlperf: list[MlperfSystem]) -> tuple[list[_Field], str | None]:
+                   mlperf: list[MlperfSystem], smi: list[SmiReport]) -> tuple[list[_Field], str | None]:
     """The system's fields as nccl-tests' rank lines show them (the GPU's system, GPUs per node, the nodes), else
-    as MLPerf's system JSON states them, and the system id; the gpu field's value is "" where the catalog given
-    will say it."""
+    as MLPerf's system JSON states them, else as nvidia-smi's reports print them, and the system id; the gpu
+    field's value is "" where the catalog given will say it."""
     whole = _whole_ranks(collectives)
     hosts = sorted({r.host for r in whole})
     per_host: dict[str, set[int]] = {}
     for r in whole:
         per_host.setdefault(r.host, set()).add(r.device)
-    names = sorted({r.gpu for _, _, ranks in collectives for r in ranks} | {m.gpu_name for m in mlperf if m.gpu_name})
+    printed = gpu_names(smi)  # product name -> where nvidia-smi prints it first
+    others = {r.gpu for _, _, ranks in collectives for r in ranks} | {m.gpu_name for m in mlperf if m.gpu_name}
+    names = sorted(others | set(printed))
+    shown = ", ".join(f"{n} ({printed[n]})" if n in printed and n not in others else n for n in names)
     fields: list[_Field] = []
     systems = sorted({s for s in map(_system_of, names) if s})
     sys_id = system or (systems[0] if len(systems) == 1 else None)
@@ -350,10 +362,12 @@ def _system_fields(collectives: list[_Collective], system: str | None, catalog: 
     elif len(systems) > 1:
         # one bundle certifies one system: evidence of two chips is a question, never silently one of them
         fields.append(_Field("gpu", PLACEHOLDER, f"needed: the files name GPUs of {len(systems)} systems "
-                             f"({', '.join(systems)}: {', '.join(names)}); keep one system's evidence in this "
-                             "folder and give its id"))
+                             f"({', '.join(systems)}: {shown}); keep one system's evidence in this folder and give "
+                             "its id"))
+    elif sys_id is not None and not others:
+        fields.append(_Field("gpu", sys_id, f"nvidia-smi's product name {shown}"))
     elif sys_id is not None:
-        fields.append(_Field("gpu", sys_id, f"nccl-tests rank lines name {', '.join(names)}"))
+        fields.append(_Field("gpu", sys_id, f"nccl-tests rank lines name {shown}"))
     elif catalog is not None:
         fields.append(_Field("gpu", "", ""))  # the catalog's system, set once it is loaded
     else:
@@ -372,6 +386,11 @@ def _system_fields(collectives: list[_Collective], system: str | None, catalog: 
         fields.append(_Field("nodes", [f"{name}-n{i:03d}" for i in range(1, count + 1)],
                              f"number_of_nodes {count} in {where} (no host names there: numbered; rename them to the "
                              "hosts if you know them)"))
+    elif (attached := gpus_per_node(smi)) is not None:
+        fields.append(_Field("gpus_per_node", PLACEHOLDER if attached.value is None else attached.value,
+                             attached.why))
+        fields.append(_Field("nodes", [PLACEHOLDER], "needed: the node hostnames (no nccl-tests test prints all its "
+                             "rank lines)"))
     else:
         fields.append(_Field("gpus_per_node", PLACEHOLDER, "needed: GPUs per node (no nccl-tests test prints all "
                              "its rank lines)"))
@@ -380,16 +399,20 @@ def _system_fields(collectives: list[_Collective], system: str | None, catalog: 
     return fields, sys_id
 
 
-def _domains_field(sys_id: str, nodes: Any) -> _Field | None:
-    """The NVLink domains of a system whose domain spans nodes (NVL72): from a rack token every host name holds
-    where each rack fits one domain, else asked for; None for a system whose domain is one node (nothing to
-    declare: each node is its own)."""
+def _domains_field(sys_id: str, nodes: Any, smi: list[SmiReport]) -> _Field | None:
+    """The NVLink domains of a system whose domain spans nodes (NVL72): from the fabric clique nvidia-smi's reports
+    print where they print one, else from a rack token every host name holds where each rack fits one domain, else
+    asked for; None for a system whose domain is one node (nothing to declare: each node is its own)."""
     if sys_id not in _NVL_DOMAIN:
         return None
     per_domain, gpus = _NVL_DOMAIN[sys_id]
     size = f"{sys_id}: one NVLink domain is at most {per_domain} nodes x {gpus} GPUs"
-    racks: dict[str, list[str]] = {}
     named = isinstance(nodes, list) and PLACEHOLDER not in nodes
+    fabric: Inferred | None = nvlink_domains(smi, nodes if named else [], per_domain)
+    if fabric is not None:
+        return _Field("nvlink_domains", PLACEHOLDER if fabric.value is None else fabric.value,
+                      fabric.why if fabric.value is not None else f"{fabric.why} ({size})")
+    racks: dict[str, list[str]] = {}
     for node in nodes if named else []:
         found = _RACK.search(node)
         if found is None:
@@ -553,6 +576,7 @@ class _Health:
     found: str
     node: str
     why: str
+    table: object = None
 
 
 def _health_files(files: list[tuple[str, str, Path]], hosts: list[str], unused: list[tuple[str, str]],
@@ -572,7 +596,7 @@ def _health_files(files: list[tuple[str, str, Path]], hosts: list[str], unused: 
         node, why = _printed_host(table)
         if node is None:
             node, why = _named_node(rel, known)
-        out.append(_Health(rel, fmt, _health_found(table), node, why))
+        out.append(_Health(rel, fmt, _health_found(table), node, why, table))
     return out
 
 

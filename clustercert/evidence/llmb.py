@@ -12,7 +12,18 @@ from clustercert.catalog import LoadedCatalog, edition_for
 from clustercert.errors import EvidenceError, UsageError
 from clustercert.evidence.archive import ARCHIVE_RECORD, Unpacked, is_archive, unpack_archive
 from clustercert.evidence.bundle import BUNDLE_FILE, MANIFEST_NAME, PLACEHOLDER
-from clustercert.evidence.init import Draft, _collective_run, _emit, _Field, _Run, _run_id, _training_fields
+from clustercert.evidence.init import (
+    Draft,
+    _collective_run,
+    _emit,
+    _Field,
+    _Health,
+    _health_files,
+    _health_run,
+    _Run,
+    _run_id,
+    _training_fields,
+)
 from clustercert.parsers import FORMATS, TRAINING_FORMATS, detect_format
 from clustercert.parsers.common import DEFAULT_LIMIT
 from clustercert.parsers.llmb_config import LlmbConfig, config_job_id, read_llmb_config
@@ -182,6 +193,36 @@ def _nccl_runs(folder: Path, hosts_all: list[str], taken: set[str], unused: list
     return runs
 
 
+def _prescreens(folder: Path, hosts: list[str], attachments: list[str], limit: int) -> list[_Health]:
+    """The prescreen's outputs (`microbenchmarks/system_info`'s slurm-*.out) that read as one: health evidence of
+    the node each prints, asked for where that node is not among `hosts` (the NCCL sweep's); the prescreen's other
+    files, and an output that does not read as the prescreen, are kept as attachments."""
+    root = _workloads(folder) / _PRESCREEN
+    outputs: list[tuple[str, str, Path]] = []
+    for path in _files(root) if root.is_dir() else []:
+        rel = _rel(path, folder)
+        try:
+            told = detect_format(path, rel) if path.name.startswith("slurm-") else None
+        except EvidenceError:
+            told = None
+        if told == "prescreen":
+            outputs.append((rel, told, path))
+        else:
+            attachments.append(rel)
+    refused: list[tuple[str, str]] = []
+    health = _health_files(outputs, hosts, refused, limit)
+    attachments += [rel for rel, _ in refused]  # cut short or garbled: kept as it came, not judged
+    out = []
+    for h in health:
+        if hosts and h.node not in hosts:
+            why = (f"needed: the prescreen ran on {h.node} ({h.why}), which is not among the {len(hosts)} hosts of "
+                   "the NCCL microbenchmark's rank lines: give the node (and add it to system.nodes if it is one of "
+                   "the cluster's)")
+            h = _Health(h.rel, h.fmt, h.found, PLACEHOLDER, why, h.table)
+        out.append(h)
+    return sorted(out, key=lambda h: h.rel)
+
+
 def _hosts(folder: Path, limit: int) -> list[str]:
     root = _workloads(folder) / _NCCL
     hosts: set[str] = set()
@@ -230,9 +271,7 @@ def draft_llmb(folder: Path, references_dir: Path, *, unpacked: Unpacked | None 
             runs.append(run)
     attachments: list[str] = []
     runs += _nccl_runs(folder, hosts, taken, unused, attachments, limit)
-    prescreen = _workloads(folder) / _PRESCREEN
-    if prescreen.is_dir():
-        attachments += [_rel(p, folder) for p in _files(prescreen)]
+    runs += [_health_run(h, taken) for h in _prescreens(folder, hosts, attachments, limit)]
     gpn, _ = _one([str(j.config.gpus_per_node) for j in jobs if j.config.gpus_per_node])
     cluster, cluster_note = _one([j.config.cluster_name for j in jobs if j.config.cluster_name])
     top: list[object] = [
@@ -260,7 +299,8 @@ def draft_llmb(folder: Path, references_dir: Path, *, unpacked: Unpacked | None 
         top.append(("archive", [_Field("name", unpacked.name),
                                 _Field("sha256", unpacked.sha256, "of the archive as unpacked")]))
     if attachments:
-        top.append(_Field("attachments", attachments, "kept as evidence, not judged (prescreen, job records)"))
+        top.append(_Field("attachments", attachments, "kept as evidence, not judged (job records; the prescreen's "
+                          "files that are no prescreen output it can read)"))
     used.update(attachments)
     _not_read(folder, used | {str(f.value[0]) for r in runs for f in r.fields if f.key == "files"}, unused)
     text = _emit(top, runs, unused)

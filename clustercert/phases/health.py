@@ -14,7 +14,7 @@ from clustercert.health import HealthRules, HealthVerdict, Unit, judge_health, w
 from clustercert.phases import PhaseResult
 from clustercert.verdicts import Check, DeclaredCheck, Severity, Status
 
-__all__ = ["PHASE", "judge_health_phase"]
+__all__ = ["PHASE", "judge_health_phase", "phase_asked"]
 
 PHASE = "health"
 # findings a node's check names in its message, and keeps in the section (all are counted)
@@ -30,6 +30,15 @@ class _Node:
     verdicts: list[HealthVerdict] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     formats: list[str] = field(default_factory=list)
+
+
+def phase_asked(bundle: LoadedBundle, catalog: LoadedCatalog) -> bool:
+    """Whether the health phase has anything to judge: a health run in the bundle, or a profile of the catalog in
+    which node health missing is a FAIL (the shipped profiles judge it when it is submitted)."""
+    if any(r.phase is Phase.HEALTH for r in bundle.spec.runs):
+        return True
+    return any(Phase.HEALTH.value in p.phases and p.missing == "fail" and Phase.HEALTH.value not in p.when_present
+               for p in catalog.spec.profiles.values())
 
 
 def judge_health_phase(bundle: LoadedBundle, catalog: LoadedCatalog, parsed: Mapping[str, object | EvidenceError],

@@ -37,7 +37,9 @@ from clustercert.evidence.guards import (
     whole_sha256,
 )
 from clustercert.evidence.hashing import sha256_bytes, sha256_file
+from clustercert.health import RULES_FILE, LoadedHealthRules, load_health_rules_file
 from clustercert.lifeline import follow_parent, signals_wait
+from clustercert.phases.health import phase_asked
 from clustercert.report import Redactor, ReportInput, build_context, render_html, render_pdf
 from clustercert.report.ahead import usable_cores
 from clustercert.report.charts import shared_charts
@@ -46,7 +48,7 @@ from clustercert.runs.results import RunMeta, dump_json_bytes
 # Charts drawn ahead, keyed by their data, or a call that gives them (waited for where the report needs them)
 Charts = dict[str, Any] | Callable[[], dict[str, Any]] | None
 
-__all__ = ["Charts", "Inputs", "ManifestPass", "Rendering", "RunRecord", "check_as_read", "check_seal",
+__all__ = ["Charts", "GivenFiles", "Inputs", "ManifestPass", "Rendering", "RunRecord", "check_as_read", "check_seal",
            "create_run_dir", "file_digest", "load_inputs", "render_reports", "seal_problems", "write_run_folder"]
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ class Inputs:
     catalog: LoadedCatalog
     digests: dict[str, str] = field(default_factory=dict, compare=False)
     read_from: int = field(default=0, compare=False)
+    # the node-health rules, loaded where the health phase judges (a health run, or a profile that asks for one)
+    health_rules: LoadedHealthRules | None = None
 
     @property
     def facts(self) -> BundleFacts:
@@ -121,13 +125,24 @@ def file_digest(path: Path) -> str:
     return _digest(_signature(path))
 
 
-_LOADED: dict[tuple[str, str, str | None, bool, str | None], tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
+@dataclass(frozen=True)
+class GivenFiles:
+    """Files a certification is given beside the bundle and catalog: a baselines file (certify --baselines: the
+    targets it gives replace the catalog's), and a node-health rules file (a re-run's copy; None: those of
+    references_dir, loaded where the health phase judges)."""
+
+    baselines: str | None = None
+    health_rules: str | None = None
+
+
+_LOADED: dict[tuple[str, str, str | None, bool, str | None, str | None],
+              tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
 
 
 def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str | None = None, *,
                 described: Callable[[], object] | None = None,
                 progress: Callable[[str, str], None] | None = None, in_bundle_names: bool = True,
-                baselines: str | None = None) -> Inputs:
+                given: GivenFiles | None = None) -> Inputs:
     """The bundle and catalog, loaded once per process: certify's command line and its flow share one load (it is
     repeated only when bundle.yaml, the catalog or an evidence file changed on disk).
 
@@ -135,8 +150,11 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     hashed (the load's longest part at cluster scale: gigabytes of telemetry): certify starts Prefect's server
     then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
     `in_bundle_names`: a certification's naming of the evidence files, by their paths in the bundle (`evidence
-    check` names them as the command was given them: `LoadedBundle.shown`)."""
-    key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names, baselines)
+    check` names them as the command was given them: `LoadedBundle.shown`). `given`: the baselines file and the
+    node-health rules file the run was given (`GivenFiles`)."""
+    baselines, health_rules = (given.baselines, given.health_rules) if given is not None else (None, None)
+    key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names, baselines,
+           health_rules)
     known = _LOADED.get(key)
     if known is not None:
         signatures, inputs = known
@@ -156,9 +174,12 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     files = [BUNDLE_FILE, *bundle.evidence_files()]
     digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file() and rel not in resized],
                        progress)
-    inputs = Inputs(bundle, catalog, digests, mark)
+    rules = (load_health_rules_file(Path(health_rules) if health_rules else references_dir / RULES_FILE)
+             if health_rules is not None or phase_asked(bundle, catalog) else None)
+    inputs = Inputs(bundle, catalog, digests, mark, rules)
     paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path] + (
-        [catalog.baselines_path] if catalog.baselines_path is not None else [])
+        [catalog.baselines_path] if catalog.baselines_path is not None else []) + (
+        [rules.path] if rules is not None else [])
     _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
     return inputs
 
@@ -471,6 +492,20 @@ def _baselines_as_judged(inputs: Inputs) -> bytes:
     return data
 
 
+def _health_rules_as_judged(inputs: Inputs) -> bytes | None:
+    """The health rules' bytes for the run folder's copy (those of the sha256 the run loaded them with), None
+    where the run judged no node health; rules that changed meanwhile are a CatalogError."""
+    loaded = inputs.health_rules
+    if loaded is None:
+        return None
+    data = read_regular(loaded.path, limit=MAX_YAML_BYTES)
+    seen = sorted((digests_read(loaded.path, since=inputs.read_from) | {sha256_bytes(data)}) - {loaded.sha256})
+    if seen:
+        raise CatalogError(f"{loaded.path}: changed while the run read it: sha256 at load {loaded.sha256}, as read "
+                           f"{seen[0]}. Leave the health rules untouched while certifying and certify again")
+    return data
+
+
 def _catalog_as_judged(inputs: Inputs) -> bytes:
     """The catalog's bytes for the run folder's copy: those whose sha256 the run recorded at load (and signs), and
     which every read of the catalog since had; a catalog that changed meanwhile is a CatalogError."""
@@ -632,6 +667,7 @@ def write_run_folder(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
     try:
         check_as_read(inputs, parts=False)  # before any work: a run judged on other bytes is never written
         catalog_copy = _catalog_as_judged(inputs)
+        rules_copy = _health_rules_as_judged(inputs)
         create_run_dir(run_dir)
     except BaseException:
         if manifest_pass is not None:
@@ -640,14 +676,15 @@ def write_run_folder(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
     if manifest_pass is None:
         manifest_pass = ManifestPass(inputs)  # hashes the evidence while the reports render
     try:
-        return _write_run_files(run_dir, inputs, record, key, rendering, catalog_copy, manifest_pass)
+        return _write_run_files(run_dir, inputs, record, key, rendering, (catalog_copy, rules_copy), manifest_pass)
     finally:
         manifest_pass.stop()
 
 
 def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyPair, rendering: Rendering,
-                     catalog_copy: bytes, manifest_pass: ManifestPass) -> dict[str, Path]:
+                     copies: tuple[bytes, bytes | None], manifest_pass: ManifestPass) -> dict[str, Path]:
     bundle, catalog, results, meta = inputs.bundle, inputs.catalog, record.results, record.meta
+    catalog_copy, rules_copy = copies
     progress = rendering.progress
     tell = progress or (lambda what: None)
     software = software_record()
@@ -662,6 +699,8 @@ def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
     if record.validation is not None:
         put("validation.json", dump_json_bytes(record.validation))
     put("catalog.yaml", catalog_copy)
+    if rules_copy is not None:  # the node-health rules that judged, which a re-run judges with
+        put(RULES_FILE, rules_copy)
     if catalog.baselines_path is not None:  # the targets that judged, beside the catalog they replaced
         put("baselines.yaml", _baselines_as_judged(inputs))
     tell("render the HTML and PDF reports" + (" and their redacted copies" if rendering.redact else ""))
@@ -680,6 +719,8 @@ def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
         "validity_basis": results.get("validity_basis"),
         "evidence_window": results.get("evidence_window"),
         "catalog": {"id": catalog.spec.id, "sha256": catalog.sha256},
+        **({"health_rules": {"id": rules.rules.id, "version": rules.rules.version, "sha256": rules.sha256}}
+           if (rules := inputs.health_rules) is not None else {}),
         "software": software,
         "run": meta.to_json(),
         "bundle_path": meta.bundle_path,

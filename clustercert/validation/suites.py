@@ -50,6 +50,7 @@ SUITE_NAMES = (
     "scheduler_records",
     "job_events",
     "mlperf_runs",
+    "gpu_health",
     CROSS_SOURCE,
 )
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -27,6 +27,7 @@ from clustercert.evidence.hashing import sha256_file
 from clustercert.evidence.parse import ParsedBundle, ParsedFile
 from clustercert.parsers.dcgm import Telemetry
 from clustercert.parsers.events import EventLog
+from clustercert.parsers.health import GpuReport, Prescreen
 from clustercert.parsers.mlperf import MlperfResult
 from clustercert.parsers.nccl_ranks import read_rank_lines
 from clustercert.parsers.nccl_tests import NcclTestsResult
@@ -46,6 +47,7 @@ __all__ = [
     "collective_table",
     "events_table",
     "gpu_counts_table",
+    "gpu_health_table",
     "mlperf_table",
     "phase_span",
     "rank_timings_table",
@@ -466,6 +468,33 @@ def mlperf_table(parsed: ParsedFile) -> TableInput:
     return TableInput("mlperf_runs", "mlperf_runs", parsed.run, parsed.display, len(frame), _single(frame))
 
 
+def gpu_health_table(parsed: ParsedFile) -> TableInput | None:
+    """gpu_health: one row per GPU of an `nvidia-smi -q` report (text, XML, or the prescreen's step 8a), with the
+    readings the health rules judge by value; None for a prescreen whose step 8a gave no report."""
+    result = parsed.result
+    report = result.gpus if isinstance(result, Prescreen) else result
+    if report is None:
+        return None
+    assert isinstance(report, GpuReport)
+    gpus = report.gpus
+    frame = _frame(
+        {
+            "index": [g.index for g in gpus],
+            "bus_id": [g.bus_id for g in gpus],
+            "uuid": [g.value("uuid") for g in gpus],
+            "power_w": [g.value("power.draw") for g in gpus],
+            "utilization_pct": [g.value("utilization.gpu") for g in gpus],
+            "pcie_replays": [g.value("pcie.replays") for g in gpus],
+            "remap_uncorrectable": [g.value("remap.uncorrectable") for g in gpus],
+            "_line": [g.line for g in gpus],
+        },
+        {"index": "int64", "bus_id": "str", "uuid": "object", "power_w": "float64", "utilization_pct": "float64",
+         "pcie_replays": "float64", "remap_uncorrectable": "float64", "_line": "int64"},
+    )
+    return TableInput("gpu_health", "gpu_health", parsed.run, parsed.display, len(frame), _single(frame),
+                      {"attached_gpus": report.attached_gpus})
+
+
 # A run's `id:` line in bundle.yaml, block style (`- id: x`) or flow style (`- {id: x, ...}`).
 _RUN_ID_LINE = re.compile(r"""^\s*(?:-\s*)?\{?\s*id:\s*['"]?([^'",}\s]+)['"]?\s*(?:[,}]|$)""")
 
@@ -671,6 +700,8 @@ def build_tables(bundle: LoadedBundle, facts: BundleFacts, parsed: ParsedBundle,
                 tables.append(events_table(pf, bundle.spec.system.nodes, span))
             elif isinstance(result, MlperfResult):
                 tables.append(mlperf_table(pf))
+            elif isinstance(result, (GpuReport, Prescreen)) and (gpus := gpu_health_table(pf)) is not None:
+                tables.append(gpus)
     tables.append(gpu_counts_table(bundle, facts, parsed))
     tables.append(hosts_table(bundle, parsed, every))
     tables.append(scheduler_span_table(bundle, parsed))

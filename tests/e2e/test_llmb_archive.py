@@ -16,7 +16,7 @@ from clustercert.evidence.bundle import Phase, RunKind, load_bundle
 from clustercert.evidence.llmb import write_llmb_draft
 from clustercert.phases.efficiency import judge_efficiency
 from clustercert.runs.evidence import EvidenceSet
-from clustercert.runs.folder import load_inputs
+from clustercert.runs.folder import GivenFiles, load_inputs
 from clustercert.simulate.llmb import LlmbJob, baseline_entry, pack_llmb_archive, suite_jobs, write_llmb_install
 from clustercert.verdicts import Check, Status
 from tests.conftest import ROOT, run_cli
@@ -112,7 +112,8 @@ def _judged(tmp: Path, catalog: LoadedCatalog, jobs: list[LlmbJob], targets: lis
     # without the NCCL microbenchmark no file names the nodes: given as a user would
     path.write_text(path.read_text().replace('provider: "FILL_IN"', 'provider: "Example Cloud"')
                     .replace('nodes: ["FILL_IN"]', f"nodes: {json.dumps(NODES)}"))
-    inputs = load_inputs(path.parent, REFERENCES, baselines=str(baselines_file(tmp / "t.yaml", catalog, targets)))
+    inputs = load_inputs(path.parent, REFERENCES,
+                         given=GivenFiles(baselines=str(baselines_file(tmp / "t.yaml", catalog, targets))))
     evidence = EvidenceSet(inputs, 1 << 30)
     runs = [r for r in inputs.bundle.spec.runs if r.phase is Phase.EFFICIENCY and r.kind is RunKind.TRAINING]
     logs = {r.id: evidence.for_phase(r) for r in runs}

@@ -597,3 +597,27 @@ def test_xml_read_by_its_tags_equals_expat_element_by_element(real_samples: Path
     commented = data.replace(b"<fabric>", b"<fabric><!-- <state>Not Started</state> -->", 1)
     assert nvsmi_xml._plain(commented) is None
     assert nvsmi_xml.parse_nvsmi_xml_of(commented, "q.xml").to_json() == slow.to_json()
+
+
+@pytest.mark.parametrize("rel", ["gpud/dmesg.xid13-xid43-app-faults.log",
+                                 "gpud/dmesg.h100-xe9680.xid119-gsp-timeout.log",
+                                 "gpud/dmesg.xid48-dbe-xid63-rowremap-xid94.log"])
+def test_xid_lines_read_with_their_stamps_equal_the_general_reading(real_samples: Path, rel: str) -> None:
+    """A kernel log whose Xid lines each start with their time stamp (dmesg -T, dmesg --time-format iso, with
+    --decode or not) is read by the stamped pattern, to the events the general reading gives; a syslog's Xid line
+    (host and tag before it) leaves the stamped pattern short, and the general reading is used."""
+    from clustercert.parsers.health import kernel_log
+
+    text = (real_samples / "node-health" / rel).read_text()
+    stamped = kernel_log._xids_stamped(text, 1)
+    assert stamped and len(stamped) == text.count("NVRM: Xid (")
+    assert stamped == kernel_log._xids(text, 1)
+    # from its first Xid line on: the file's first line is one, read at the line given
+    first = text.rfind("\n", 0, text.index("NVRM: Xid (")) + 1
+    assert kernel_log._xids_stamped(text[first:], 7) == kernel_log._xids(text[first:], 7)
+    assert kernel_log._xids_stamped(text[first:], 7)[0].line == 7
+    syslog = "\n".join(f"Feb 23 16:24:18 gpu-node-7 kernel: {line}" for line in text.splitlines()) + "\n"
+    assert kernel_log._xids_stamped(syslog, 1) == []
+    read = kernel_log.parse_kernel_log_of(syslog, "syslog")
+    assert [(x.line, x.xid, x.pci) for x in read.xids] == [(x.line, x.xid, x.pci) for x in stamped]
+    assert read.hosts == ["gpu-node-7"]

@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
+from clustercert.attest.manifest import RUN_PREFIX
 from clustercert.evidence.bundle import load_bundle, seal_bundle
+from clustercert.evidence.hashing import sha256_file
+from clustercert.health import judge_health, load_health_rules
+from clustercert.parsers import FORMATS
+from clustercert.verdicts import Status
 from tests.conftest import ROOT, run_cli
 
 H = "node-health"
@@ -51,7 +56,7 @@ def _certified(work: Path, bundle: Path, *extra: str) -> dict[str, Any]:
     run_dir = folders[0] if len(folders) == 1 else None
     results = json.loads((run_dir / "results.json").read_text()) if run_dir is not None else {}
     html = unescape((run_dir / "report.html").read_text()) if run_dir is not None else ""
-    return {"proc": proc, "results": results, "html": html}
+    return {"proc": proc, "results": results, "html": html, "run_dir": run_dir}
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +116,16 @@ def test_health_is_its_own_section_and_decides_when_submitted(degraded: dict[str
     assert "gb-r3-n09" in html.split('<section id="suspects">')[1].split("</section>")[0]
 
 
+def test_the_validate_stage_validates_each_nvidia_smi_report_as_a_gpu_health_table(degraded: dict[str, Any]) -> None:
+    validation = json.loads((degraded["run_dir"] / "validation.json").read_text())
+    (table,) = [t for t in validation["tables"] if t["suite"] == "gpu_health"]
+    # SOURCES.md: the A100 report lists its node's 4 GPUs
+    assert (table["file"], table["run"], table["rows"]) == ("health/gb-r4-n09/nvidia-smi-q.txt",
+                                                            "health-gb-r4-n09-nvidia-smi-q", 4)
+    assert {r["status"] for r in table["results"]} == {"PASS"}
+    assert len(table["results"]) == 10
+
+
 def test_page_one_names_the_top_suspects_one_line_each(degraded: dict[str, Any]) -> None:
     """Page one (the cover, before the contents) lists the first three suspects, one line each with its layers."""
     html = degraded["html"]
@@ -164,3 +179,26 @@ def test_a_health_only_bundle_certifies_under_the_node_health_profile(health_onl
                         "health.h100-a02_healthy"]
     assert results["suspects"] == {"nodes": [], "unexamined": []}
     assert "Suspect nodes" not in proc.stdout
+
+
+def test_the_run_keeps_the_health_rules_it_judged_with_and_a_rerun_judges_with_them(
+        health_only: dict[str, Any], real_samples: Path, tmp_path: Path) -> None:
+    run_dir = health_only["run_dir"]
+    rules = ROOT / "references" / "health-rules.yaml"
+    assert (run_dir / "health-rules.yaml").read_bytes() == rules.read_bytes()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    listed = {s["name"]: s["digest"]["sha256"] for s in manifest["subject"]}
+    assert listed[RUN_PREFIX + "health-rules.yaml"] == sha256_file(rules)
+    assert manifest["predicate"]["health_rules"] == {"id": "health-rules", "version": "2026-09",
+                                                     "sha256": sha256_file(rules)}
+    # references/ changed after the run: DCGM's Pass is now a failure, which fails h100-a01's all-pass table
+    references = tmp_path / "references"
+    shutil.copytree(ROOT / "references", references)
+    edited = (references / "health-rules.yaml").read_text().replace("results: {Pass: PASS,", "results: {Pass: FAIL,")
+    (references / "health-rules.yaml").write_text(edited)
+    diag = real_samples / H / "gcm/diag-r4.all-pass.txt"
+    judged = judge_health(FORMATS["dcgmi-diag"](diag, diag.name), load_health_rules(references / "health-rules.yaml"))
+    assert Status.FAIL in {v.status for v in judged}
+    proc = run_cli("rerun", str(run_dir), env={"CLUSTERCERT_REFERENCES_DIR": str(references)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("identical: results.json")

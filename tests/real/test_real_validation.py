@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from pathlib import Path
@@ -14,7 +15,8 @@ from clustercert.evidence.facts import bundle_facts
 from clustercert.evidence.parse import ParsedFile, parse_bundle
 from clustercert.parsers import FORMATS, RESILIENCE_FORMATS, detect_format
 from clustercert.validation.suites import ResultStatus, ValidationReport, load_suites, run_tables, validate_bundle
-from clustercert.validation.tables import mlperf_table, scheduler_table, training_table
+from clustercert.validation.tables import gpu_health_table, mlperf_table, scheduler_table, training_table
+from tests.real.test_real_health import prescreen_of
 from tests.real.test_real_parsers import SACCT_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +68,48 @@ def test_real_sacct_and_mlperf_validate_cleanly(real_samples: Path) -> None:
     report = run_tables(tables, load_suites(ROOT / "checks"))
     assert [t.rows for t in report.tables] == [sum(1 + len(j.steps) for j in sacct.jobs), 10]
     assert _not_passed(report) == []
+
+
+def test_real_nvidia_smi_reports_validate_cleanly(real_samples: Path) -> None:
+    """Every real `nvidia-smi -q` and `-q -x` report passes the gpu_health suite, one row per GPU it attaches."""
+    health = real_samples / "node-health"
+    tables, attached = [], []
+    for path in sorted(health.rglob("*")):
+        fmt = detect_format(path) if path.is_file() and path.name != "README.upstream.md" else None
+        if fmt not in ("nvidia-smi-q", "nvidia-smi-xml"):
+            continue
+        report = FORMATS[fmt](path, path.name)
+        table = gpu_health_table(ParsedFile(path.stem, RunKind.HEALTH, path.name, path.name, report))
+        assert table is not None
+        tables.append(table)
+        attached.append((path.name, report.attached_gpus))
+    # SOURCES.md: the GPUs each report is of
+    gpus = {"nvidia-smi-q-d-page-retirement.a100x8.clean.txt": 8,
+            "nvidia-smi-q.h100x8.535.161.08.hw-power-brake.txt": 8,
+            "nvidia-smi-q.h100x8.535.183.01.txt": 8, "nvidia-smi-q-x.a100.xml": 1, "nvidia-smi-q-x.b200.xml": 8,
+            "nvidia-smi-q-x.gb200.xml": 4, "nvidia-smi-q-x.gb300.xml": 4, "nvidia-smi-q-x.h100.xml": 8,
+            "nvidia-smi-a.A100SXMx4.txt": 4, "nvidia-smi-a.GH200.txt": 1, "nvidia-smi-a.H100SXMx8.txt": 8,
+            "nvidia-smi-a.H200.txt": 1}
+    assert dict(attached) == gpus
+    report = run_tables(tables, load_suites(ROOT / "checks"))
+    assert {t.file: t.rows for t in report.tables} == gpus
+    assert _not_passed(report) == []
+
+
+def test_the_prescreens_nvidia_smi_report_is_a_gpu_health_table(real_samples: Path, tmp_path: Path) -> None:
+    path = tmp_path / "slurm-4242.out"
+    path.write_text(prescreen_of(real_samples / "node-health"))
+    prescreen = FORMATS["prescreen"](path, path.name)
+    table = gpu_health_table(ParsedFile("p", RunKind.HEALTH, path.name, path.name, prescreen))
+    assert table is not None
+    frame = next(table.batches())
+    # its step 8a is the 535.161 H100 report: 8 GPUs (SOURCES.md), at the prescreen file's own lines
+    step = prescreen.step("8a")
+    assert step is not None and table.rows == 8 and int(frame["_line"].min()) > step.line
+    assert _not_passed(run_tables([table], load_suites(ROOT / "checks"))) == []
+    # a prescreen whose step 8a gave no report has no table
+    assert gpu_health_table(ParsedFile("p", RunKind.HEALTH, path.name, path.name,
+                                       dataclasses.replace(prescreen, gpus=None))) is None
 
 
 @pytest.mark.parametrize("catalog_id", ["exemplar-h100", "exemplar-gb200"])

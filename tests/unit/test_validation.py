@@ -23,6 +23,8 @@ from clustercert.evidence.parse import ParsedFile
 from clustercert.evidence.provenance import Span
 from clustercert.parsers.dcgm import DcgmSample, Telemetry
 from clustercert.parsers.events import Event, EventLog, EventType
+from clustercert.parsers.health.common import Reading
+from clustercert.parsers.health.gpus import GpuRecord, GpuReport
 from clustercert.parsers.mlperf import MlperfResult, MlperfRun
 from clustercert.parsers.nccl_tests import CollectiveTest, NcclRow, NcclTestsResult
 from clustercert.parsers.nemo_resilience import LogEvent, LogEventKind, ResilienceLog
@@ -42,6 +44,7 @@ from clustercert.validation.tables import (
     collective_table,
     events_table,
     gpu_counts_table,
+    gpu_health_table,
     hosts_table,
     mlperf_table,
     rank_timings_table,
@@ -166,6 +169,24 @@ def mlperf(runs: list[MlperfRun] | None = None) -> TableInput:
     result = MlperfResult("mlperf", "llama2_70b_lora", "4.0.0", good if runs is None else runs, None, None, 31.0,
                           None)
     return mlperf_table(ParsedFile("ml", RunKind.MLPERF, "mlperf", "mlperf", result))
+
+
+def gpu_health(change: dict[int, dict[str, Any]] | None = None, *, attached: int = 8, gpus: int = 8) -> TableInput:
+    """An 8-GPU H100 `nvidia-smi -q` report as the tool prints it idle: GPU i's section at line 10 + 180 i;
+    `change` sets readings of GPU i (a bus id, or a reading's printed value)."""
+    records = []
+    for i in range(gpus):
+        line = 10 + 180 * i
+        values: dict[str, Any] = {"bus_id": f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+                                  "uuid": f"GPU-{i:08x}-1c2d-4e5f-8a9b-0123456789ab", "power.draw": 69.2,
+                                  "utilization.gpu": 0.0, "pcie.replays": 0, "remap.uncorrectable": 0}
+        values.update((change or {}).get(i, {}))
+        readings = {key: Reading(value, line + 40, str(value)) for key, value in values.items() if key != "bus_id"}
+        records.append(GpuRecord(i, values["bus_id"], line, readings, processes=0, processes_line=line + 170))
+    report = GpuReport("nvidia-smi-q.txt", "nvidia-smi -q", 1, 10 + 180 * gpus, attached, records)
+    table = gpu_health_table(ParsedFile("node1-smi", RunKind.HEALTH, "nvidia-smi-q.txt", "nvidia-smi-q.txt", report))
+    assert table is not None
+    return table
 
 
 def frame_change(table: TableInput, change: Callable[[pd.DataFrame], pd.DataFrame]) -> TableInput:
@@ -311,6 +332,19 @@ CASES: dict[tuple[str, str], tuple[Callable[[], TableInput], Callable[[], TableI
     ("mlperf_runs", "runs_succeeded"): (
         mlperf, lambda: mlperf([MlperfRun("result_0.txt", "aborted", 0, 60_000, 3, 90)]
                                + [MlperfRun(f"result_{i}.txt", "success", 0, 60_000, 3, 90) for i in (1, 2)]), 90),
+    ("gpu_health", "columns_present"): (gpu_health, lambda: frame_change(gpu_health(), _drop("power_w")), None),
+    ("gpu_health", "has_gpus"): (gpu_health, lambda: gpu_health(attached=0, gpus=0), None),
+    ("gpu_health", "every_attached_gpu_listed"): (gpu_health, lambda: gpu_health(gpus=7), None),
+    ("gpu_health", "bus_id_not_null"): (
+        gpu_health, lambda: frame_change(gpu_health(), _set("bus_id", 2, None, "object")), 370),
+    ("gpu_health", "bus_id_unique"): (gpu_health, lambda: gpu_health({5: {"bus_id": "00000000:28:00.0"}}), 190),
+    ("gpu_health", "uuid_format"): (gpu_health, lambda: gpu_health({3: {"uuid": "GPU-3"}}), 550),
+    # mW read as W: 69,200 where nvidia-smi printed 69.20 W
+    ("gpu_health", "power_physical"): (gpu_health, lambda: gpu_health({6: {"power.draw": 69200.0}}), 1090),
+    ("gpu_health", "utilization_percent"): (gpu_health, lambda: gpu_health({1: {"utilization.gpu": 250.0}}), 190),
+    ("gpu_health", "pcie_replays_not_negative"): (gpu_health, lambda: gpu_health({4: {"pcie.replays": -3}}), 730),
+    ("gpu_health", "remap_count_not_negative"): (
+        gpu_health, lambda: gpu_health({7: {"remap.uncorrectable": -1}}), 1270),
 }
 
 

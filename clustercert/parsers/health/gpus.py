@@ -143,6 +143,8 @@ class GpuReport:
     timestamp: str | None = None
     # the `-d` sections the report was limited to, when it was (`nvidia-smi -q -d PAGE_RETIREMENT`), else empty
     displayed: list[str] = field(default_factory=list)
+    # the line of `Attached GPUs` (<attached_gpus>): where the GPU count is printed
+    attached_line: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {

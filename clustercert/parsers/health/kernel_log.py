@@ -28,6 +28,12 @@ _XID_MARK = "NVRM: Xid ("
 # starts with its literal, so the scan for it runs at C speed; an Xid line it does not match is found by count
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-9A-Fa-f])?\): "
                   r"(\d{1,4}),[ \t]*(?:pid=([^,\n]*), name=([^,\n]*), )?([^\n]*)")
+# The same Xid line read with its time stamp, where the stamp is the whole of what precedes the driver's text (dmesg
+# -T's `[Sun Feb 23 16:24:18 2025]`, dmesg's `[ 5107.64]`, `--time-format iso`, each with `--decode`'s level or
+# not): the pattern starts at the line end before it, so a flood of Xid lines is read with no Python per line
+# beyond the event's tuple. A file where it reads fewer lines than there are Xid marks is read the general way.
+_XID_STAMPED = re.compile(r"\n(?:\w{1,8} *:\w{1,8} *: )?(\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d "
+                          r"\d\d:\d\d:\d\d \d{4}\]|\d{4}-\d\d-\d\dT[^\s\]]{9,40})[ \t]+" + _XID.pattern)
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}): (GPU-[0-9a-fA-F-]{36})")
 # the interface before `: lost carrier` (systemd-networkd and the kernel print it so); found from the literal, then
 # read back to its line's start, so a long line is scanned once
@@ -131,6 +137,41 @@ def _refuse_xid(text: str, display: str, read: set[int], first_line: int) -> Non
         at = text.find(_XID_MARK, end)
 
 
+def _xids_stamped(text: str, first_line: int) -> list[XidEvent]:
+    """The Xid lines whose prefix is a time stamp alone (_XID_STAMPED), in file order."""
+    # split() hands over each event's groups and the text between events as strings, at C speed: an event's line is
+    # the line ends before it (its own leading one included), with no match object per line
+    parts = iter(_XID_STAMPED.split("\n" + text))  # the first line, too, has a line end before it
+    xids: list[XidEvent] = []
+    # a flood is thousands of lines: no lookups per line, and each event built by tuple's own constructor (the
+    # named tuple's __new__ is a Python function)
+    append, new = xids.append, tuple.__new__
+    line = first_line - 1 + next(parts).count("\n")
+    for stamp, pci, code, pid, process, message, between in zip(parts, parts, parts, parts, parts, parts, parts,
+                                                                 strict=False):
+        line += 1
+        append(new(XidEvent, (pci.lower(), int(code), line, stamp, message.strip(),
+                              None if pid is None else pid.strip("'"), None if process is None else process.strip())))
+        line += between.count("\n")
+    return xids
+
+
+def _xids(text: str, first_line: int) -> list[XidEvent]:
+    """Every Xid line the pattern reads, whatever precedes it (a syslog's host and tag), in file order."""
+    xids: list[XidEvent] = []
+    append, rfind, count = xids.append, text.rfind, text.count
+    line, counted = first_line, 0
+    for event in _XID.finditer(text):
+        at = event.start()
+        start = rfind("\n", 0, at) + 1
+        line += count("\n", counted, start)
+        counted = start
+        pci, code, pid, process, message = event.groups()
+        append(XidEvent(pci.lower(), int(code), line, _stamp(text[start:at]), message.strip(),
+                        None if pid is None else pid.strip("'"), None if process is None else process.strip()))
+    return xids
+
+
 def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> KernelLog:
     """parse_kernel_log() of a log's text; `first_line` is the file line the text starts at."""
     lines = LineCounter(text, first_line)
@@ -141,18 +182,11 @@ def parse_kernel_log_of(text: str, display: str, *, first_line: int = 1) -> Kern
         raise EvidenceError(display, f"expected kernel log lines (as dmesg, dmesg -T, dmesg --time-format iso or "
                             f"syslog print them), got {body.partition(chr(10))[0][:60]!r}. {_FIX}",
                             line=lines.line_at(body_start))
-    xids: list[XidEvent] = []
-    append, rfind, count = xids.append, text.rfind, text.count  # a flood is thousands of lines: no lookups per line
-    line, counted = first_line, 0
-    for event in _XID.finditer(text):
-        at = event.start()
-        start = rfind("\n", 0, at) + 1
-        line += count("\n", counted, start)
-        counted = start
-        pci, code, pid, process, message = event.groups()
-        append(XidEvent(pci.lower(), int(code), line, _stamp(text[start:at]), message.strip(),
-                        None if pid is None else pid.strip("'"), None if process is None else process.strip()))
-    if len(xids) != text.count(_XID_MARK):
+    marks = text.count(_XID_MARK)
+    xids = _xids_stamped(text, first_line) if marks else []
+    if len(xids) != marks:
+        xids = _xids(text, first_line)
+    if len(xids) != marks:
         _refuse_xid(text, display, {x.line for x in xids}, first_line)
     carrier: list[CarrierEvent] = []
     lines = LineCounter(text, first_line)

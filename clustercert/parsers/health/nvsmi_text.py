@@ -147,7 +147,7 @@ def parse_nvsmi_text_of(text: str, display: str, *, first_line: int = 1) -> GpuR
         attached_gpus=attached, gpus=gpus,
         driver_version=found.get("Driver Version", (None, 0))[0],
         cuda_version=found.get("CUDA Version", (None, 0))[0],
-        timestamp=found.get("Timestamp", (None, 0))[0], displayed=displayed)
+        timestamp=found.get("Timestamp", (None, 0))[0], displayed=displayed, attached_line=attached_line)
 
 
 def _headings(text: str, start: int, end: int) -> set[str]:

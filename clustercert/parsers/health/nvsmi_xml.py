@@ -225,7 +225,7 @@ def _scan(text: str, display: str, first_line: int) -> GpuReport:
         file=display, source="nvidia-smi -q -x", line=LineCounter(text, first_line).line_at(root),
         last_line=lines.line_at(len(text.rstrip())), attached_gpus=attached, gpus=gpus,
         driver_version=head.get("driver_version", (None, 0))[0], cuda_version=head.get("cuda_version", (None, 0))[0],
-        timestamp=head.get("timestamp", (None, 0))[0])
+        timestamp=head.get("timestamp", (None, 0))[0], attached_line=attached_line)
 
 
 class _Reader:
@@ -280,7 +280,7 @@ class _Reader:
             last_line=self.root_end or self.offset + parser.CurrentLineNumber, attached_gpus=attached, gpus=self.gpus,
             driver_version=self.head.get("driver_version", (None, 0))[0],
             cuda_version=self.head.get("cuda_version", (None, 0))[0],
-            timestamp=self.head.get("timestamp", (None, 0))[0])
+            timestamp=self.head.get("timestamp", (None, 0))[0], attached_line=attached_line)
 
     def refuse(self, message: str) -> None:
         raise _Refused(EvidenceError(self.display, f"{message}. {_FIX}",
