@@ -5,6 +5,7 @@
 # a name in.
 
 import functools
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
@@ -23,6 +24,7 @@ from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import Inputs
+from clustercert.settings import load_settings
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
 from flows.runners import Parcel, bulky, handed_back, on_threads, received
