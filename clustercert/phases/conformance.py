@@ -201,6 +201,12 @@ def recipe_check(run: RunSpec, file: str, recipe_version: str, baseline: Baselin
     else:
         status = Status.WARN if contradicted else Status.PASS
         message = f"{', '.join(_value_shown(v, file) for v in compared)} match the baseline's{note}"
+        # the report lists the values as a table under this one line
+        summary = f"{len(compared)} recipe values match the baseline's{note}"
+        return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
+                     measured=0.0, target=0.0, unit="differences", message=message, evidence=evidence,
+                     summary=summary, settings=tuple((f"{LABEL[v.field]} ({v.field})", _value_shown(v, file)[
+                         len(LABEL[v.field]) + 1:]) for v in compared))
     return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
                  measured=float(len(disallowed) + len(off_table)), target=0.0, unit="differences", message=message,
                  evidence=evidence)

@@ -494,9 +494,9 @@ def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, placem
         return _Target(None, f"the catalog's collective_model sets no {cls} efficiency for {collective.value}",
                        efficiency, expected, "none")
     return _Target(model.target_fraction * modelled,
-                   f"{model.target_fraction:g} x expected {modelled:.1f} GB/s (efficiency {efficiency:g} x "
-                   f"bound {bound.formula}); clustercert's own model: no published figure for this collective "
-                   "and shape", efficiency, modelled,
+                   f"{model.target_fraction:g} x expected {modelled:.1f} GB/s of clustercert's own link model (no "
+                   f"published figure for this collective and shape), efficiency {efficiency:g} x bound "
+                   f"{bound.formula}", efficiency, modelled,
                    f"model: {model.source} (no published figure)")
 
 

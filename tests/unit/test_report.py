@@ -718,3 +718,39 @@ def test_undeclared_nvlink_domains_are_said_never_counted_as_none() -> None:
     assert (f"{nodes} nodes × 4 GPUs = {nodes * 4} GPUs, NVLink domains not declared (each node counted as its own)"
             in out)
     assert f"<td>not declared</td><td>each of the {nodes} nodes counted as its own domain</td>" in out
+
+
+def test_a_long_sentence_an_earlier_check_said_is_a_reference_in_the_report() -> None:
+    """The report says a remedy or a formula once and refers to it after (issue 58: the link-model formula and its
+    remedy were repeated per check); short sentences stay; results.json keeps every message whole. A reference ends
+    its sentence, so that the render check does not read it and the next one as one."""
+    from clustercert.report.render import _findings_shown, _said_once, sentences
+
+    remedy = "Check the NICs, cables and switch ports these runs cross, then re-run nccl-tests"
+    formula = "Target = 0.8 x expected 91.3 GB/s (bound 2 domains, k = 64 of N = 128 ranks per domain: min(a, b));"
+    # cut after . ; : ! or ? and a space, never inside brackets
+    assert sentences(f"1 of 4 run(s) below their target: x. {formula} {remedy}") == [
+        "1 of 4 run(s) below their target:", "x.", formula, remedy]
+    checks = [{"id": f"scaling.c{i}", "phase": "scaling", "message": f"run {i} below: x{i}. {formula} {remedy}"}
+              for i in range(3)]
+    checks.insert(0, {"id": "efficiency.w", "phase": "efficiency", "message": f"Fix it. {remedy}"})
+    shown = _said_once(checks)
+    # in the report's order: the efficiency phase says the remedy first, the scaling checks refer to it, and the
+    # formula, said first by scaling.c0, is a reference after; one reference for a run of referred sentences
+    assert shown[0]["message"] == f"Fix it. {remedy}"
+    assert shown[1]["message"] == f"run 0 below: x0. {formula} (as in efficiency.w)."
+    assert [c["message"] for c in shown[2:]] == [f"run {i} below: x{i}. (as in scaling.c0). (as in efficiency.w)."
+                                                 for i in (1, 2)]
+    assert checks[1]["message"].endswith(remedy)  # the input (results.json's) is untouched
+
+    # page one: findings that say the same of the same evidence are one line with their checks; a sentence an
+    # earlier finding said is "(as above)"
+    none = "the bundle holds none of what they judge (the cluster did not show it);"
+    findings = [{"status": "FAIL", "phase": p, "check": f"{p}.x", "checks": [f"{p}.x"], "where": [],
+                 "line": f"2 checks without evidence: {none} first: {p} x"} for p in ("efficiency", "scaling")]
+    findings += [{"status": "ERROR", "phase": "scaling", "check": c, "checks": [c], "where": ["a.log:3"],
+                  "line": "no link bound: expected the scale-out network, got none"} for c in ("s.a", "s.b")]
+    shown_findings = _findings_shown(findings)
+    assert [f["line"] for f in shown_findings] == [
+        findings[0]["line"], "2 checks without evidence: (as above). first: scaling x", findings[2]["line"]]
+    assert (shown_findings[2]["merged"], shown_findings[2]["checks"]) == (2, ["s.a", "s.b"])
