@@ -754,3 +754,38 @@ def test_a_long_sentence_an_earlier_check_said_is_a_reference_in_the_report() ->
     assert [f["line"] for f in shown_findings] == [
         findings[0]["line"], "2 checks without evidence: (as above). first: scaling x", findings[2]["line"]]
     assert (shown_findings[2]["merged"], shown_findings[2]["checks"]) == (2, ["s.a", "s.b"])
+
+
+def test_configurations_render_as_key_value_tables_with_dotted_keys() -> None:
+    """A configuration is two columns, key (nested keys dotted) and value, not one string (issue 58): a recipe
+    check's values under its summary (the same values again refer to the first), a rule's nested values, and
+    bundle.yaml's declared interconnect and description in the system description."""
+    from clustercert.report.sources import system_rows
+
+    data = copy.deepcopy(_input())
+    results = data["results"]
+    settings = {"GBS (gbs)": "256 (training/r1.log:12)", "TP (tp)": "4 (declared)"}
+    checks = [{"id": f"efficiency.w-r{i}_recipe_conforms", "title": "Run follows its baseline's recipe",
+               "phase": "efficiency", "severity": "required", "status": "PASS", "measured": 0.0, "target": 0.0,
+               "unit": "differences", "message": "GBS 256 (training/r1.log:12), TP 4 (declared) match the "
+               "baseline's", "summary": "2 recipe values match the baseline's", "evidence": [],
+               "settings": settings} for i in (1, 2)]
+    results["checks"] = results["checks"] + checks
+    results["rules"] = {**results["rules"], "collective_model": {"target_fraction": 0.8,
+                                                                 "efficiency": {"nvlink": {"all_reduce": 1.07}}}}
+    page = render_html(_context(data), TEMPLATES)
+    rows = re.findall(r"<tr><td><code>([^<]*(?:<wbr>[^<]*)*)</code></td><td>([^<]*)</td></tr>", page)
+    shown = {key.replace("<wbr>", ""): value.replace("<wbr>", "") for key, value in rows}
+    assert shown["GBS (gbs)"] == "256 (training/r1.log:12)" and shown["TP (tp)"] == "4 (declared)"
+    assert shown["efficiency.nvlink.all_reduce"] == "1.07" and shown["target_fraction"] == "0.8"
+    # the first check's values are a table; the second says whose they are
+    assert page.count("The values efficiency.") == 1
+    assert "2 recipe values match the baseline&#39;s (values as in efficiency.w-r1_recipe_conforms)" in page.replace(
+        "<wbr>", "")
+    sut = {"declared": {"gpu": "gb200-nvl72", "interconnect": {"scale_out": "infiniband-ndr", "nics_per_node": 4},
+                        "description": {"software": {"driver": "570.86", "nccl": "2.26.5"}, "notes": "as built"}}}
+    declared = {r["item"]: r["value"] for r in system_rows(sut) if r["origin"] == "declared in bundle.yaml"}
+    assert {k: v for k, v in declared.items() if k.startswith("system.")} == {
+        "system.interconnect.scale_out": "infiniband-ndr", "system.interconnect.nics_per_node": 4,
+        "system.description.software.driver": "570.86", "system.description.software.nccl": "2.26.5",
+        "system.description.notes": "as built"}
