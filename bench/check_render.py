@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from clustercert.report.render import REPEAT_WORDS  # the report says once what this check counts
+
 # Injected into a temporary copy only (the report itself carries no script): it measures the laid-out page.
 PROBE = """<script>
 window.addEventListener('load', () => {
@@ -39,16 +41,36 @@ window.addEventListener('load', () => {
     const rows = t.tBodies.length ? [...t.tBodies].reduce((n, b) => n + b.rows.length, 0) : t.rows.length;
     if (rows === 0) out.empty_tables.push((t.querySelector('caption') || t).textContent.trim().slice(0, 80));
   }
-  // a sentence of some length said three times or more is noise: say it once and refer to it
+  // a sentence said again and again is noise: say it once and refer to it. The prose of each paragraph, list item,
+  // table data cell or figure caption without a block inside, as laid out (innerText: a <br> breaks a line), less
+  // its labels (headers and captions are not read; a check's title is class "label"), cut into sentences as
+  // clustercert.report.render.sentences() cuts a message: after . ; : ! or ? and a space, outside brackets; a
+  // sentence of REPEAT_WORDS words or more said more than REPEAT_MAX times fails
+  const sentences = (text) => {
+    const out = []; let depth = 0, start = 0;
+    for (let i = 0; i < text.length; i++) {
+      const c = text[i];
+      if ('([{'.includes(c)) depth++;
+      else if (')]}'.includes(c) && depth > 0) depth--;
+      if ('.;:!?'.includes(c) && depth === 0 && i + 1 < text.length && /\\s/.test(text[i + 1])) {
+        out.push(text.slice(start, i + 1)); start = i + 1;
+      }
+    }
+    out.push(text.slice(start));
+    return out.map((p) => p.replace(/\\s+/g, ' ').trim()).filter(Boolean);
+  };
   const seen = new Map();
   for (const el of document.querySelectorAll('p, li, td, figcaption')) {
-    if (el.querySelector('p, li, td, table')) continue;
-    for (const s of el.textContent.split(/(?<=[.;:])\\s+/)) {
-      const text = s.trim();
-      if (text.length >= 60) seen.set(text, (seen.get(text) || 0) + 1);
+    if (el.querySelector('p, li, td, table, ul, ol')) continue;
+    let prose = el.innerText;
+    for (const label of el.querySelectorAll('.label')) prose = prose.replace(label.innerText, '\\n');
+    for (const line of prose.split(/\\n+/)) {
+      for (const text of sentences(line)) {
+        if (text.split(' ').length >= REPEAT_WORDS) seen.set(text, (seen.get(text) || 0) + 1);
+      }
     }
   }
-  out.repeated = [...seen].filter(([, n]) => n >= REPEAT_MAX).map(([t, n]) => `${n}x ${t.slice(0, 80)}`);
+  out.repeated = [...seen].filter(([, n]) => n > REPEAT_MAX).map(([t, n]) => `${n}x ${t.slice(0, 80)}`);
   const pre = document.createElement('pre'); pre.id = 'clustercert-probe';
   pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
 });
@@ -59,16 +81,18 @@ A4 = (595.276, 841.89)
 MARGIN = {"top": 20 * PT / 25.4, "right": 15 * PT / 25.4, "bottom": 20 * PT / 25.4, "left": 15 * PT / 25.4}
 # a printed page's body height in CSS pixels (96 per inch): a cell taller than this cannot fit on one page
 PAGE_PX = (A4[1] - MARGIN["top"] - MARGIN["bottom"]) * 96 / PT
-REPEAT_MAX = 3  # a sentence said this many times is reported
+# a sentence said more often than this fails: twice may be a finding and its detail, three times is noise
+REPEAT_MAX = 2
 
 
 def check_html(html: Path, chromium: str, width: int) -> dict[str, Any]:
-    """Overflowing tables, missing or unlabelled images, cells taller than a page and tables without rows (each
-    fails), and sentences said three times or more (reported in `repeated`), as laid out by Chromium at `width`
-    CSS pixels."""
+    """Overflowing tables, missing or unlabelled images, cells taller than a page, tables without rows and sentences
+    of REPEAT_WORDS words or more said more than REPEAT_MAX times (`repeated`), each of which fails, as laid out by
+    Chromium at `width` CSS pixels."""
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "probe.html"
-        script = PROBE.replace("PAGE_PX", f"{PAGE_PX:.0f}").replace("REPEAT_MAX", str(REPEAT_MAX))
+        script = (PROBE.replace("PAGE_PX", f"{PAGE_PX:.0f}").replace("REPEAT_MAX", str(REPEAT_MAX))
+                  .replace("REPEAT_WORDS", str(REPEAT_WORDS)))
         probe.write_text(html.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
         done = subprocess.run(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-extensions",
@@ -81,9 +105,8 @@ def check_html(html: Path, chromium: str, width: int) -> dict[str, Any]:
                                       f"{done.stderr.strip()[-300:]}"}
     found = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
                        .replace("&gt;", ">"))
-    # a repeated sentence is reported, not yet failed: the shipped samples still repeat some (issue 58)
     found["ok"] = (not found["tables"] and not found["images"] and found["count_images"] > 0
-                   and not found["tall_cells"] and not found["empty_tables"])
+                   and not found["tall_cells"] and not found["empty_tables"] and not found["repeated"])
     return dict(found)
 
 

@@ -52,6 +52,9 @@ class Check:
     summary: str | None = None
     # the evidence this check needs is not in the bundle (what that means is the profile's: phases.profile)
     absent: bool = False
+    # the configuration the check read (a recipe's values), key -> value with its origin: the report shows it as a
+    # key/value table instead of the message's list
+    settings: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -70,6 +73,7 @@ class Check:
             "summary": self.summary,
             "evidence": [s.to_dict() for s in self.evidence],
             **({"absent": True} if self.absent else {}),
+            **({"settings": dict(self.settings)} if self.settings else {}),
         }
 
 

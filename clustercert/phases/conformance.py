@@ -201,12 +201,23 @@ def recipe_check(run: RunSpec, file: str, recipe_version: str, baseline: Baselin
     else:
         status = Status.WARN if contradicted else Status.PASS
         message = f"{', '.join(_value_shown(v, file) for v in compared)} match the baseline's{note}"
+        # the report lists the values as a table under this one line
+        summary = f"{len(compared)} recipe values match the baseline's{note}"
+        return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
+                     measured=0.0, target=0.0, unit="differences", message=message, evidence=evidence,
+                     summary=summary, settings=tuple((f"{LABEL[v.field]} ({v.field})", _value_origin(v, file))
+                                                     for v in compared))
     return Check(id=check_id, title=title, phase=PHASE, severity=Severity.REQUIRED, status=status,
                  measured=float(len(disallowed) + len(off_table)), target=0.0, unit="differences", message=message,
                  evidence=evidence)
 
 
 def _value_shown(v: RecipeValue, file: str) -> str:
+    return f"{LABEL[v.field]} {_value_origin(v, file)}"
+
+
+def _value_origin(v: RecipeValue, file: str) -> str:
+    """A recipe value and where it comes from: `4 (train.log:120)`, or `4 (declared)` from bundle.yaml."""
     shown = v.value if v.value is not None else "unset"
-    return f"{LABEL[v.field]} {shown} ({f'{file}:{v.line}' if v.line is not None else 'declared'})"
+    return f"{shown} ({f'{file}:{v.line}' if v.line is not None else 'declared'})"
 

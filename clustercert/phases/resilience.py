@@ -565,9 +565,21 @@ def _straggler_check(bundle: LoadedBundle, catalog: LoadedCatalog, evidence: _St
     status, message, summary = _straggler_verdict(scored, rules, evidence.unread, cluster_said)
     flagged = report.stragglers
     handled = len(flagged) - sum(map(scored.unhandled, flagged))
+    # each straggler's own rows first (the one the message names first leads), then the whole table they were
+    # scored against
+    named = sorted(flagged, key=lambda r: not scored.unhandled(r))
+    rows = [_rows_of(gpus.timings, r.rank, report.evidence[0].file) for r in named] if report.evidence else []
     return declared.judged(status, message, measured=float(handled), target=float(len(flagged)),
-                           unit="stragglers handled", evidence=[*report.evidence, *report_spans, *_spans(handling)],
+                           unit="stragglers handled",
+                           evidence=[*rows, *report.evidence, *report_spans, *_spans(handling)],
                            summary=summary), scored.rows()
+
+
+def _rows_of(timings: RankTimings, key: int, file: str) -> Span:
+    """The rows (from 1, in file order) of the per-rank timings that hold the GPU scored under `key`: the rows its
+    scores were computed from."""
+    at = np.flatnonzero(timings.rank == key)
+    return Span(file, int(at[0]) + 1, int(at[-1]) + 1, int(at.size))
 
 
 def _cluster_rows(logs: Sequence[ResilienceRunLog], reported: Sequence[_Reported], domain_of: Mapping[str, str],

@@ -295,6 +295,16 @@ def _number_line(test: CollectiveTest, large_message_bytes: int) -> int:
     return max(large, key=lambda r: max(r.busbw_oop, r.busbw_ip)).line if large else test.line
 
 
+def _number_span(file: str, test: CollectiveTest, large_message_bytes: int) -> Span:
+    """The evidence of a test's judged number: the one line it was read from (`_number_line`: its gated busbw row,
+    or the root cause an aborted test printed); the whole test where it has neither."""
+    has_number = bool(test.rows) if test.error is None else test.cause_line is not None
+    if has_number:
+        line = _number_line(test, large_message_bytes)
+        return Span(file, line, line, 1)
+    return Span(file, test.line, test.last_line, max(1, len(test.rows)))
+
+
 def _link_rates(bundle: LoadedBundle, catalog: LoadedCatalog) -> tuple[LinkRates, str | None]:
     """Per-GPU link rates of the declared topology; the second value says why B_net is unknown."""
     system = bundle.spec.system
@@ -411,7 +421,8 @@ def _collective_runs(
                     evidence=(span,),
                 ))
                 continue
-            out.append(_measured_test(run, scope, test, collective, span, catalog, links))
+            number = _number_span(result.file, test, catalog.spec.rules.large_message_bytes)
+            out.append(_measured_test(run, scope, test, collective, number, catalog, links))
     return checks, _peer_targets(out, catalog.spec.rules.degraded_pair_fraction)
 
 
@@ -444,7 +455,7 @@ def _peer_targets(measured: list[_Measured], fraction: float) -> list[_Measured]
 
 def _measured_test(run: RunSpec, scope: Scope, test: CollectiveTest, collective: Collective, span: Span,
                    catalog: LoadedCatalog, links: _Links) -> _Measured:
-    """One test of a collective run judged against its target."""
+    """One test of a collective run judged against its target; `span` is the line of its judged number."""
     rules = catalog.spec.rules
     sizes = [row.size_bytes for row in test.rows]
     oop, ip = [row.busbw_oop for row in test.rows], [row.busbw_ip for row in test.rows]
@@ -523,9 +534,9 @@ def _target(catalog: LoadedCatalog, scope: Scope, collective: Collective, placem
         return _Target(None, f"the catalog's collective_model sets no {cls} efficiency for {collective.value}",
                        efficiency, expected, "none")
     return _Target(model.target_fraction * modelled,
-                   f"{model.target_fraction:g} x expected {modelled:.1f} GB/s (efficiency {efficiency:g} x "
-                   f"bound {bound.formula}); clustercert's own model: no published figure for this collective "
-                   "and shape", efficiency, modelled,
+                   f"{model.target_fraction:g} x expected {modelled:.1f} GB/s of clustercert's own link model (no "
+                   f"published figure for this collective and shape), efficiency {efficiency:g} x bound "
+                   f"{bound.formula}", efficiency, modelled,
                    f"model: {model.source} (no published figure)")
 
 
@@ -711,12 +722,14 @@ def _target_check(declared: DeclaredCheck, scope: str, coll: str, mine: list[_Me
     if status is Status.FAIL and problems:
         message += "; also unusable: " + _listed(problems, " | ")
     shown = below[0] if below else worst
+    # the run whose number the check shows first (its line holds it), then the other runs below, then the rest
+    first = [shown, *(m for m in below if m is not shown)] if shown is not None else below
     spans = [s for m in mine for s in m.result.evidence]
     return declared.judged(
         status, message,
         measured=shown.result.busbw_gbps if shown else None, target=shown.target if shown else None,
-        unit="GB/s", evidence=[s for m in below for s in m.result.evidence]
-        + [s for s in spans if all(s not in m.result.evidence for m in below)], summary=summary,
+        unit="GB/s", evidence=[s for m in first for s in m.result.evidence]
+        + [s for s in spans if all(s not in m.result.evidence for m in first)], summary=summary,
     )
 
 

@@ -16,10 +16,11 @@ import markupsafe
 
 from clustercert.errors import RenderError
 from clustercert.heap import keep, paused
-from clustercert.report.sources import rule_rows, system_rows
+from clustercert.report.sources import dotted, rule_rows, system_rows
 
 __all__ = [
     "APPENDIX_CAP",
+    "REPEAT_WORDS",
     "SPANS_PER_ITEM",
     "ReportInput",
     "breakable",
@@ -29,6 +30,7 @@ __all__ = [
     "local_only_fetcher",
     "render_html",
     "render_pdf",
+    "sentences",
 ]
 
 APPENDIX_CAP = 200
@@ -216,29 +218,101 @@ def _arguments(kwargs: Any) -> markupsafe.Markup:
     return jinja2.utils.htmlsafe_json_dumps(short(kwargs), sort_keys=True)
 
 
-_SENTENCE = re.compile(r"(?<=[.;:])\s+")
-_LONG_SENTENCE = 60  # shorter sentences ("Fix bundle.yaml.") may repeat: they cost less to read than a reference
+# What the report says once (and bench/check_render.py fails on when said more than twice): a sentence is a piece
+# of prose ended by . ; : ! or ? and a space outside brackets (a formula's "domain: min(...)" is one piece), of
+# REPEAT_WORDS words or more; shorter ones ("Fix bundle.yaml.") cost less to read again than a reference would.
+REPEAT_WORDS = 8
+_ENDS = frozenset(".;:!?")
+_OPEN, _CLOSE = frozenset("([{"), frozenset(")]}")
+
+
+def sentences(text: str) -> list[str]:
+    """`text` cut into sentences as the report and its render check count them: after . ; : ! or ? and white space,
+    outside brackets; each piece with its white space collapsed."""
+    pieces: list[str] = []
+    depth, start, i = 0, 0, 0
+    while i < len(text):
+        char = text[i]
+        depth += (char in _OPEN) - (char in _CLOSE and depth > 0)
+        if char in _ENDS and depth == 0 and i + 1 < len(text) and text[i + 1].isspace():
+            pieces.append(text[start:i + 1])
+            start = i + 1
+        i += 1
+    pieces.append(text[start:])
+    return [" ".join(p.split()) for p in pieces if p.strip()]
+
+
+def _say_once(items: list[tuple[str, str]], refer: Callable[[str], str]) -> list[str]:
+    """The texts of `items` ((owner, text) in reading order), each sentence of REPEAT_WORDS words or more that an
+    earlier owner's text already said replaced by `refer(that owner)`, once for a run of such sentences."""
+    first: dict[str, str] = {}
+    out: list[str] = []
+    for owner, text in items:
+        parts: list[str] = []
+        for sentence in sentences(text):
+            long = len(sentence.split()) >= REPEAT_WORDS
+            said = first.get(sentence) if long else None
+            if said is not None and said != owner:
+                reference = refer(said)
+                if not parts or parts[-1] != reference:
+                    parts.append(reference)
+            else:
+                parts.append(sentence)
+                if long:
+                    first.setdefault(sentence, owner)
+        out.append(" ".join(parts))
+    return out
 
 
 def _said_once(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Checks as the report prints them, in its order (phase by phase, then validation): a long sentence an
-    earlier check's message already said (a remedy, a formula) is replaced by a reference to that check.
-    results.json keeps every message whole."""
+    """Checks as the report prints them, in its order (phase by phase, then validation): a sentence of REPEAT_WORDS
+    words or more that an earlier check's message already said (a remedy, a formula, a target's source) is replaced
+    by a reference to that check. results.json keeps every message whole."""
     order = {name: i for i, name in enumerate(PHASES)}
-    first: dict[str, str] = {}
-    out: dict[int, dict[str, Any]] = {}
-    for i, check in sorted(enumerate(checks), key=lambda ic: order.get(str(ic[1]["phase"]), len(order))):
-        parts = []
-        for sentence in _SENTENCE.split(str(check["message"])):
-            said = first.get(sentence) if len(sentence) >= _LONG_SENTENCE else None
-            if said is not None and said != check["id"]:
-                parts.append(f"(As in {said}.)")
-            else:
-                parts.append(sentence)
-                if len(sentence) >= _LONG_SENTENCE:
-                    first.setdefault(sentence, str(check["id"]))
-        out[i] = {**check, "message": " ".join(parts)}
+    ordered = sorted(range(len(checks)), key=lambda i: order.get(str(checks[i]["phase"]), len(order)))
+    said = _say_once([(str(checks[i]["id"]), str(checks[i]["message"])) for i in ordered],
+                     lambda owner: f"(as in {owner}).")
+    out = {i: {**checks[i], "message": text} for i, text in zip(ordered, said, strict=True)}
     return [out[i] for i in range(len(checks))]
+
+
+def _findings_shown(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Page one's findings: findings that say the same of the same evidence are one line counting their checks,
+    and a sentence an earlier finding said is "(as above)"."""
+    merged: dict[tuple[object, ...], dict[str, Any]] = {}
+    for f in findings:
+        key = (f["status"], bool(f.get("advisory")), f["phase"], f["line"], tuple(f.get("where") or ()))
+        held = merged.get(key)
+        if held is None:
+            merged[key] = {**f, "checks": list(f.get("checks") or [f["check"]]), "merged": 1}
+        else:
+            held["checks"] += list(f.get("checks") or [f["check"]])
+            held["merged"] += 1
+    shown = list(merged.values())
+    lines = _say_once([(str(i), str(f["line"])) for i, f in enumerate(shown)], lambda owner: "(as above).")
+    return [{**f, "line": line} for f, line in zip(shown, lines, strict=True)]
+
+
+def _with_settings(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Checks whose configuration (`settings`, a recipe's values) the report shows as a key/value table under their
+    one-line summary instead of the message's list; a check whose settings an earlier one showed refers to it."""
+    shown: dict[tuple[tuple[str, str], ...], str] = {}
+    out = []
+    for check in checks:
+        settings = check.get("settings")
+        if not settings or not check.get("summary"):
+            out.append(check)
+            continue
+        rows = tuple((str(k), str(v)) for k, v in settings.items())
+        first = shown.setdefault(rows, str(check["id"]))
+        same = f" (values as in {first})" if first != check["id"] else ""
+        out.append({**check, "message": f"{check['summary']}{same}", "settings_rows": [] if same else list(rows)})
+    return out
+
+
+def _dotted_cells(value: Any) -> list[tuple[str, str]]:
+    """`dotted` rows with each value as `_cell` writes it (an empty mapping: "none")."""
+    return [(key, "none" if item == {} else _cell(item)) for key, item in dotted(value)]
 
 
 def _cell(value: Any) -> str:
@@ -310,7 +384,7 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
         groups.append((f"ev-phase-{name}", f"the {name} phase (all its checks)", spans))
     appendix, omitted = _appendix(groups)
     windows = sorted({f"{w['step_time_s']['window'][0]}–{w['step_time_s']['window'][1]}" for w in results["workloads"]})
-    checks = _said_once(list(results["checks"]))
+    checks = _said_once(_with_settings(list(results["checks"])))
     phases = [_phase_context(name, results, [c for c in checks if c["phase"] == name]) for name in shown_phases]
     # what the user typed, so that it runs as printed (a catalog given as a path stays a path)
     command = f"clustercert certify {shlex.quote(str(meta['bundle_path']))}" + (
@@ -328,7 +402,7 @@ def build_context(report: ReportInput, *, redacted: bool = False) -> dict[str, A
         "baseline_kinds": kinds,
         "cover_title": _COVER_TITLES.get(str((profile or {}).get("id")), "GPU cluster certification"),
         "profile": profile,
-        "findings": results.get("findings") or [_finding_of(x) for x in reasons],
+        "findings": _findings_shown(results.get("findings") or [_finding_of(x) for x in reasons]),
         "signer": meta.get("signer_identity"),
         "mlp_term": _mlp_term(report.mlps, [str(w["workload"]) for w in results["workloads"]]),
         "r": _with_defaults(results),
@@ -463,6 +537,7 @@ def render_html(context: dict[str, Any], templates_dir: Path) -> str:
     env.filters["message_cell"] = message_cell
     env.filters["num"] = number
     env.filters["cell"] = _cell
+    env.filters["dotted"] = _dotted_cells
     env.filters["arguments"] = _arguments
     try:
         css = (templates_dir / CSS).read_text(encoding="utf-8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RULE_SOURCES", "rule_rows", "system_rows"]
+__all__ = ["RULE_SOURCES", "dotted", "rule_rows", "system_rows"]
 
 # rule -> (unit, source). A source names a published figure where one exists, else says the value is
 # clustercert's own choice; the catalog may change every value (its file and version are on the cover).
@@ -61,6 +61,14 @@ _PRINTED_ITEMS = (
 _WANTED = ("Container", "Driver", "NCCL", "Firmware (VBIOS)", "Operating system")
 
 
+def dotted(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """A configuration as (key, value) rows, nested keys joined by dots (`efficiency.nvlink.all_reduce`), depth
+    first in its order; a value that is not a non-empty mapping is one row under `prefix`."""
+    if not isinstance(value, dict) or not value:
+        return [(prefix, value)]
+    return [row for key, item in value.items() for row in dotted(item, f"{prefix}.{key}" if prefix else str(key))]
+
+
 def system_rows(sut: dict[str, Any]) -> list[dict[str, Any]]:
     """The system description: declared values first ("declared in bundle.yaml"), then each value the evidence
     prints with the file and line that first prints it; an item nobody printed says so."""
@@ -77,11 +85,16 @@ def system_rows(sut: dict[str, Any]) -> list[dict[str, Any]]:
                         ("GPUs per node", declared.get("gpus_per_node")),
                         ("NVLink domains", f"{domains} declared" if domains else
                          "none declared: each node is its own NVLink domain"),
-                        ("Network (scale-out)", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in interconnect.items())
-                         if isinstance(interconnect, dict) else "not declared"),
+                        ("Network (scale-out)", None if isinstance(interconnect, dict) else "not declared"),
                         ("Recipe version", declared.get("recipe_version"))):
         if value is not None:
             add(item, value, yaml)
+    # a declared configuration is one row per key, nested keys dotted (system.interconnect.nics_per_node), not a
+    # string of them all
+    for key in ("interconnect", "description"):
+        if isinstance(declared.get(key), dict):
+            for dotted_key, value in dotted(declared[key], f"system.{key}"):
+                add(dotted_key, value, yaml)
     printed, origins = sut.get("printed", {}), sut.get("origins", {})
     for field, item in _PRINTED_ITEMS:
         for value, runs in printed.get(field, {}).items():

@@ -259,3 +259,20 @@ def test_the_render_check_passes_on_every_shipped_sample(certified: dict[str, di
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
     found = json.loads(done.stdout)
     assert found["ok"] and found["findings"]["report"]["pdf"]["pages_with_ink_in_the_right_margin"] == []
+
+
+def test_degraded_straggler_check_cites_the_rows_of_the_straggling_gpu(certified: dict[str, dict[str, Any]]) -> None:
+    """The straggler check's first span is the rows its score was computed from, the straggling GPU's own, not the
+    whole table (issue 58). The oracle reads the Parquet file with pyarrow: the first and last row holding gb-r2-n05
+    GPU 1, and how many there are."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    [check] = [c for c in _checks(certified["gb200-degraded"], "resilience")
+               if c["id"] == "resilience.stragglers_detected_and_handled"]
+    span = check["evidence"][0]
+    table = pq.read_table(ROOT / "evidence" / "gb200-degraded" / span["file"], columns=["node", "gpu"])
+    node, gpu = np.asarray(table.column("node").to_pylist()), table.column("gpu").to_numpy()
+    rows = np.flatnonzero((node == "gb-r2-n05") & (gpu == 1)) + 1  # rows counted from 1, as the span counts them
+    assert (span["line"], span["last"], span["count"]) == (rows[0], rows[-1], rows.size) and rows.size < len(node)
+    assert check["evidence"][1] == {"file": span["file"], "line": 1, "last": len(node), "count": len(node)}

@@ -3,6 +3,7 @@ and numbers as SOURCES.md describes them, and as the files themselves print them
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -141,3 +142,22 @@ def test_evidence_parse_shows_both_launches_and_the_last_ones_settings(real_samp
     assert [s["value"] for s in settings["micro_batch_size"]] == ["3"]
     assert [s["value"] for s in settings["seq_length"]] == ["8192"]
     assert all(1939 < s["line"] < 2744 for found in settings.values() for s in found)
+
+
+def test_a_step_time_window_cites_the_lines_of_its_first_and_last_iteration(real_samples: Path) -> None:
+    """The span a workload's step time cites (efficiency: first..last line of the window's steps, issue 58) holds
+    the window's first and last iteration and the step times measured: opened and read here with a regular
+    expression, Megatron-Bridge's own print, not clustercert's parser."""
+    from clustercert.parsers import parse_training_log
+
+    path = real_samples / "training-logs" / "megatron-bridge-llama3-8b-8gpu-bf16-20iters.log"
+    log = parse_training_log(path, path.name, "megatron")
+    measured = measure_window(log.steps, log.nan_marks, (5, 20), resamples=10, seed=1)
+    assert not isinstance(measured, list)
+    text = path.read_text().splitlines()
+    printed = re.compile(r"\biteration\s+(\d+)/\s*\d+ .*elapsed time per iteration \(ms\): ([\d.]+)")
+    rows = [printed.search(line) for line in text[measured.lines[0] - 1:measured.lines[-1]]]
+    found = [(int(m.group(1)), float(m.group(2)) / 1000) for m in rows if m]
+    assert [i for i, _ in found] == list(range(5, 21)) == [int(printed.search(text[n - 1]).group(1))  # type: ignore[union-attr]
+                                                          for n in measured.lines]
+    assert [t for _, t in found] == pytest.approx(list(measured.step_times))

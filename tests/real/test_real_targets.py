@@ -87,6 +87,29 @@ def test_every_real_h100_result_passes_its_scopes_target(h100_runs: dict[str, An
             assert h100_runs["checks"][f"scaling.{scope}-{collective}_busbw_meets_target"].status.value == "PASS"
 
 
+def test_each_busbw_check_cites_the_line_that_prints_its_number(h100_runs: dict[str, Any],
+                                                                real_samples: Path) -> None:
+    """A check's first evidence span is the one line its number was read from (issue 58: spans were whole tests,
+    "line 1-31"): open the real file, read that line, find the value. The oracle is the file's own row, read with a
+    regular expression: its size at or above 1 GiB, and the check's busbw the higher of its two busbw columns."""
+    cited = 0
+    for check in h100_runs["checks"].values():
+        if check.unit != "GB/s" or check.measured is None:
+            continue
+        span = check.evidence[0]
+        assert (span.last, span.count) == (span.first, 1), (check.id, span)
+        line = (real_samples / "nccl-tests" / Path(span.file).name).read_text().splitlines()[span.first - 1]
+        row = _ROW.match(line)
+        assert row is not None and int(row.group(1)) >= 1 << 30, (check.id, line)
+        assert check.measured == max(float(row.group(2)), float(row.group(3))), (check.id, line)
+        assert f"{span.file} line {span.first}" in check.message or check.status.value == "PASS", check.message
+        cited += 1
+    assert cited == 10  # five collectives at each of the two scopes
+    for row_shown in h100_runs["rows"]:  # the report's table cites the same line
+        text = (real_samples / "nccl-tests" / Path(row_shown["file"]).name).read_text().splitlines()
+        assert f"{row_shown['large_busbw_gbps']:.2f}" in text[row_shown["line"] - 1].split(), row_shown["run"]
+
+
 def test_the_ten_node_ring_sendrecv_is_no_longer_failed_by_the_link_model(h100_runs: dict[str, Any]) -> None:
     """The link model alone expected 0.80 x 50 GB/s of a sendrecv ring of 80 ranks, which reaches 15.24: its
     target (32) failed a healthy cluster. Its own result is now the expected value: target 0.8 x 15.24."""

@@ -58,6 +58,12 @@ def test_the_values_the_log_prints_are_compared_with_their_lines(tmp_path: Path)
     # what no Megatron argument says stays bundle.yaml's, marked so
     assert "FSDP 512 (declared)" in recipe.message and "recipe version 25.05.05 (declared)" in recipe.message
     assert (("r1.log", tp, tp, 1) in {(s.file, s.first, s.last, s.count) for s in recipe.evidence})
+    # the same values as key/value rows for the report's table (issue 58), each with its origin, under a summary
+    settings = dict(recipe.settings)
+    assert settings["TP (tp)"] == f"1 (r1.log:{tp})" and settings["FSDP (fsdp)"] == "512 (declared)"
+    assert recipe.summary is not None and recipe.summary.startswith(
+        f"{len(settings)} recipe values match the baseline's; allowed by the catalog: recipe version")
+    assert recipe.to_json()["settings"] == settings
 
 
 def test_a_printed_tp_other_than_the_recipe_fails_the_comparison_naming_its_line(tmp_path: Path) -> None:

@@ -718,3 +718,74 @@ def test_undeclared_nvlink_domains_are_said_never_counted_as_none() -> None:
     assert (f"{nodes} nodes × 4 GPUs = {nodes * 4} GPUs, NVLink domains not declared (each node counted as its own)"
             in out)
     assert f"<td>not declared</td><td>each of the {nodes} nodes counted as its own domain</td>" in out
+
+
+def test_a_long_sentence_an_earlier_check_said_is_a_reference_in_the_report() -> None:
+    """The report says a remedy or a formula once and refers to it after (issue 58: the link-model formula and its
+    remedy were repeated per check); short sentences stay; results.json keeps every message whole. A reference ends
+    its sentence, so that the render check does not read it and the next one as one."""
+    from clustercert.report.render import _findings_shown, _said_once, sentences
+
+    remedy = "Check the NICs, cables and switch ports these runs cross, then re-run nccl-tests"
+    formula = "Target = 0.8 x expected 91.3 GB/s (bound 2 domains, k = 64 of N = 128 ranks per domain: min(a, b));"
+    # cut after . ; : ! or ? and a space, never inside brackets
+    assert sentences(f"1 of 4 run(s) below their target: x. {formula} {remedy}") == [
+        "1 of 4 run(s) below their target:", "x.", formula, remedy]
+    checks = [{"id": f"scaling.c{i}", "phase": "scaling", "message": f"run {i} below: x{i}. {formula} {remedy}"}
+              for i in range(3)]
+    checks.insert(0, {"id": "efficiency.w", "phase": "efficiency", "message": f"Fix it. {remedy}"})
+    shown = _said_once(checks)
+    # in the report's order: the efficiency phase says the remedy first, the scaling checks refer to it, and the
+    # formula, said first by scaling.c0, is a reference after; one reference for a run of referred sentences
+    assert shown[0]["message"] == f"Fix it. {remedy}"
+    assert shown[1]["message"] == f"run 0 below: x0. {formula} (as in efficiency.w)."
+    assert [c["message"] for c in shown[2:]] == [f"run {i} below: x{i}. (as in scaling.c0). (as in efficiency.w)."
+                                                 for i in (1, 2)]
+    assert checks[1]["message"].endswith(remedy)  # the input (results.json's) is untouched
+
+    # page one: findings that say the same of the same evidence are one line with their checks; a sentence an
+    # earlier finding said is "(as above)"
+    none = "the bundle holds none of what they judge (the cluster did not show it);"
+    findings = [{"status": "FAIL", "phase": p, "check": f"{p}.x", "checks": [f"{p}.x"], "where": [],
+                 "line": f"2 checks without evidence: {none} first: {p} x"} for p in ("efficiency", "scaling")]
+    findings += [{"status": "ERROR", "phase": "scaling", "check": c, "checks": [c], "where": ["a.log:3"],
+                  "line": "no link bound: expected the scale-out network, got none"} for c in ("s.a", "s.b")]
+    shown_findings = _findings_shown(findings)
+    assert [f["line"] for f in shown_findings] == [
+        findings[0]["line"], "2 checks without evidence: (as above). first: scaling x", findings[2]["line"]]
+    assert (shown_findings[2]["merged"], shown_findings[2]["checks"]) == (2, ["s.a", "s.b"])
+
+
+def test_configurations_render_as_key_value_tables_with_dotted_keys() -> None:
+    """A configuration is two columns, key (nested keys dotted) and value, not one string (issue 58): a recipe
+    check's values under its summary (the same values again refer to the first), a rule's nested values, and
+    bundle.yaml's declared interconnect and description in the system description."""
+    from clustercert.report.sources import system_rows
+
+    data = copy.deepcopy(_input())
+    results = data["results"]
+    settings = {"GBS (gbs)": "256 (training/r1.log:12)", "TP (tp)": "4 (declared)"}
+    checks = [{"id": f"efficiency.w-r{i}_recipe_conforms", "title": "Run follows its baseline's recipe",
+               "phase": "efficiency", "severity": "required", "status": "PASS", "measured": 0.0, "target": 0.0,
+               "unit": "differences", "message": "GBS 256 (training/r1.log:12), TP 4 (declared) match the "
+               "baseline's", "summary": "2 recipe values match the baseline's", "evidence": [],
+               "settings": settings} for i in (1, 2)]
+    results["checks"] = results["checks"] + checks
+    results["rules"] = {**results["rules"], "collective_model": {"target_fraction": 0.8,
+                                                                 "efficiency": {"nvlink": {"all_reduce": 1.07}}}}
+    page = render_html(_context(data), TEMPLATES)
+    rows = re.findall(r"<tr><td><code>([^<]*(?:<wbr>[^<]*)*)</code></td><td>([^<]*)</td></tr>", page)
+    shown = {key.replace("<wbr>", ""): value.replace("<wbr>", "") for key, value in rows}
+    assert shown["GBS (gbs)"] == "256 (training/r1.log:12)" and shown["TP (tp)"] == "4 (declared)"
+    assert shown["efficiency.nvlink.all_reduce"] == "1.07" and shown["target_fraction"] == "0.8"
+    # the first check's values are a table; the second says whose they are
+    assert page.count("The values efficiency.") == 1
+    assert "2 recipe values match the baseline&#39;s (values as in efficiency.w-r1_recipe_conforms)" in page.replace(
+        "<wbr>", "")
+    sut = {"declared": {"gpu": "gb200-nvl72", "interconnect": {"scale_out": "infiniband-ndr", "nics_per_node": 4},
+                        "description": {"software": {"driver": "570.86", "nccl": "2.26.5"}, "notes": "as built"}}}
+    declared = {r["item"]: r["value"] for r in system_rows(sut) if r["origin"] == "declared in bundle.yaml"}
+    assert {k: v for k, v in declared.items() if k.startswith("system.")} == {
+        "system.interconnect.scale_out": "infiniband-ndr", "system.interconnect.nics_per_node": 4,
+        "system.description.software.driver": "570.86", "system.description.software.nccl": "2.26.5",
+        "system.description.notes": "as built"}
