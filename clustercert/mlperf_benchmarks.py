@@ -12,7 +12,10 @@ from clustercert.errors import CatalogError
 from clustercert.metrics.flops import model_flops_per_sequence
 from clustercert.yamlio import load_yaml_model
 
-__all__ = ["BenchmarkFlops", "MlperfBenchmarks", "load_mlperf_benchmarks"]
+__all__ = ["BENCHMARKS_FILE", "BenchmarkFlops", "MlperfBenchmarks", "load_mlperf_benchmarks"]
+
+# the file's name, in references/ and in a run folder (the copy the run judged with, which `rerun` reads)
+BENCHMARKS_FILE = "mlperf-benchmarks.yaml"
 
 _HINT = "Fix the MLPerf benchmarks file (see references/README.md, \"MLPerf benchmarks\")."
 

@@ -73,13 +73,12 @@ def _stable(value: Any) -> Any:
     if isinstance(value, Inputs):
         # The bundle's location is part of the key: parsed rows and findings name their files by path.
         # the baselines file given replaces the catalog's targets: a result judged with other targets is another
-        # and so do other health rules
+        # and so do other reference files (the health rules, the MLPerf benchmarks' FLOPs)
         given = value.catalog.baselines
-        rules = value.health_rules
         return {"evidence": evidence_digest(value), "catalog": value.catalog.sha256,
                 "bundle": str(value.bundle.root.resolve()),
                 **({"baselines": given["sha256"]} if given else {}),
-                **({"health_rules": rules.sha256} if rules is not None else {})}
+                **{r.reference.key: r.sha256 for r in value.references}}
     if isinstance(value, dict):
         return {str(k): _stable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

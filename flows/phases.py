@@ -5,17 +5,15 @@
 # a name in.
 
 import functools
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.utilities.annotations import opaque
 
-from clustercert.errors import CatalogError, EvidenceError
+from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import Phase, RunKind
 from clustercert.evidence.guards import reading_told, told_reading
 from clustercert.heap import keep, paused
-from clustercert.mlperf_benchmarks import load_mlperf_benchmarks
 from clustercert.parsers import TrainingLog
 from clustercert.phases import PhaseResult
 from clustercert.phases.efficiency import EfficiencyResult, judge_efficiency
@@ -24,7 +22,7 @@ from clustercert.phases.resilience import judge_resilience
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.evidence import EvidenceSet
 from clustercert.runs.folder import Inputs
-from clustercert.settings import load_settings
+from clustercert.runs.references import HEALTH_RULES, MLPERF_BENCHMARKS, judged_with
 from flows.caching import CACHED, UNCACHED, persisted
 from flows.progress import current_stage, report
 from flows.runners import Parcel, bulky, handed_back, on_threads, received
@@ -57,9 +55,8 @@ def parse_runs_task(evidence: EvidenceSet, run_ids: list[str]) -> Parcel:
 def judge_efficiency_task(inputs: Inputs, logs: dict[str, TrainingLog | EvidenceError],
                           mlperf: dict[str, object], configs: dict[str, Any] | None = None) -> EfficiencyResult:
     report(current_stage("efficiency"), "judge each workload's step times against its reference")
-    # the MLPerf benchmarks' FLOPs beside the catalogs (references/mlperf-benchmarks.yaml), read where MLPerf is judged
-    benchmarks = (load_mlperf_benchmarks(Path(load_settings().references_dir) / "mlperf-benchmarks.yaml")
-                  if mlperf else None)
+    # the MLPerf benchmarks' FLOPs loaded with the bundle: references/mlperf-benchmarks.yaml, or a re-run's copy
+    benchmarks = judged_with(inputs.references, MLPERF_BENCHMARKS) if mlperf else None
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
         result = judge_efficiency(inputs.bundle.spec, inputs.catalog, logs, mlperf, configs, benchmarks)
         keep()  # the phase's result is kept to the report
@@ -150,9 +147,7 @@ def health_asked(evidence: EvidenceSet) -> bool:
 def judge_health_task(inputs: Inputs, parsed: dict[str, object]) -> PhaseResult:
     report(current_stage("health"), "judge each node's GPUs, NVLinks and ports by the health rules")
     # the rules loaded with the bundle: references/health-rules.yaml, or a re-run's copy in its run folder
-    if inputs.health_rules is None:
-        raise CatalogError("the health rules were not loaded with the bundle: certify again")
-    rules = inputs.health_rules.rules
+    rules = judged_with(inputs.references, HEALTH_RULES)
     with paused():  # builds what it keeps: no collection traverses the parsed evidence again
         result = judge_health_phase(inputs.bundle, inputs.catalog, parsed, rules)
         keep()  # the phase's result is kept to the report

@@ -29,7 +29,8 @@ class CertifyRequest(BaseModel):
     templates_dir: str
     catalog: str | None = None
     baselines: str | None = None  # a baselines file (certify --baselines): the targets it gives replace the catalog's
-    health_rules: str | None = None  # a node-health rules file (a re-run's copy); None: references_dir's
+    # reference files by their key (runs.references: a re-run's copies); one not given is references_dir's
+    references: dict[str, str] = {}
     limit: int = DEFAULT_LIMIT
     dask_address: str | None = None
     redact: bool = False

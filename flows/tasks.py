@@ -40,7 +40,7 @@ def load_task(request: CertifyRequest) -> EvidenceSet:
     """The certification's evidence set: the bundle and catalog loaded (once per process, see `load_inputs`:
     certify's command line has loaded and hashed them already; a rerun's are hashed here), nothing parsed yet."""
     inputs = load_inputs(Path(request.bundle_path), Path(request.references_dir), request.catalog, progress=report,
-                         given=GivenFiles(request.baselines, request.health_rules))
+                         given=GivenFiles(request.baselines, request.references))
     check_seal(inputs.bundle, inputs.digests)
     check_stamps(inputs.bundle, RunMeta.from_json(request.run_meta).started())
     return EvidenceSet(inputs, request.limit)

@@ -340,6 +340,31 @@ def mini_bundle(tmp_path: Path) -> Path:
     return mini
 
 
+def edited_references(into: Path, name: str, old: str, new: str) -> Path:
+    """A copy of references/ at `into` with `old` (once in `name`) replaced by `new`: references/ as changed after
+    a run, which a re-run of it must not judge with."""
+    shutil.copytree(ROOT / "references", into)
+    path = into / name
+    text = path.read_text()
+    assert text.count(old) == 1, f"{name}: {old!r}"
+    path.write_text(text.replace(old, new))
+    return into
+
+
+def assert_kept_reference(run_dir: Path, name: str, key: str, edition: tuple[str, str]) -> None:
+    """The run folder keeps the bytes of references/`name` it judged with (those a re-run judges with), listed in
+    its manifest, whose predicate names the file's id and version (`edition`) and sha256 under `key`."""
+    from clustercert.attest.manifest import RUN_PREFIX
+    from clustercert.evidence.hashing import sha256_file
+
+    shipped = ROOT / "references" / name
+    assert (run_dir / name).read_bytes() == shipped.read_bytes()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    listed = {s["name"]: s["digest"]["sha256"] for s in manifest["subject"]}
+    assert listed[RUN_PREFIX + name] == sha256_file(shipped)
+    assert manifest["predicate"][key] == {"id": edition[0], "version": edition[1], "sha256": sha256_file(shipped)}
+
+
 def _stat(pid: int | str) -> list[str] | None:
     """The fields of /proc/PID/stat after the command's name (state, parent, ...); None when there is no such
     process."""

@@ -127,15 +127,15 @@ def rerun(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every difference (by default, of many in "
                                           "one list, the first two and a count).")] = False,
 ) -> None:
-    """Re-run a certification from its recorded metadata, catalog copy and health rules copy, bypassing every cache,
-    and compare (results.json, and the HTML and unsigned PDF of the report and of its redacted copy where the run
-    has one).
+    """Re-run a certification from its recorded metadata, catalog copy and reference files' copies (health rules,
+    MLPerf benchmarks), bypassing every cache, and compare (results.json, and the HTML and unsigned PDF of the
+    report and of its redacted copy where the run has one).
 
     Exit 0 reproduced identically, 1 differs (differences printed), 2 usage, 3 evidence missing or changed."""
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir}: not a run folder (no manifest.json)")
     from clustercert.attest.software import software_record
-    from clustercert.health import RULES_FILE
+    from clustercert.runs.references import REFERENCES
     from clustercert.runs.replay import (
         REDACTED,
         check_recorded_evidence,
@@ -188,8 +188,9 @@ def rerun(
                 catalog=str((run_dir / "catalog.yaml").resolve()), limit=settings.max_evidence_bytes,
                 baselines=str((run_dir / "baselines.yaml").resolve()) if (run_dir / "baselines.yaml").is_file()
                 else None,
-                # the node-health rules the run judged with (its copy), never references/' as they are now
-                health_rules=str((run_dir / RULES_FILE).resolve()) if (run_dir / RULES_FILE).is_file() else None,
+                # the reference files the run judged with (its copies), never references/' as they are now
+                references={r.key: str((run_dir / r.name).resolve()) for r in REFERENCES
+                            if (run_dir / r.name).is_file()},
                 redact=REDACTED in copies))
             progress("compare", f"with {run_dir}")
             diffs = compare_run_folders(run_dir, replay)

@@ -4,14 +4,8 @@ references/health-rules.yaml."""
 from __future__ import annotations
 
 from clustercert.health.judge import judge_health, judge_prescreen
-from clustercert.health.rules import (
-    RULES_FILE,
-    HealthRules,
-    LoadedHealthRules,
-    load_health_rules,
-    load_health_rules_file,
-)
+from clustercert.health.rules import RULES_FILE, HealthRules, load_health_rules
 from clustercert.health.verdicts import HealthVerdict, Unit, UnitKind, worst
 
-__all__ = ["RULES_FILE", "HealthRules", "HealthVerdict", "LoadedHealthRules", "Unit", "UnitKind", "judge_health",
-           "judge_prescreen", "load_health_rules", "load_health_rules_file", "worst"]
+__all__ = ["RULES_FILE", "HealthRules", "HealthVerdict", "Unit", "UnitKind", "judge_health", "judge_prescreen",
+           "load_health_rules", "worst"]

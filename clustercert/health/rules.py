@@ -3,17 +3,15 @@ here, each with the source it names."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clustercert.errors import CatalogError
-from clustercert.evidence.hashing import sha256_file
 from clustercert.yamlio import load_yaml_model
 
-__all__ = ["RULES_FILE", "HealthRules", "LoadedHealthRules", "XidRule", "load_health_rules", "load_health_rules_file"]
+__all__ = ["RULES_FILE", "HealthRules", "XidRule", "load_health_rules"]
 
 # the rules' file name, in references/ and in a run folder (the copy the run judged with, which `rerun` reads)
 RULES_FILE = "health-rules.yaml"
@@ -206,17 +204,3 @@ def load_health_rules(path: Path) -> HealthRules:
     """The rules file at `path`; any problem is a CatalogError naming the file, line and key."""
     return load_yaml_model(path, HealthRules, CatalogError, hint=_HINT)
 
-
-@dataclass(frozen=True)
-class LoadedHealthRules:
-    """The rules a certification judges node health with, the file they were read from and its sha256 at the
-    load (the run folder keeps a copy of those bytes, and `rerun` judges with the copy)."""
-
-    rules: HealthRules
-    path: Path
-    sha256: str
-
-
-def load_health_rules_file(path: Path) -> LoadedHealthRules:
-    """load_health_rules() of `path`, with the file's path and sha256."""
-    return LoadedHealthRules(load_health_rules(path), path, sha256_file(path))

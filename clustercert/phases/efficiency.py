@@ -10,7 +10,7 @@ from clustercert.baselines import SOURCE_KEY
 from clustercert.catalog import Baseline, LoadedCatalog, SuiteEntry
 from clustercert.editions import RecipeConfig
 from clustercert.errors import EvidenceError
-from clustercert.evidence.bundle import Bundle, Phase, RunKind, RunSpec
+from clustercert.evidence.bundle import Bundle, LoadedBundle, Phase, RunKind, RunSpec
 from clustercert.evidence.provenance import Span
 from clustercert.metrics.convergence import LossProblem, judge_loss
 from clustercert.metrics.flops import CANONICAL, Attention, FlopsConvention, ModelShape, model_flops_per_sequence
@@ -36,7 +36,8 @@ from clustercert.phases.program import judge_job_configs
 from clustercert.verdicts import Check, DeclaredCheck, Severity, Status, lacking
 
 __all__ = [
-    "EfficiencyResult", "WorkloadResult", "baseline_kind", "copied_message", "judge_efficiency", "window_values",
+    "EfficiencyResult", "WorkloadResult", "baseline_kind", "copied_message", "judge_efficiency", "mlperf_asked",
+    "window_values",
 ]
 
 PHASE = Phase.EFFICIENCY.value
@@ -237,6 +238,12 @@ class MlperfFlops:
     benchmarks: MlperfBenchmarks
     peaks_tflops: Mapping[str, float]
     peaks_from: str  # where the peaks come from, as the message names it (the catalog)
+
+
+def mlperf_asked(bundle: LoadedBundle, catalog: LoadedCatalog) -> bool:
+    """Whether the efficiency phase judges an MLPerf result (with the benchmarks file's FLOPs): an MLPerf run in
+    the bundle. `catalog` is not asked: a signature shared with the health phase's `phase_asked`."""
+    return any(r.kind is RunKind.MLPERF for r in bundle.spec.runs)
 
 
 def mlperf_mfu(run: RunSpec, result: MlperfResult, flops: MlperfFlops) -> tuple[float | None, str]:

@@ -10,7 +10,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,12 +37,11 @@ from clustercert.evidence.guards import (
     whole_sha256,
 )
 from clustercert.evidence.hashing import sha256_bytes, sha256_file
-from clustercert.health import RULES_FILE, LoadedHealthRules, load_health_rules_file
 from clustercert.lifeline import follow_parent, signals_wait
-from clustercert.phases.health import phase_asked
 from clustercert.report import Redactor, ReportInput, build_context, render_html, render_pdf
 from clustercert.report.ahead import usable_cores
 from clustercert.report.charts import shared_charts
+from clustercert.runs.references import LoadedReference, load_references
 from clustercert.runs.results import RunMeta, dump_json_bytes
 
 # Charts drawn ahead, keyed by their data, or a call that gives them (waited for where the report needs them)
@@ -85,8 +84,9 @@ class Inputs:
     catalog: LoadedCatalog
     digests: dict[str, str] = field(default_factory=dict, compare=False)
     read_from: int = field(default=0, compare=False)
-    # the node-health rules, loaded where the health phase judges (a health run, or a profile that asks for one)
-    health_rules: LoadedHealthRules | None = None
+    # the reference files judged with beside the catalog (runs.references: the node-health rules where the health
+    # phase judges, the MLPerf benchmarks file where the bundle has an MLPerf run), each copied into the run folder
+    references: tuple[LoadedReference[Any], ...] = ()
 
     @property
     def facts(self) -> BundleFacts:
@@ -128,14 +128,14 @@ def file_digest(path: Path) -> str:
 @dataclass(frozen=True)
 class GivenFiles:
     """Files a certification is given beside the bundle and catalog: a baselines file (certify --baselines: the
-    targets it gives replace the catalog's), and a node-health rules file (a re-run's copy; None: those of
-    references_dir, loaded where the health phase judges)."""
+    targets it gives replace the catalog's), and reference files by their key (`runs.references.REFERENCES`: a
+    re-run's copies; one not given is references_dir's, loaded where a phase judges with it)."""
 
     baselines: str | None = None
-    health_rules: str | None = None
+    references: Mapping[str, str] = field(default_factory=dict)
 
 
-_LOADED: dict[tuple[str, str, str | None, bool, str | None, str | None],
+_LOADED: dict[tuple[str, str, str | None, bool, str | None, tuple[tuple[str, str], ...]],
               tuple[tuple[tuple[str, int, int, int], ...], Inputs]] = {}
 
 
@@ -151,10 +151,11 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     then. `progress` (a progress listener) is told, as stage "hash", how far the hashing is.
     `in_bundle_names`: a certification's naming of the evidence files, by their paths in the bundle (`evidence
     check` names them as the command was given them: `LoadedBundle.shown`). `given`: the baselines file and the
-    node-health rules file the run was given (`GivenFiles`)."""
-    baselines, health_rules = (given.baselines, given.health_rules) if given is not None else (None, None)
+    reference files the run was given (`GivenFiles`)."""
+    given = given or GivenFiles()
+    baselines = given.baselines
     key = (str(bundle_path.resolve()), str(references_dir.resolve()), catalog_override, in_bundle_names, baselines,
-           health_rules)
+           tuple(sorted(given.references.items())))
     known = _LOADED.get(key)
     if known is not None:
         signatures, inputs = known
@@ -174,12 +175,10 @@ def load_inputs(bundle_path: Path, references_dir: Path, catalog_override: str |
     files = [BUNDLE_FILE, *bundle.evidence_files()]
     digests = _digests(bundle.root, [rel for rel in files if (bundle.root / rel).is_file() and rel not in resized],
                        progress)
-    rules = (load_health_rules_file(Path(health_rules) if health_rules else references_dir / RULES_FILE)
-             if health_rules is not None or phase_asked(bundle, catalog) else None)
-    inputs = Inputs(bundle, catalog, digests, mark, rules)
+    references = load_references(bundle, catalog, references_dir, given.references)
+    inputs = Inputs(bundle, catalog, digests, mark, references)
     paths = [bundle.root / rel for rel in files if rel in digests] + [catalog.path] + (
-        [catalog.baselines_path] if catalog.baselines_path is not None else []) + (
-        [rules.path] if rules is not None else [])
+        [catalog.baselines_path] if catalog.baselines_path is not None else []) + [r.path for r in references]
     _LOADED[key] = (tuple(_signature(p) for p in paths), inputs)
     return inputs
 
@@ -492,30 +491,23 @@ def _baselines_as_judged(inputs: Inputs) -> bytes:
     return data
 
 
-def _health_rules_as_judged(inputs: Inputs) -> bytes | None:
-    """The health rules' bytes for the run folder's copy (those of the sha256 the run loaded them with), None
-    where the run judged no node health; rules that changed meanwhile are a CatalogError."""
-    loaded = inputs.health_rules
-    if loaded is None:
-        return None
-    data = read_regular(loaded.path, limit=MAX_YAML_BYTES)
-    seen = sorted((digests_read(loaded.path, since=inputs.read_from) | {sha256_bytes(data)}) - {loaded.sha256})
+def _as_judged(inputs: Inputs, path: Path, sha256: str, what: str) -> bytes:
+    """The bytes of `path` (the catalog, or a reference file) for the run folder's copy: those whose sha256 the
+    run recorded at load (and signs), and which every read of the file since had; a file that changed meanwhile is
+    a CatalogError."""
+    data = read_regular(path, limit=MAX_YAML_BYTES)
+    seen = sorted((digests_read(path, since=inputs.read_from) | {sha256_bytes(data)}) - {sha256})
     if seen:
-        raise CatalogError(f"{loaded.path}: changed while the run read it: sha256 at load {loaded.sha256}, as read "
-                           f"{seen[0]}. Leave the health rules untouched while certifying and certify again")
+        raise CatalogError(f"{path}: changed while the run read it: sha256 at load {sha256}, as read {seen[0]}. "
+                           f"Leave {what} untouched while certifying and certify again")
     return data
 
 
-def _catalog_as_judged(inputs: Inputs) -> bytes:
-    """The catalog's bytes for the run folder's copy: those whose sha256 the run recorded at load (and signs), and
-    which every read of the catalog since had; a catalog that changed meanwhile is a CatalogError."""
+def _copies_as_judged(inputs: Inputs) -> dict[str, bytes]:
+    """The run folder's copies of the catalog and of the reference files judged with, by their names there."""
     catalog = inputs.catalog
-    data = read_regular(catalog.path, limit=MAX_YAML_BYTES)
-    seen = sorted((digests_read(catalog.path, since=inputs.read_from) | {sha256_bytes(data)}) - {catalog.sha256})
-    if seen:
-        raise CatalogError(f"{catalog.path}: changed while the run read it: sha256 at load {catalog.sha256}, "
-                           f"as read {seen[0]}. Leave the catalog untouched while certifying and certify again")
-    return data
+    return {"catalog.yaml": _as_judged(inputs, catalog.path, catalog.sha256, "the catalog"),
+            **{r.reference.name: _as_judged(inputs, r.path, r.sha256, r.reference.what) for r in inputs.references}}
 
 
 def render_reports(inputs: Inputs, record: RunRecord, software: dict[str, str], rendering: Rendering, *,
@@ -666,8 +658,7 @@ def write_run_folder(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
     mismatch there removes the folder."""
     try:
         check_as_read(inputs, parts=False)  # before any work: a run judged on other bytes is never written
-        catalog_copy = _catalog_as_judged(inputs)
-        rules_copy = _health_rules_as_judged(inputs)
+        copies = _copies_as_judged(inputs)
         create_run_dir(run_dir)
     except BaseException:
         if manifest_pass is not None:
@@ -676,15 +667,14 @@ def write_run_folder(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
     if manifest_pass is None:
         manifest_pass = ManifestPass(inputs)  # hashes the evidence while the reports render
     try:
-        return _write_run_files(run_dir, inputs, record, key, rendering, (catalog_copy, rules_copy), manifest_pass)
+        return _write_run_files(run_dir, inputs, record, key, rendering, copies, manifest_pass)
     finally:
         manifest_pass.stop()
 
 
 def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyPair, rendering: Rendering,
-                     copies: tuple[bytes, bytes | None], manifest_pass: ManifestPass) -> dict[str, Path]:
+                     copies: dict[str, bytes], manifest_pass: ManifestPass) -> dict[str, Path]:
     bundle, catalog, results, meta = inputs.bundle, inputs.catalog, record.results, record.meta
-    catalog_copy, rules_copy = copies
     progress = rendering.progress
     tell = progress or (lambda what: None)
     software = software_record()
@@ -698,9 +688,8 @@ def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
     put("results.json", dump_json_bytes(results))
     if record.validation is not None:
         put("validation.json", dump_json_bytes(record.validation))
-    put("catalog.yaml", catalog_copy)
-    if rules_copy is not None:  # the node-health rules that judged, which a re-run judges with
-        put(RULES_FILE, rules_copy)
+    for name, data in copies.items():  # the catalog and the reference files that judged, which a re-run judges with
+        put(name, data)
     if catalog.baselines_path is not None:  # the targets that judged, beside the catalog they replaced
         put("baselines.yaml", _baselines_as_judged(inputs))
     tell("render the HTML and PDF reports" + (" and their redacted copies" if rendering.redact else ""))
@@ -719,8 +708,7 @@ def _write_run_files(run_dir: Path, inputs: Inputs, record: RunRecord, key: KeyP
         "validity_basis": results.get("validity_basis"),
         "evidence_window": results.get("evidence_window"),
         "catalog": {"id": catalog.spec.id, "sha256": catalog.sha256},
-        **({"health_rules": {"id": rules.rules.id, "version": rules.rules.version, "sha256": rules.sha256}}
-           if (rules := inputs.health_rules) is not None else {}),
+        **{r.reference.key: r.edition() for r in inputs.references},
         "software": software,
         "run": meta.to_json(),
         "bundle_path": meta.bundle_path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,32 @@ def test_tasks_asking_for_the_digest_at_once_list_the_bundle_once(monkeypatch: p
     with ThreadPoolExecutor(8) as pool:
         digests = list(pool.map(ask, range(8)))
     assert len(set(digests)) == 1 and len(listed) == 1
+
+
+def test_the_cache_key_holds_the_reference_files_the_run_judges_with(tmp_path: Path) -> None:
+    """A result judged with another MLPerf benchmarks file is another (its sha256 is in the key, as the health
+    rules' is); a bundle without an MLPerf run loads none (its key, and its run folder, are as they were)."""
+    from types import SimpleNamespace
+
+    from clustercert.runs.folder import GivenFiles, Inputs, load_inputs
+    from clustercert.runs.references import MLPERF_BENCHMARKS
+    from flows.caching import certify_cache_key
+
+    root = Path(__file__).resolve().parents[2]
+    shipped = root / "references" / "mlperf-benchmarks.yaml"
+    edited = tmp_path / "mlperf-benchmarks.yaml"
+    edited.write_text(shipped.read_text().replace("{name: Llama 2 70B, layers: 80,", "{name: Llama 2 70B, layers: 40,"))
+    assert edited.read_text() != shipped.read_text()
+
+    def loaded(copy: Path | None) -> Inputs:
+        given = GivenFiles(references={MLPERF_BENCHMARKS.key: str(copy)} if copy is not None else {})
+        return load_inputs(root / "evidence" / "gb200-seed", root / "references", None, given=given)
+
+    seed, with_shipped, with_edited = loaded(None), loaded(shipped), loaded(edited)
+    assert MLPERF_BENCHMARKS.key not in {r.reference.key for r in seed.references}
+    assert [r.sha256 for r in with_edited.references if r.reference is MLPERF_BENCHMARKS] == [
+        hashlib.sha256(edited.read_bytes()).hexdigest()]
+    context = SimpleNamespace(task=SimpleNamespace(name="judge-efficiency"))
+    keys = [certify_cache_key(context, {"inputs": i})  # type: ignore[arg-type]
+            for i in (seed, with_shipped, with_edited)]
+    assert len(set(keys)) == 3

@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from clustercert.attest.manifest import RUN_PREFIX
 from clustercert.evidence.bundle import load_bundle, seal_bundle
-from clustercert.evidence.hashing import sha256_file
 from clustercert.health import judge_health, load_health_rules
 from clustercert.parsers import FORMATS
 from clustercert.verdicts import Status
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, assert_kept_reference, edited_references, run_cli
 
 H = "node-health"
 pytestmark = pytest.mark.slow
@@ -184,18 +182,10 @@ def test_a_health_only_bundle_certifies_under_the_node_health_profile(health_onl
 def test_the_run_keeps_the_health_rules_it_judged_with_and_a_rerun_judges_with_them(
         health_only: dict[str, Any], real_samples: Path, tmp_path: Path) -> None:
     run_dir = health_only["run_dir"]
-    rules = ROOT / "references" / "health-rules.yaml"
-    assert (run_dir / "health-rules.yaml").read_bytes() == rules.read_bytes()
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    listed = {s["name"]: s["digest"]["sha256"] for s in manifest["subject"]}
-    assert listed[RUN_PREFIX + "health-rules.yaml"] == sha256_file(rules)
-    assert manifest["predicate"]["health_rules"] == {"id": "health-rules", "version": "2026-09",
-                                                     "sha256": sha256_file(rules)}
+    assert_kept_reference(run_dir, "health-rules.yaml", "health_rules", ("health-rules", "2026-09"))
     # references/ changed after the run: DCGM's Pass is now a failure, which fails h100-a01's all-pass table
-    references = tmp_path / "references"
-    shutil.copytree(ROOT / "references", references)
-    edited = (references / "health-rules.yaml").read_text().replace("results: {Pass: PASS,", "results: {Pass: FAIL,")
-    (references / "health-rules.yaml").write_text(edited)
+    references = edited_references(tmp_path / "references", "health-rules.yaml", "results: {Pass: PASS,",
+                                   "results: {Pass: FAIL,")
     diag = real_samples / H / "gcm/diag-r4.all-pass.txt"
     judged = judge_health(FORMATS["dcgmi-diag"](diag, diag.name), load_health_rules(references / "health-rules.yaml"))
     assert Status.FAIL in {v.status for v in judged}

@@ -16,11 +16,12 @@ import yaml
 from clustercert.catalog import load_catalog
 from clustercert.errors import EvidenceError
 from clustercert.evidence.bundle import PLACEHOLDER, load_bundle
+from clustercert.mlperf_benchmarks import load_mlperf_benchmarks
 from clustercert.phases.evidence import parse_run
 from clustercert.phases.scaling import judge_scaling
 from clustercert.runs.folder import load_inputs
 from clustercert.verdicts import Status
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, assert_kept_reference, edited_references, run_cli
 
 # SOURCES.md: the sacct sample's documented `--format` list (it was dumped with --noheader)
 SACCT_FIELDS = (
@@ -94,9 +95,15 @@ def certified(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> d
                    timeout=900, cwd=catalogs)
     run_dir = next(reports.iterdir(), None)
     verify = run_cli("verify", str(run_dir)) if run_dir is not None else None  # from another folder
-    rerun = run_cli("rerun", str(run_dir), timeout=900) if run_dir is not None else None  # likewise
+    # likewise, and with references/ changed since the run (the MLPerf benchmark's model has half its layers: a
+    # smaller FLOPs per sample, another MFU): it judges with the run folder's copies
+    references = edited_references(root.parent / "references", "mlperf-benchmarks.yaml",
+                                   "{name: Llama 2 70B, layers: 80,", "{name: Llama 2 70B, layers: 40,")
+    rerun = run_cli("rerun", str(run_dir), timeout=900, env={"CLUSTERCERT_REFERENCES_DIR": str(references)}
+                    ) if run_dir is not None else None
     return {"root": root, "before": before, "init": init, "draft": draft, "refused": refused, "filled": filled,
-            "seal": seal, "certify": proc, "run_dir": run_dir, "verify": verify, "rerun": rerun}
+            "seal": seal, "certify": proc, "run_dir": run_dir, "verify": verify, "rerun": rerun,
+            "references": references}
 
 
 def test_init_derives_the_system_and_every_run_from_the_files(certified: dict[str, Any]) -> None:
@@ -184,6 +191,22 @@ def test_the_filled_in_draft_certifies_to_a_verifiable_report(certified: dict[st
     predicate = json.loads((certified["run_dir"] / "manifest.json").read_text())["predicate"]
     assert (predicate["run"]["bundle_path"], predicate["run"]["catalog_arg"]) == (
         str(root), str(root.parent / "catalogs" / "h100.yaml"))
+
+
+def test_the_run_keeps_the_mlperf_benchmarks_it_judged_with_and_a_rerun_judges_with_them(
+        certified: dict[str, Any]) -> None:
+    run_dir: Path = certified["run_dir"]
+    assert_kept_reference(run_dir, "mlperf-benchmarks.yaml", "mlperf_benchmarks", ("mlperf-benchmarks", "2026-12"))
+    # the run's MFU comes from the file's FLOPs per sample, which the copy the re-run was given no longer has:
+    # half the layers, under 60 % of the 2.7793592e15 worked by hand (tests/unit/test_flops.py)
+    results = json.loads((run_dir / "results.json").read_text())
+    (mlperf,) = [c for c in results["checks"] if c["id"] == "efficiency.mlperf-llama2_70b_lora_time_to_train"]
+    assert "; MFU " in mlperf["message"] and "2.779e+15 FLOPs per sample" in mlperf["message"]
+    edited = load_mlperf_benchmarks(certified["references"] / "mlperf-benchmarks.yaml").flops("llama2_70b_lora")
+    assert edited is not None and edited.flops_per_sample < 0.6 * 2.7793592e15
+    rerun: subprocess.CompletedProcess[str] = certified["rerun"]
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr[-3000:]
+    assert rerun.stdout.startswith("identical: results.json")
 
 
 def test_the_real_clusters_report_reads_in_a_browser_and_on_paper(certified: dict[str, Any]) -> None:
