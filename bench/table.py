@@ -187,10 +187,19 @@ def _llmb(record: Record) -> Iterator[Row]:
               _met(bool(record["meets_targets"])))
 
 
+def _suite(record: Record) -> Iterator[Row]:
+    limit = record["targets"]["wall_s"]
+    for label, run in record["runs"].items():
+        tests = run["tests"]
+        what = f"{tests['passed']} passed, {tests['skipped']} skipped, {tests['failed']} failed"
+        yield Row("suite", f"`make test` ({label}; {what}): wall, CPU (s)", f"{run['wall_s']:.0f}, {run['cpu_s']:.0f}",
+                  f"<= {limit:g} wall", _met(run["wall_s"] <= limit), _measured(run))
+
+
 _SUMMARIES: dict[str, Callable[[Record], Iterator[Row]]] = {
     "certify": _certify, "loaded": _loaded, "loaded_at_once": _loaded, "parsers": _parsers, "scale": _scale,
     "subflow": _subflow, "validation": _validation, "hostile": _hostile, "json": _json, "render": _render,
-    "health": _health, "llmb": _llmb,
+    "health": _health, "llmb": _llmb, "suite": _suite,
 }
 
 
