@@ -40,10 +40,10 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|desel
 
 
 def counts(output: str) -> dict[str, int]:
-    """The counts of pytest's last summary line (`= 3631 passed, 12 skipped in 1201.00s =`)."""
-    lines = [ln for ln in output.splitlines() if re.match(r"^=+ .*\bin [\d.]+s", ln)]
+    """The counts of pytest's last summary line (`3631 passed, 12 skipped in 1201.00s`, between `=` under -v)."""
+    lines = [ln for ln in output.splitlines() if re.search(r"\d+ (passed|failed|skipped|errors?)\b.* in [\d.]+s", ln)]
     if not lines:
-        raise ValueError("expected pytest's summary line ('= N passed ... in S s ='), found none")
+        raise ValueError("expected pytest's summary line ('N passed ... in S s'), found none")
     found = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNT.findall(lines[-1])}
     return {kind: found.get(kind, 0) for kind in ("passed", "failed", "skipped", "error")} | {
         k: v for k, v in found.items() if k not in ("passed", "failed", "skipped", "error")}
@@ -91,8 +91,9 @@ def main() -> int:
     else:
         output = args.log.read_text(errors="replace")
         times = _time_v(output)
+    ended = datetime.now(UTC) if args.log is None else datetime.fromtimestamp(args.log.stat().st_mtime, UTC)
     run: dict[str, Any] = {
-        "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "measured_at": ended.replace(microsecond=0).isoformat(),
         "command": " ".join(["python", *COMMAND]),
         "wall_s": round(times["wall_s"], 1),
         "cpu_s": round(times["user_s"] + times["system_s"], 1),
