@@ -5,7 +5,7 @@ CI does, and records under a label (`--label before`, `--label after`; other lab
 bench/results/suite.json: wall seconds, CPU seconds (user and system of the pytest process tree as it reaped it:
 the workers and every command they waited for), the counts of pytest's last line, the load average and the gauge
 (bench/gauge.py) before and after. The budget is 600 s of wall time on 2 cores. Other work on the machine lengthens
-the wall time but hardly the CPU seconds: compare runs by CPU seconds when the load averages differ.
+the wall time in full and the CPU seconds less: compare runs made at like load averages.
 
 `--log FILE` records a run already made instead: the pytest command's output followed by `/usr/bin/time -v`'s.
 
