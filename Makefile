@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 BUNDLE ?= evidence/gb200-seed
 
-.PHONY: certify test bootstrap lint typecheck bench bench-loaded demo-slurm demo-slurm-stop
+.PHONY: certify test bootstrap lint typecheck bench bench-loaded bench-suite demo-slurm demo-slurm-stop
 
 bootstrap:
 	@scripts/bootstrap
@@ -25,11 +25,16 @@ typecheck: bootstrap
 	@$(VENV)/bin/mypy
 
 bench: bootstrap
-	@for b in bench/bench_*.py; do [ $$b = bench/bench_loaded.py ] || $(VENV)/bin/python $$b || exit 1; done
+	@for b in bench/bench_*.py; do [ $$b = bench/bench_loaded.py ] || [ $$b = bench/bench_suite.py ] || $(VENV)/bin/python $$b || exit 1; done
 
 # Ten certifications beside four CPU-bound processes (long, and it loads the machine: not part of `make bench`).
 bench-loaded: bootstrap
 	@$(VENV)/bin/python bench/bench_loaded.py
+
+# `make test`'s pytest command timed, wall and CPU, into bench/results/suite.json (as long as the suite: not part of
+# `make bench`).
+bench-suite: bootstrap
+	@$(VENV)/bin/python bench/bench_suite.py
 
 # A real (CPU) certification run on a local Slurm cluster: scripts/slurm-local starts munged, MariaDB, slurmdbd,
 # slurmctld and three slurmd on loopback (installing Debian's packages as root once), then `clustercert run` runs

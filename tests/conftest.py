@@ -324,20 +324,36 @@ MINI_RUN = "llama3-70b-fp8-128-r1"
 
 def mini_bundle(tmp_path: Path) -> Path:
     """The smallest bundle that runs every step of a certification: one 128-GPU training run of `clustercert
-    simulate` (its files and bundle.yaml), in `tmp_path / "mini"`."""
+    simulate` (its files and bundle.yaml), copied into `tmp_path / "mini"`.
+
+    Simulated once per test run: the first process of the run that asks writes it, under a lock in the owner's
+    sandbox, and every caller gets a copy of its own (callers change and certify it)."""
+    import fcntl
+
+    made = _SHARED / "mini-bundle"
+    with (_SHARED / "mini-bundle.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when the simulation fails
+        if not (made / "bundle.yaml").is_file():
+            shutil.rmtree(made, ignore_errors=True)  # what a failed attempt left
+            _simulate_mini(Path(tempfile.mkdtemp(prefix="mini-", dir=_SHARED)), made)
+    mini = tmp_path / "mini"
+    shutil.copytree(made, mini)
+    return mini
+
+
+def _simulate_mini(work: Path, mini: Path) -> None:
     import yaml
 
-    full = tmp_path / "full"
+    full = work / "full"
     proc = run_cli("simulate", "--out", str(full), "--gpus", "128", "--repeats", "1", "--fault", "none")
     assert proc.returncode == 0, proc.stderr
     doc = yaml.safe_load((full / "bundle.yaml").read_text())
     doc["runs"] = [r for r in doc["runs"] if r["id"] == MINI_RUN]
-    mini = tmp_path / "mini"
     for rel in doc["runs"][0]["files"]:
         (mini / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(full / rel, mini / rel)
-    (mini / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return mini
+    (mini / "bundle.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))  # written last: the bundle is whole
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def edited_references(into: Path, name: str, old: str, new: str) -> Path:
