@@ -82,7 +82,9 @@ def local_dask_cluster(workers: int) -> Iterator[str]:
     """A Dask LocalCluster of `workers` single-threaded worker processes; yields the scheduler's address."""
     from distributed import LocalCluster
 
+    # no dashboard, and the scheduler's HTTP endpoint on a free port: its default 8787 may be another cluster's
     cluster = LocalCluster(  # type: ignore[no-untyped-call]
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+        scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"})
     with cluster:
         yield str(cluster.scheduler_address)

@@ -49,7 +49,8 @@ def test_tasks_on_a_running_two_worker_cluster_give_the_default_results(
     work, seed_bundle, default = default_run
     # Dask's scratch space in the test's folder, not its default /tmp/dask-scratch-space
     with dask.config.set({"temporary-directory": str(work / "dask-tmp")}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                         scheduler_kwargs={"dashboard": False, "dashboard_address": ":0"}) as cluster, \
             Client(cluster) as client:
         before = client.run(lambda dask_worker: dask_worker.state.executed_count)
         results, stderr = _certify(seed_bundle, work / "running", prefect_server,
