@@ -100,9 +100,11 @@ def main() -> int:
         "user_s": round(times["user_s"], 1),
         "system_s": round(times["system_s"], 1),
         "tests": counts(output),
-        "met": times["wall_s"] <= TARGET_WALL_S,
+        # pytest's short summary lines of what failed: a run with a failure is not a time of the suite passing
+        "failures": [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))],
         "note": args.note,
     }
+    run["met"] = times["wall_s"] <= TARGET_WALL_S and not run["failures"]
     if speed_before is not None:
         run["loadavg_before"] = [round(x, 2) for x in load_before]
         run["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -115,7 +117,9 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"{args.label}: {run['wall_s']} s wall, {run['cpu_s']} s CPU, {run['tests']}; wrote {args.out}")
-    return 0
+    for line in run["failures"]:
+        print(line)
+    return 1 if run["failures"] else 0
 
 
 if __name__ == "__main__":
