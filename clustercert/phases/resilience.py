@@ -1008,12 +1008,17 @@ def _timeline_checks(found: _Found, rules: Rules, severity: Severity, section: d
 def _judged_fault_spans(faults: Sequence[FaultRecovery], events: Sequence[Event],
                         value: Callable[[FaultRecovery], float | None]) -> list[Span]:
     """The lines the judged figure was read from: the fault whose `value` is worst (one never followed by a restart
-    first, it has none), its own line, and the line of the job start that ended it."""
+    first, it has none), its own line, the lines that excluded or replaced its node before the restart, and the
+    line of the job start that ended it."""
     if not faults:
         return []
     worst = max(faults, key=lambda f: (value(f) is None, value(f) or 0.0))
-    started = [e for e in events if e.type is EventType.JOB_STARTED and e.time_s == worst.restarted_s]
-    return [*worst.fault.evidence, *_spans(started[:1])]
+    t, until = worst.fault.time_s, worst.restarted_s
+    excluded = [e for e in events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)
+                and worst.fault.node is not None and e.node == worst.fault.node
+                and t <= e.time_s <= (until if until is not None else t)]
+    started = [e for e in events if e.type is EventType.JOB_STARTED and e.time_s == until]
+    return [*worst.fault.evidence, *_spans(excluded), *_spans(started[:1])]
 
 
 def _lost_spans(faults: Sequence[FaultRecovery], events: Sequence[Event], job: JobTimeline, file: str) -> list[Span]:
