@@ -991,7 +991,7 @@ def _timeline_checks(found: _Found, rules: Rules, severity: Severity, section: d
                           "detected_s": s.detected_s, "acted_s": s.acted_s, "handled": s.handled}
                          for s in report.stalls]
     checks.append(_stall_check(_declared(*ids["stalls"], severity), report, rules.stall_factor,
-                               log_span, _spans(events)))
+                               _stall_spans(report, job, log.training.file) + log_span, _spans(events)))
     faults = _fault_rows(report, events, job)
     section["faults"] = [f.to_json() for f in faults]
     fault_spans = _spans([e for e in events if e.type in (EventType.FAULT, EventType.JOB_STARTED,
@@ -1039,6 +1039,20 @@ def _lost_spans(faults: Sequence[FaultRecovery], events: Sequence[Event], job: J
 def _first_spans(first: Sequence[Span], rest: Sequence[Span]) -> list[Span]:
     """`first`, then the rest of the spans without repeating them."""
     return [*first, *(s for s in rest if s not in first)]
+
+
+def _stall_spans(report: ResilienceReport, job: JobTimeline, file: str) -> list[Span]:
+    """Per stall not handled, the lines of the step printed before the gap and of the one after it (none after a
+    gap to the job's stop): the gap is read from them."""
+    if len(job.step_lines) != len(job.timeline.steps):
+        return []
+    ends = [s.end_s for s in job.timeline.steps]
+    out: list[Span] = []
+    for stall in (s for s in report.stalls if not s.handled):
+        at = [i for i, e in enumerate(ends) if e == stall.start_s][:1]
+        at += [i + 1 for i in at if i + 1 < len(ends) and ends[i + 1] == stall.end_s]
+        out += [Span(file, job.step_lines[i], job.step_lines[i], 1) for i in at]
+    return out
 
 
 def _stall_check(declared: DeclaredCheck, report: ResilienceReport, stall_factor: float, log_span: list[Span],

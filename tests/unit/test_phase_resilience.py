@@ -199,6 +199,11 @@ def test_no_stall_passes_and_an_undetected_hang_fails(tmp_path: Path) -> None:
     assert check.status is Status.FAIL and "(70 s): never detected" in check.message
     (stall,) = out["section"]["stalls"]
     assert stall["duration_s"] == pytest.approx(70) and stall["start_s"] == pytest.approx(320)
+    # issue 58: the check cites the step lines the gap lies between, then the whole log
+    log = (out["root"] / "log.txt").read_text().splitlines()
+    before, after = (log[s.first - 1] for s in check.evidence[:2])
+    assert "iteration 24/29" in before and "iteration 25/29" in after and "train_step_timing in s: 70.0" in after
+    assert check.evidence[2].count > 2
     detected = scenario(tmp_path / "c", hang_s=60.0, stall_detected=True)["checks"]["resilience.stalls_detected"]
     assert detected.status is Status.PASS
 
