@@ -122,15 +122,15 @@ def judge_ib_ports(ports: IbPorts, rules: HealthRules) -> list[HealthVerdict]:
         if port.state != "Active":
             out.append(HealthVerdict(unit, "ib.port_state", Status(r.port_down),
                                      f"State {port.state}, physical state {port.physical_state}{layer}",
-                                     ports.file, port.line, r.source))
+                                     ports.file, port.state_line or port.line, r.source))
             continue
         peers = groups.get((port.link_layer, port.ca_type), [])
         usual = _mode(peers)
         if port.rate_gbps is not None and usual is not None and port.rate_gbps < usual:
             out.append(HealthVerdict(unit, "ib.port_rate", Status(r.slower_than_peers),
                                      f"Active at {port.rate_gbps:g} Gb/s while {peers.count(usual)} of its "
-                                     f"{len(peers)} peers{layer} run at {usual:g} Gb/s", ports.file, port.line,
-                                     r.source))
+                                     f"{len(peers)} peers{layer} run at {usual:g} Gb/s", ports.file,
+                                     port.rate_line or port.line, r.source))
             continue
         rate = f" at {port.rate_gbps:g} Gb/s" if port.rate_gbps is not None else ""
         out.append(HealthVerdict(unit, "ib.port_state", Status.PASS,

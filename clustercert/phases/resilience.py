@@ -29,6 +29,7 @@ from clustercert.metrics.resilience import (
     Actor,
     Event,
     EventType,
+    FaultRecovery,
     ResilienceReport,
     ResilienceRules,
     analyze_resilience,
@@ -72,6 +73,7 @@ class JobTimeline:
     segments: tuple[tuple[int, int], ...]  # [first, last) indices into timeline.steps per job start
     resumed_from: tuple[int | None, ...]  # per restart: the checkpoint step training resumed from
     note: str
+    step_lines: tuple[int, ...] = ()  # per timeline.steps: the log line the step was read from
 
 
 def _by(value: str | None) -> Actor:
@@ -180,7 +182,8 @@ def build_job_timeline(
     note = (f"job starts from the {source}; step lines print no time, so steps are laid end to end by their "
             "printed step times as late as the log's timestamps allow (1 s resolution)")
     return JobTimeline(origin, timeline, tuple(interruptions), tuple(sorted(events, key=lambda e: e.time_s)),
-                       tuple(placed.bounds), tuple(resumed_from), note)
+                       tuple(placed.bounds), tuple(resumed_from), note,
+                       tuple(run.training.steps[i].line for _, _, i in placed.steps))
 
 
 def _job_starts(run: ResilienceRunLog, logged: Sequence[tuple[float, Event, LogType]],
@@ -988,14 +991,68 @@ def _timeline_checks(found: _Found, rules: Rules, severity: Severity, section: d
                           "detected_s": s.detected_s, "acted_s": s.acted_s, "handled": s.handled}
                          for s in report.stalls]
     checks.append(_stall_check(_declared(*ids["stalls"], severity), report, rules.stall_factor,
-                               log_span, _spans(events)))
+                               _stall_spans(report, job, log.training.file) + log_span, _spans(events)))
     faults = _fault_rows(report, events, job)
     section["faults"] = [f.to_json() for f in faults]
     fault_spans = _spans([e for e in events if e.type in (EventType.FAULT, EventType.JOB_STARTED,
                                                           EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)])
-    checks.append(_restart_check(faults, rules.restart_max_s, severity, fault_spans or log_span))
-    checks.append(_lost_check(faults, report.checkpoint_interval_steps, severity, absent, fault_spans or log_span))
+    restart_first = _judged_fault_spans(report.faults, events, lambda f: f.time_to_restart_s)
+    lost_first = _lost_spans(report.faults, events, job, log.training.file)
+    checks.append(_restart_check(faults, rules.restart_max_s, severity,
+                                 _first_spans(restart_first, fault_spans or log_span)))
+    checks.append(_lost_check(faults, report.checkpoint_interval_steps, severity, absent,
+                              _first_spans(lost_first, fault_spans or log_span)))
     return checks, job
+
+
+def _judged_fault_spans(faults: Sequence[FaultRecovery], events: Sequence[Event],
+                        value: Callable[[FaultRecovery], float | None]) -> list[Span]:
+    """The lines the judged figure was read from: the fault whose `value` is worst (one never followed by a restart
+    first, it has none), its own line, the lines that excluded or replaced its node before the restart, and the
+    line of the job start that ended it."""
+    if not faults:
+        return []
+    worst = max(faults, key=lambda f: (value(f) is None, value(f) or 0.0))
+    t, until = worst.fault.time_s, worst.restarted_s
+    excluded = [e for e in events if e.type in (EventType.NODE_EXCLUDED, EventType.NODE_REPLACED)
+                and worst.fault.node is not None and e.node == worst.fault.node
+                and t <= e.time_s <= (until if until is not None else t)]
+    started = [e for e in events if e.type is EventType.JOB_STARTED and e.time_s == until]
+    return [*worst.fault.evidence, *_spans(excluded), *_spans(started[:1])]
+
+
+def _lost_spans(faults: Sequence[FaultRecovery], events: Sequence[Event], job: JobTimeline, file: str) -> list[Span]:
+    """The lines the most steps lost were counted from: the fault's, the last step printed before it and the
+    first printed after the restart (the step resumed from is the one before it)."""
+    first = _judged_fault_spans(faults, events, lambda f: f.lost_steps)
+    if not faults or len(job.step_lines) != len(job.timeline.steps):
+        return first
+    worst = max(faults, key=lambda f: (f.lost_steps is None, f.lost_steps or 0))
+    ends = [s.end_s for s in job.timeline.steps]
+    t, restart = worst.fault.time_s, worst.restarted_s
+    before = [i for i, e in enumerate(ends) if e <= t]
+    after = [i for i, e in enumerate(ends) if restart is not None and e > restart]
+    lines = [job.step_lines[i] for i in (before[-1:] + after[:1])]
+    return [*first, *(Span(file, line, line, 1) for line in lines)]
+
+
+def _first_spans(first: Sequence[Span], rest: Sequence[Span]) -> list[Span]:
+    """`first`, then the rest of the spans without repeating them."""
+    return [*first, *(s for s in rest if s not in first)]
+
+
+def _stall_spans(report: ResilienceReport, job: JobTimeline, file: str) -> list[Span]:
+    """Per stall not handled, the lines of the step printed before the gap and of the one after it (none after a
+    gap to the job's stop): the gap is read from them."""
+    if len(job.step_lines) != len(job.timeline.steps):
+        return []
+    ends = [s.end_s for s in job.timeline.steps]
+    out: list[Span] = []
+    for stall in (s for s in report.stalls if not s.handled):
+        at = [i for i, e in enumerate(ends) if e == stall.start_s][:1]
+        at += [i + 1 for i in at if i + 1 < len(ends) and ends[i + 1] == stall.end_s]
+        out += [Span(file, job.step_lines[i], job.step_lines[i], 1) for i in at]
+    return out
 
 
 def _stall_check(declared: DeclaredCheck, report: ResilienceReport, stall_factor: float, log_span: list[Span],

@@ -399,6 +399,13 @@ def test_ib_ports_down_fail_and_active_ones_pass(real_samples: Path, rules: Heal
     assert sorted(v.unit.name.split()[0] for v in verdicts if v.status is FAIL) == down
     assert len([v for v in verdicts if v.status is PASS]) == up
     assert {v.reason for v in verdicts if v.status is FAIL} <= {"State Down, physical state Disabled (Ethernet)"}
+    # issue 58: a port down cites the line its state was printed on, not its `Port 1:` header. The oracle walks the
+    # file: the first `State:` line after the CA's own `CA '...'` line
+    lines = (real_samples / "node-health" / rel).read_text().split("\n")
+    for v in (v for v in verdicts if v.status is FAIL):
+        ca = lines.index(f"CA '{v.unit.name.split()[0]}'")
+        state = next(i for i in range(ca, len(lines)) if lines[i].strip().startswith("State:")) + 1
+        assert (v.line, lines[v.line - 1].strip()) == (state, "State: Down")
 
 
 def test_ib_rates_as_printed(real_samples: Path) -> None:

@@ -74,6 +74,19 @@ def test_crash_restart_checkpoint_and_redone_steps(real_samples: Path, tmp_path:
     assert check.measured == pytest.approx(ready["goodput"]) and "re-done steps [10, 11, 12, 13, 14, 15]" in (
         check.message)
     assert out["checks"]["resilience.restarts_automatic_on_healthy_nodes"].status.value == "PASS"
+    # issue 58: each fault check's first spans are the lines its figure was read from, not the whole log. The
+    # oracle opens those lines: the restart time is the gap between the two stamps cited, the steps lost the
+    # iteration printed before the crash less the one resumed from (the first printed after the restart, less one)
+    restart = out["checks"]["resilience.restarts_automatic_on_healthy_nodes"]
+    failed_line, started_line = (lines[s.first - 1] for s in restart.evidence[:2])
+    assert all(s.first == s.last for s in restart.evidence[:2])
+    assert "Worker group FAILED" in failed_line and "Starting worker group" in started_line
+    assert restart.measured == pytest.approx(_time(started_line) - _time(failed_line), abs=1e-3)
+    lost = out["checks"]["resilience.lost_work_within_checkpoint_interval"]
+    assert [s.first for s in lost.evidence[:2]] == [s.first for s in restart.evidence[:2]]
+    last, resumed_next = (int(_STEP.search(lines[s.first - 1]).group(1))  # type: ignore[union-attr]
+                          for s in lost.evidence[2:4])
+    assert lost.measured == last - (resumed_next - 1) == 6
 
 
 def test_straggler_check_names_what_the_cluster_reported(real_samples: Path, tmp_path: Path) -> None:

@@ -162,6 +162,13 @@ def test_automatic_restart_on_healthy_nodes_passes(tmp_path: Path) -> None:
     (fault,) = out["section"]["faults"]
     assert fault["node"] == "n3" and fault["excludes_faulty_node"] is True and fault["automatic"] is True
     assert (fault["resumed_from_step"], fault["last_checkpoint_step"], fault["lost_steps"]) == (14, 14, 1)
+    # issue 58: the check cites the event lines its figure and its exclusion were read from before the whole log
+    events = (out["root"] / "events.jsonl").read_text().splitlines()
+    cited = [json.loads(events[s.first - 1]) for s in check.evidence[:3]]
+    assert [(e["type"], e.get("node")) for e in cited] == [
+        ("fault_injected", "n3"), ("node_excluded", "n3"), ("job_started", None)]
+    assert check.measured == pytest.approx((dt.datetime.fromisoformat(cited[2]["ts"])
+                                            - dt.datetime.fromisoformat(cited[0]["ts"])).total_seconds())
 
 
 def test_restart_on_the_faulty_node_fails(tmp_path: Path) -> None:
@@ -192,6 +199,11 @@ def test_no_stall_passes_and_an_undetected_hang_fails(tmp_path: Path) -> None:
     assert check.status is Status.FAIL and "(70 s): never detected" in check.message
     (stall,) = out["section"]["stalls"]
     assert stall["duration_s"] == pytest.approx(70) and stall["start_s"] == pytest.approx(320)
+    # issue 58: the check cites the step lines the gap lies between, then the whole log
+    log = (out["root"] / "log.txt").read_text().splitlines()
+    before, after = (log[s.first - 1] for s in check.evidence[:2])
+    assert "iteration 24/29" in before and "iteration 25/29" in after and "train_step_timing in s: 70.0" in after
+    assert check.evidence[2].count > 2
     detected = scenario(tmp_path / "c", hang_s=60.0, stall_detected=True)["checks"]["resilience.stalls_detected"]
     assert detected.status is Status.PASS
 

@@ -39,6 +39,9 @@ class IbPort:
     line: int
     ca_type: str | None = None
     firmware: str | None = None
+    # the lines its state and rate were printed on, where the output gives them lines of their own; else `line`
+    state_line: int | None = None
+    rate_line: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"ca": self.ca, "port": self.port, "state": self.state, "physical_state": self.physical_state,
@@ -157,5 +160,6 @@ def _ca(text: str, display: str, lines: LineCounter, ca: re.Match[str], end: int
         ports.append(IbPort(ca=name, port=number, state=keys["State"][0], physical_state=keys["Physical state"][0],
                             rate_gbps=rate_of(rate_text, file=display, line=rate_line, fix=_FIX),
                             link_layer=keys["Link layer"][0], line=line, ca_type=own.get("CA type"),
-                            firmware=own.get("Firmware version")))
+                            firmware=own.get("Firmware version"), state_line=keys["State"][1],
+                            rate_line=rate_line))
     return ports

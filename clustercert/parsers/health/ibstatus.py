@@ -63,6 +63,7 @@ def parse_ibstatus_of(text: str, display: str, *, first_line: int = 1) -> IbPort
         rate_text, rate_line = keys["rate"]
         ports.append(IbPort(ca=device.group(1), port=int(device.group(2)), state=state, physical_state=physical,
                             rate_gbps=rate_of(rate_text, file=display, line=rate_line, fix=_FIX),
-                            link_layer=keys["link_layer"][0], line=line))
+                            link_layer=keys["link_layer"][0], line=line, state_line=keys["state"][1],
+                            rate_line=rate_line))
     return IbPorts(file=display, source="ibstatus", line=lines.line_at(devices[0].start()),
                    last_line=lines.line_at(len(text.rstrip("\n"))), ports=ports)
