@@ -144,7 +144,7 @@ def generate(path: Path, make: Callable[[int], str], megabytes: float) -> None:
 
 def measure(fmt: str, path: Path, repeat: int) -> dict[str, float]:
     """Parse `path` `repeat` times in this (fresh) process: the best wall and CPU time, and the peak RSS."""
-    before = _resident_kib()  # the interpreter and its imports, resident now
+    before = resident_kib()  # the interpreter and its imports, resident now
     wall = cpu = math.inf
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -227,7 +227,7 @@ def main() -> None:
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 
 
-def _resident_kib() -> float:
+def resident_kib() -> float:
     """This process's resident set now, in KiB (ru_maxrss, the peak, is in KiB on Linux too)."""
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])

@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gauge import processor  # bench/ is the script's folder: first on its path
+from bench_parsers import resident_kib  # bench/ is the script's folder: first on its path
+from gauge import processor
 
 from clustercert.parsers.sacct import parse_sacct
 
@@ -116,7 +117,7 @@ FORMS = {"parsable": write_parsable, "parsable-by-line": write_parsable_by_line,
 
 def measure(path: Path) -> dict[str, float]:
     """Parse `path` once in this (fresh) process: the seconds, the resident set before, its peak, the rows read."""
-    before = _resident_kib()  # the interpreter and its imports, resident now
+    before = resident_kib()  # the interpreter and its imports, resident now
     start = time.perf_counter()
     result = parse_sacct(path, path.name)
     seconds = time.perf_counter() - start
@@ -175,15 +176,6 @@ def main() -> None:
         "results": results,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-
-
-def _resident_kib() -> float:
-    """This process's resident set now, in KiB (ru_maxrss, the peak, is in KiB on Linux too)."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return pages * os.sysconf("SC_PAGE_SIZE") / 1024
 
 
 if __name__ == "__main__":
